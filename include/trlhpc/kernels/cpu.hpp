@@ -1,0 +1,103 @@
+#pragma once
+// CPU kernels (fp32, OpenBLAS + OpenMP). One op per file in kernels/cpu/, forward and backward together.
+//
+// Gradient convention (as in llm.c):
+//   * parameter gradients ACCUMULATE (+=), so micro-batches and ring blocks add up;
+//   * activation (input) gradients OVERWRITE (=), except attention_bwd which accumulates dq/dk/dv
+//     because ring attention sums the contributions of every K/V block.
+// Shape letters: include/trlhpc/model/shapes.hpp. All pointers are host memory, row-major.
+#include <cstdint>
+
+namespace trlhpc::cpu {
+
+// ---- matmul.cpp -----------------------------------------------------------------------------------
+// c (M, N) = alpha * op(a) @ op(b) + beta * c, op(x) = x or x^T. a is (M, K) or (K, M) when trans_a;
+// b is (K, N) or (N, K) when trans_b. beta = 0 ignores c's old contents (NaN-safe).
+void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t M, int64_t N, int64_t K,
+            float alpha, float beta);
+// y (N, C) += bias (C) broadcast over rows.
+void bias_add(float* y, const float* bias, int64_t N, int64_t C);
+// dbias (C) += sum over rows of dy (N, C).
+void bias_bwd(const float* dy, float* dbias, int64_t N, int64_t C);
+
+// ---- elementwise.cpp ------------------------------------------------------------------------------
+void add_inplace(float* y, const float* x, int64_t n);               // y += x
+void scale_inplace(float* y, float s, int64_t n);                     // y *= s
+double sum_of_squares(const float* x, int64_t n);                     // sum x^2 in double
+
+// ---- embedding.cpp --------------------------------------------------------------------------------
+// out (N, C) = table[ids[i] - vocab_start] for ids inside [vocab_start, vocab_start + V), zeros otherwise
+// (the zeros make the vocab-parallel embedding a plain all-reduce under tensor parallel).
+// table (V, C), ids (N).
+void embedding_fwd(const int32_t* ids, const float* table, float* out, int64_t N, int64_t C, int64_t V,
+                   int64_t vocab_start);
+// dtable (V, C) += scatter of dout (N, C) by ids (rows outside the slice ignored). Deterministic:
+// parallel over vocab rows/columns, never two threads on one row.
+void embedding_bwd(const int32_t* ids, const float* dout, float* dtable, int64_t N, int64_t C, int64_t V,
+                   int64_t vocab_start);
+
+// ---- rmsnorm.cpp ----------------------------------------------------------------------------------
+// y (N, C) = x * rstd * weight, rstd (N) = 1 / sqrt(mean(x^2) + eps); statistics in fp32/double.
+void rmsnorm_fwd(const float* x, const float* weight, float* y, float* rstd, int64_t N, int64_t C, float eps);
+// dx (N, C) = (overwrite); dweight (C) += . Uses the rstd saved by the forward.
+void rmsnorm_bwd(const float* x, const float* weight, const float* rstd, const float* dy, float* dx,
+                 float* dweight, int64_t N, int64_t C);
+
+// ---- rope.cpp -------------------------------------------------------------------------------------
+// Rotary embedding, Hugging Face rotate-half convention, in place on x (N, H, HS):
+//   for i < HS/2, angle = pos[n] * inv_freq[i]:
+//   x1' = x1 cos - x2 sin,  x2' = x2 cos + x1 sin   with x1 = x[..., i], x2 = x[..., i + HS/2].
+// inv_freq (HS/2) already includes any rope_scaling. Angles computed in double then cast, matching
+// transformers' fp32 cos/sin closely enough for 1e-6 agreement.
+void rope_fwd(float* x, const int32_t* pos, const float* inv_freq, int64_t N, int64_t H, int64_t HS);
+// Backward = rotation by -angle, in place on dx (N, H, HS).
+void rope_bwd(float* dx, const int32_t* pos, const float* inv_freq, int64_t N, int64_t H, int64_t HS);
+
+// ---- attention.cpp --------------------------------------------------------------------------------
+// The single masked attention primitive (ARCHITECTURE.md "Attention is one primitive").
+// q (B, Tq, NH, HS), k and v (B, Tk, KVH, HS); q_pos, q_doc (B, Tq); k_pos, k_doc (B, Tk).
+// Query (b, i) may attend key (b, j) iff q_doc[b,i] == k_doc[b,j] && q_pos[b,i] >= k_pos[b,j].
+// GQA: query head h uses kv head h / (NH / KVH).
+// o (B, Tq, NH, HS) = softmax(scale * q k^T + mask) v; lse (B, NH, Tq) = log-sum-exp of the masked
+// scaled scores (natural log). A query with no allowed key gets o = 0 and lse = -inf.
+void attention_fwd(const float* q, const float* k, const float* v, const int32_t* q_pos, const int32_t* k_pos,
+                   const int32_t* q_doc, const int32_t* k_doc, float* o, float* lse, int64_t B, int64_t Tq,
+                   int64_t Tk, int64_t NH, int64_t KVH, int64_t HS, float scale);
+// Backward from the (global) lse and o: with P = exp(scale*qk - lse) on allowed pairs and
+// delta_i = sum_d do[i,d] * o[i,d]:  dS = P * (do v^T - delta),  dq += scale dS k, dk += scale dS^T q,
+// dv += P^T do. dq (B,Tq,NH,HS), dk/dv (B,Tk,KVH,HS) ACCUMULATE so ring attention can sum K/V blocks.
+void attention_bwd(const float* q, const float* k, const float* v, const float* o, const float* lse,
+                   const float* dout, const int32_t* q_pos, const int32_t* k_pos, const int32_t* q_doc,
+                   const int32_t* k_doc, float* dq, float* dk, float* dv, int64_t B, int64_t Tq, int64_t Tk,
+                   int64_t NH, int64_t KVH, int64_t HS, float scale);
+// Merge a block result into a running one (ring attention): lse' = logaddexp(lse_acc, lse_blk),
+// o_acc' = o_acc * exp(lse_acc - lse') + o_blk * exp(lse_blk - lse'). o (B,T,NH,HS), lse (B,NH,T).
+void attention_merge(float* o_acc, float* lse_acc, const float* o_blk, const float* lse_blk, int64_t B, int64_t T,
+                     int64_t NH, int64_t HS);
+
+// ---- swiglu.cpp -----------------------------------------------------------------------------------
+// out (N, F) = silu(gate) * up, silu(x) = x / (1 + exp(-x)); gate, up (N, F).
+void swiglu_fwd(const float* gate, const float* up, float* out, int64_t n);
+// dgate, dup (N, F) overwrite.
+void swiglu_bwd(const float* gate, const float* up, const float* dout, float* dgate, float* dup, int64_t n);
+
+// ---- cross_entropy.cpp ----------------------------------------------------------------------------
+// Fused LM head + cross-entropy that never holds more than chunk_tokens x V logits.
+// hidden (N, C), weight (V, C) (the LM head, or the tied embedding), targets (N) with -100 = ignore.
+// logits = hidden @ weight^T; per valid token t: loss_t = logsumexp(logits_t) - logits_t[target_t].
+// Returns the SUM of loss_t over valid tokens (double). When dhidden != nullptr also does the backward
+// for the loss  grad_scale * sum_t loss_t:  dlogits = grad_scale * (softmax - onehot) on valid rows,
+// dhidden (N, C) = dlogits @ weight (overwrite), dweight (V, C) += dlogits^T @ hidden.
+// *valid_tokens (optional) receives the count of targets != -100.
+double cross_entropy_fwd_bwd(const float* hidden, const float* weight, const int32_t* targets, int64_t N,
+                             int64_t C, int64_t V, float grad_scale, float* dhidden, float* dweight,
+                             int64_t chunk_tokens, int64_t* valid_tokens);
+
+// ---- adamw.cpp ------------------------------------------------------------------------------------
+// Decoupled AdamW, PyTorch semantics (torch.optim.AdamW, foreach=False), step >= 1:
+//   p -= lr * weight_decay * p;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
+//   p -= lr * (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + eps)
+void adamw_step(float* param, const float* grad, float* m, float* v, int64_t n, float lr, float beta1, float beta2,
+                float eps, float weight_decay, int64_t step);
+
+}  // namespace trlhpc::cpu

@@ -1,0 +1,33 @@
+// GPU discovery that tolerates a machine without a GPU or driver: cudaGetDeviceCount failing
+// (cudaErrorNoDevice, cudaErrorInsufficientDriver, ...) means "no GPU", never an error.
+#include <cuda_runtime.h>
+
+#include "device_query.cuh"
+
+namespace trlhpc::cuda {
+
+int visible_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky error so later queries start clean
+    return 0;
+  }
+  return count;
+}
+
+std::string runtime_version_string() {
+  int runtime = 0, driver = 0;
+  cudaRuntimeGetVersion(&runtime);
+  if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+  return "runtime " + std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10) +
+         (driver ? ", driver " + std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10)
+                 : std::string(", no driver"));
+}
+
+std::string device_name(int device) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return "unknown";
+  return prop.name;
+}
+
+}  // namespace trlhpc::cuda
