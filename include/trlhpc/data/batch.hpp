@@ -1,0 +1,32 @@
+#pragma once
+// The unit the data pipeline hands to the model: one micro-batch on one rank, host memory.
+//
+// Rows are either padded sequences (one document per row, right padding) or packed rows (several
+// documents per row, positions restarting at each document). Targets are already shifted: target[t]
+// is the id the model must predict from token t (input_ids[t+1] of the same document when that token
+// is trained on, else -100), so sequence sharding for cp/sp never needs a neighbour's tokens.
+#include <cstdint>
+#include <vector>
+
+namespace trlhpc {
+
+inline constexpr int32_t kIgnoreIndex = -100;
+inline constexpr int32_t kPaddingDocId = -1;
+
+struct Batch {
+  int64_t rows = 0;     // B
+  int64_t seq_len = 0;  // T
+  std::vector<int32_t> input_ids;  // (B, T) token ids; padding uses the pad id (or 0)
+  std::vector<int32_t> targets;    // (B, T) next-token targets, kIgnoreIndex where no loss
+  std::vector<int32_t> positions;  // (B, T) position ids for RoPE, restarting at 0 per document
+  std::vector<int32_t> doc_ids;    // (B, T) document ids unique within a row; kPaddingDocId for padding
+
+  int64_t tokens() const { return rows * seq_len; }
+  int64_t target_tokens() const {
+    int64_t n = 0;
+    for (int32_t t : targets) n += t != kIgnoreIndex;
+    return n;
+  }
+};
+
+}  // namespace trlhpc
