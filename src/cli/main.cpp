@@ -1,13 +1,67 @@
-// trlhpc: command-line entry point. Dispatches to the sub-commands of CONTRACT.md.
+// trlhpc: command-line entry point. Dispatches to the sub-commands of CONTRACT.md and turns errors
+// into the contract's exit codes: 1 for bad usage or input (UserError, raised identically on every
+// rank before any collective, so every rank prints it and exits cleanly), 2 for runtime failures
+// (MPI_Abort, so no rank is left waiting in a collective).
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
-int main(int argc, char** argv) {
-  if (argc >= 2 && (std::strcmp(argv[1], "--version") == 0)) {
-    std::printf("trlhpc %s\n", TRLHPC_VERSION);
+#include "trlhpc/cli/env_command.hpp"
+#include "trlhpc/cli/sft_options.hpp"
+#include "trlhpc/core/error.hpp"
+#include "trlhpc/runtime/mpi_environment.hpp"
+#include "trlhpc/train/sft_job.hpp"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: trlhpc <command> [options]\n"
+    "  sft       fine-tune a model (trlhpc sft --help)\n"
+    "  env       versions, ranks, hosts, devices, mesh and groups (trlhpc env --help)\n"
+    "  --version print the version\n"
+    "Launch with one process, `mpirun -np N trlhpc ...` or `srun trlhpc ...`.\n";
+
+int run_sft(int argc, char** argv, trlhpc::MpiEnvironment& mpi) {
+  std::vector<std::string> args(argv + 2, argv + argc);
+  trlhpc::SftConfig config;
+  std::string help;
+  if (!trlhpc::parse_sft_options(args, config, &help)) {
+    if (mpi.world_rank() == 0) std::printf("%s", help.c_str());
     return 0;
   }
-  std::fprintf(stderr, "usage: trlhpc sft|env|export|tokenize [flags]\n");
-  return 1;
+  return trlhpc::run_sft_job(config, mpi);
+}
+
+int dispatch(int argc, char** argv, trlhpc::MpiEnvironment& mpi) {
+  const std::string command = argc >= 2 ? argv[1] : "";
+  if (command == "--version" || command == "version") {
+    if (mpi.world_rank() == 0) std::printf("trlhpc %s\n", TRLHPC_VERSION);
+    return 0;
+  }
+  if (command == "--help" || command == "-h" || command == "help") {
+    if (mpi.world_rank() == 0) std::printf("%s", kUsage);
+    return 0;
+  }
+  if (command == "sft") return run_sft(argc, argv, mpi);
+  if (command == "env") return trlhpc::run_env_command(argc - 1, argv + 1, mpi);
+  throw trlhpc::UserError(command.empty() ? std::string("no command given\n") + kUsage
+                                          : "unknown command '" + command + "'\n" + kUsage);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  trlhpc::MpiEnvironment mpi(&argc, &argv);
+  try {
+    return dispatch(argc, argv, mpi);
+  } catch (const trlhpc::UserError& e) {
+    std::fprintf(stderr, "trlhpc: error: %s\n", e.what());
+    std::fflush(stderr);
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "trlhpc: failure: %s%s\n", trlhpc::rank_prefix().c_str(), e.what());
+    std::fflush(stderr);
+    mpi.abort(2);
+  }
 }

@@ -29,4 +29,17 @@ struct Batch {
   }
 };
 
+// A batch of one row of `seq_len` padding tokens: no targets, attends only to itself. Lets a rank with
+// no data take part in a step or evaluation that other ranks run.
+inline Batch padding_batch(int64_t seq_len) {
+  Batch b;
+  b.rows = 1;
+  b.seq_len = seq_len;
+  b.input_ids.assign(static_cast<size_t>(seq_len), 0);
+  b.targets.assign(static_cast<size_t>(seq_len), kIgnoreIndex);
+  b.positions.assign(static_cast<size_t>(seq_len), 0);
+  b.doc_ids.assign(static_cast<size_t>(seq_len), kPaddingDocId);
+  return b;
+}
+
 }  // namespace trlhpc

@@ -1,0 +1,83 @@
+#pragma once
+// ModelConfig: the architecture of a decoder-only model, read from (and written back to) a Hugging Face
+// config.json. Supported: `LlamaForCausalLM` (model_type "llama") and `Qwen2ForCausalLM` ("qwen2").
+//
+// Both are the same pre-norm decoder (RMSNorm -> GQA attention with rotate-half RoPE -> RMSNorm ->
+// SwiGLU MLP); they differ only in which projections carry a bias:
+//   llama: q/k/v/o bias = attention_bias (default false); gate/up/down bias = mlp_bias (default false)
+//   qwen2: q/k/v always biased, o never; no MLP bias
+// Anything trlhpc does not compute (other architectures, rope scaling other than llama3, an activation
+// other than silu, sliding-window attention, attention dropout, partial rotary) is rejected with a
+// UserError that names the file, the field and the value, rather than trained silently wrong.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace trlhpc {
+
+enum class ModelArchitecture { Llama, Qwen2 };
+
+// rope_scaling / rope_parameters of type "llama3" (Llama 3.1). `enabled == false` means plain RoPE
+// (no rope_scaling, or rope_type "default").
+struct RopeScaling {
+  bool enabled = false;
+  double factor = 8.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position_embeddings = 8192;
+};
+
+struct ModelConfig {
+  ModelArchitecture architecture = ModelArchitecture::Llama;
+  int64_t hidden_size = 0;              // C
+  int64_t intermediate_size = 0;        // F
+  int64_t num_hidden_layers = 0;        // L
+  int64_t num_attention_heads = 0;      // NH
+  int64_t num_key_value_heads = 0;      // KVH (config default: NH)
+  int64_t head_dim = 0;                 // HS (config default: C / NH)
+  int64_t vocab_size = 0;               // V
+  int64_t max_position_embeddings = 2048;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  bool qkv_bias = false;                // q_proj/k_proj/v_proj carry a bias
+  bool o_bias = false;                  // o_proj carries a bias (llama attention_bias only)
+  bool mlp_bias = false;                // gate/up/down carry a bias (llama mlp_bias)
+  bool tie_word_embeddings = false;     // lm_head.weight is model.embed_tokens.weight
+  double initializer_range = 0.02;      // std of the normal init of matrices and embeddings
+  std::optional<int64_t> bos_token_id;
+  std::vector<int64_t> eos_token_ids;   // config's eos_token_id: an int or a list
+  std::optional<int64_t> pad_token_id;
+  std::string torch_dtype = "float32";  // "float32", "bfloat16" or "float16"
+
+  // Parses config.json at `path`. Missing file, bad JSON or unsupported values -> UserError naming
+  // the file (and the field and value).
+  static ModelConfig from_file(const std::string& path);
+  // Parses an already-read JSON object; `source` names it in error messages (usually the path).
+  static ModelConfig from_json(const nlohmann::json& json, const std::string& source);
+
+  // A config.json object that transformers' AutoConfig/AutoModelForCausalLM loads back to this model.
+  nlohmann::json to_json() const;
+  // Writes to_json() to `path` (pretty-printed).
+  void save(const std::string& path) const;
+
+  const char* model_type() const;       // "llama" | "qwen2"
+  const char* architecture_name() const;  // "LlamaForCausalLM" | "Qwen2ForCausalLM"
+  // Number of trainable parameters (a tied head counted once), as transformers' num_parameters().
+  int64_t parameter_count() const;
+};
+
+// RoPE inverse frequencies, HS/2 floats: inv_freq[i] = 1 / theta^(2i/HS), then the llama3 rescaling
+// when enabled, computed in fp32 step by step as transformers' _compute_default_rope_parameters and
+// _compute_llama3_parameters (modeling_rope_utils.py) do:
+//   wavelen = 2*pi / inv_freq;  low_wl = orig_max / low_freq_factor;  high_wl = orig_max / high_freq_factor
+//   wavelen > low_wl           -> inv_freq / factor
+//   wavelen < high_wl          -> inv_freq
+//   otherwise (smooth = (orig_max / wavelen - low) / (high - low))
+//                              -> (1 - smooth) * inv_freq / factor + smooth * inv_freq
+std::vector<float> rope_inverse_frequencies(const ModelConfig& config);
+
+}  // namespace trlhpc

@@ -1,0 +1,27 @@
+#pragma once
+// Filling a ParameterStore's unit buffers from a Hugging Face directory or the deterministic init, and
+// reading full parameters back out for saving. Works on element ranges of unit buffers so a rank
+// touches only what it owns (the whole unit without sharding, its shard under ZeRO-3/FSDP).
+#include <cstdint>
+#include <functional>
+
+#include "trlhpc/core/tensor.hpp"
+#include "trlhpc/io/hf_model_dir.hpp"
+#include "trlhpc/model/parameter_store.hpp"
+
+namespace trlhpc {
+
+class Ops;
+
+// Writes elements [begin, end) of unit `unit`'s flat buffer into host memory `out`.
+using UnitRangeSource = std::function<void(int unit, int64_t begin, int64_t end, float* out)>;
+
+UnitRangeSource weights_from_hf_dir(const HfModelDir& dir);
+UnitRangeSource weights_from_init(const ModelConfig& config, uint64_t seed);
+
+// Fills `dst` (a device tensor of end-begin elements) with elements [begin, end) of unit `unit`.
+void load_unit_range(const UnitRangeSource& source, Ops& ops, int unit, int64_t begin, int64_t end, const Tensor& dst);
+// Fills every unit of the store completely (no sharding).
+void load_all_units(const UnitRangeSource& source, Ops& ops, ParameterStore& store);
+
+}  // namespace trlhpc

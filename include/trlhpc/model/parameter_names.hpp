@@ -1,0 +1,54 @@
+#pragma once
+// The parameters of a ModelConfig: Hugging Face tensor names, shapes and kinds, in one fixed order.
+//
+// Order (it is the order of the flat per-unit buffers, of init and of saving):
+//   unit 0        model.embed_tokens.weight                          (V, C)      embedding
+//   unit 1+i      model.layers.i.input_layernorm.weight              (C)         norm
+//   (layer i)     model.layers.i.self_attn.q_proj.weight             (NH*HS, C)  matrix
+//                 model.layers.i.self_attn.q_proj.bias               (NH*HS)     bias   [qkv_bias]
+//                 model.layers.i.self_attn.k_proj.weight / .bias     (KVH*HS, C) / (KVH*HS)
+//                 model.layers.i.self_attn.v_proj.weight / .bias     (KVH*HS, C) / (KVH*HS)
+//                 model.layers.i.self_attn.o_proj.weight             (C, NH*HS)  matrix
+//                 model.layers.i.self_attn.o_proj.bias               (C)         bias   [o_bias]
+//                 model.layers.i.post_attention_layernorm.weight     (C)         norm
+//                 model.layers.i.mlp.gate_proj.weight / .bias        (F, C) / (F)         [mlp_bias]
+//                 model.layers.i.mlp.up_proj.weight / .bias          (F, C) / (F)         [mlp_bias]
+//                 model.layers.i.mlp.down_proj.weight / .bias        (C, F) / (C)         [mlp_bias]
+//   unit L+1      model.norm.weight                                  (C)         norm
+//                 lm_head.weight                                     (V, C)      matrix [not tied]
+// Linear weights are (out, in) as in PyTorch. With tie_word_embeddings the head is the embedding.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trlhpc/core/tensor.hpp"
+#include "trlhpc/model/model_config.hpp"
+
+namespace trlhpc {
+
+// Kind decides initialisation (init.hpp) and weight decay (none on biases and norm weights, as
+// transformers' Trainer groups parameters).
+enum class ParameterKind { Matrix, Norm, Bias, Embedding };
+
+const char* parameter_kind_name(ParameterKind kind);  // "matrix", "norm", "bias", "embedding"
+
+struct ParameterSpec {
+  std::string name;     // Hugging Face name, e.g. "model.layers.3.mlp.up_proj.weight"
+  Shape shape;          // e.g. (F, C)
+  ParameterKind kind;
+  int unit;             // 0 = embedding, 1..L = decoder layer unit-1, L+1 = final norm + head
+
+  int64_t numel() const { return shape_numel(shape); }
+  bool weight_decay() const { return kind == ParameterKind::Matrix || kind == ParameterKind::Embedding; }
+};
+
+// All parameters of `config` in the order above.
+std::vector<ParameterSpec> parameter_specs(const ModelConfig& config);
+// Number of units: L + 2.
+int parameter_unit_count(const ModelConfig& config);
+// The specs of one unit, in order (a filter of parameter_specs).
+std::vector<ParameterSpec> unit_parameter_specs(const ModelConfig& config, int unit);
+// "model.layers.<layer>.<suffix>", e.g. layer_parameter_name(3, "mlp.up_proj.weight").
+std::string layer_parameter_name(int64_t layer, const std::string& suffix);
+
+}  // namespace trlhpc

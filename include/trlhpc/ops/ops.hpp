@@ -1,0 +1,84 @@
+#pragma once
+// Ops: the only door from the model to compute kernels (ARCHITECTURE.md "The seams").
+//
+// Every argument is a Tensor living on the backend's device, so a CUDA backend implements the same
+// interface over device memory; the model never reads a tensor element itself. Gradient convention
+// follows include/trlhpc/kernels/cpu.hpp: parameter grads accumulate (+=), activation grads overwrite,
+// attention_bwd accumulates dq/dk/dv. Shape letters: include/trlhpc/model/shapes.hpp.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "trlhpc/core/tensor.hpp"
+
+namespace trlhpc {
+
+struct AttentionShape {
+  int64_t B = 0, Tq = 0, Tk = 0, NH = 0, KVH = 0, HS = 0;
+  float scale = 1.0f;
+};
+
+struct AdamWHyper {
+  float lr = 0, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0;
+  int64_t step = 1;
+};
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual Device device() const = 0;
+
+  // Memory. `allocate` leaves contents undefined; `zeros` clears them.
+  virtual Tensor allocate(const Shape& shape, DType dtype = DType::F32) = 0;
+  virtual Tensor zeros(const Shape& shape, DType dtype = DType::F32) = 0;
+  virtual void fill_zero(const Tensor& t) = 0;
+  virtual void copy(const Tensor& dst, const Tensor& src) = 0;                  // same device
+  virtual void copy_from_host(const Tensor& dst, const void* host, size_t bytes) = 0;
+  virtual void copy_to_host(void* host, const Tensor& src, size_t bytes) = 0;
+
+  // c (M, N) = alpha op(a) op(b) + beta c, row-major; shapes are taken from the tensors.
+  virtual void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+                      float alpha = 1.0f, float beta = 0.0f) = 0;
+  virtual void bias_add(const Tensor& y /*(N, C)*/, const Tensor& bias /*(C)*/) = 0;
+  virtual void bias_bwd(const Tensor& dy /*(N, C)*/, const Tensor& dbias /*(C) +=*/) = 0;
+  virtual void add_inplace(const Tensor& y, const Tensor& x) = 0;  // y += x
+  virtual void scale_inplace(const Tensor& y, float s) = 0;
+  virtual double sum_of_squares(const Tensor& x) = 0;
+
+  virtual void embedding_fwd(const Tensor& ids /*(N) I32*/, const Tensor& table /*(V, C)*/, const Tensor& out /*(N, C)*/,
+                             int64_t vocab_start) = 0;
+  virtual void embedding_bwd(const Tensor& ids, const Tensor& dout /*(N, C)*/, const Tensor& dtable /*(V, C) +=*/,
+                             int64_t vocab_start) = 0;
+  virtual void rmsnorm_fwd(const Tensor& x /*(N, C)*/, const Tensor& weight /*(C)*/, const Tensor& y,
+                           const Tensor& rstd /*(N)*/, float eps) = 0;
+  virtual void rmsnorm_bwd(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy,
+                           const Tensor& dx /*=*/, const Tensor& dweight /*+=*/) = 0;
+  virtual void rope_fwd(const Tensor& x /*(N, H, HS) in place*/, const Tensor& pos /*(N) I32*/,
+                        const Tensor& inv_freq /*(HS/2)*/) = 0;
+  virtual void rope_bwd(const Tensor& dx /*(N, H, HS) in place*/, const Tensor& pos, const Tensor& inv_freq) = 0;
+  // q (B,Tq,NH,HS), k/v (B,Tk,KVH,HS), positions and doc ids (B,T*) I32, o (B,Tq,NH,HS), lse (B,NH,Tq).
+  virtual void attention_fwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos,
+                             const Tensor& k_pos, const Tensor& q_doc, const Tensor& k_doc, const Tensor& o,
+                             const Tensor& lse, const AttentionShape& s) = 0;
+  virtual void attention_bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& lse,
+                             const Tensor& dout, const Tensor& q_pos, const Tensor& k_pos, const Tensor& q_doc,
+                             const Tensor& k_doc, const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                             const AttentionShape& s) = 0;
+  virtual void attention_merge(const Tensor& o_acc, const Tensor& lse_acc, const Tensor& o_blk,
+                               const Tensor& lse_blk, const AttentionShape& s) = 0;
+  virtual void swiglu_fwd(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
+  virtual void swiglu_bwd(const Tensor& gate, const Tensor& up, const Tensor& dout, const Tensor& dgate,
+                          const Tensor& dup) = 0;
+  // Fused LM head + CE (see cpu::cross_entropy_fwd_bwd). dhidden/dweight undefined Tensors = no backward.
+  // Returns the summed loss over valid targets; valid_tokens receives their count.
+  virtual double cross_entropy_fwd_bwd(const Tensor& hidden /*(N, C)*/, const Tensor& weight /*(V, C)*/,
+                                       const Tensor& targets /*(N) I32*/, float grad_scale, const Tensor& dhidden,
+                                       const Tensor& dweight, int64_t chunk_tokens, int64_t* valid_tokens) = 0;
+  virtual void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                          const AdamWHyper& h) = 0;
+};
+
+// The CPU backend (fp32, OpenBLAS + OpenMP).
+std::unique_ptr<Ops> make_cpu_ops();
+
+}  // namespace trlhpc

@@ -1,0 +1,77 @@
+#pragma once
+// DataParallelStrategy: what a data-parallel profile does to parameters, gradients and optimizer state
+// (ARCHITECTURE.md "Parameters and sharding" table). The trainer drives every profile the same way:
+//
+//   for each micro-step m of an optimizer step:
+//       begin_micro_step(m == last)     -> the strategy decides whether this backward communicates
+//       decoder.forward_backward(...)   -> UnitHooks (gather / free / reduce per unit) fire inside
+//   finish_gradients()                  -> outstanding reductions complete; owned grads are final
+//   grad_norm_squared()                 -> global, each element counted once (one all-reduce at most)
+//   scale_owned_grads(clip)             -> clipping
+//   optimizer.step(owned_params(), owned_grads(), lr)
+//   finish_step()                       -> updated parameters reach every rank that needs them; grads zeroed
+//
+// Size-1 groups take the same code path as size-N: the single-process run is DDP over 1 rank.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trlhpc/model/decoder.hpp"
+#include "trlhpc/model/model_weights.hpp"
+#include "trlhpc/model/parameter_store.hpp"
+#include "trlhpc/optim/adamw.hpp"
+
+namespace trlhpc {
+
+class ProcessGroups;
+class Ops;
+
+enum class ShardingKind { None /*DDP*/, Zero1, Zero2, Zero3 };
+ShardingKind parse_sharding(const std::string& name);  // none|ddp|zero1|zero2|zero3|fsdp; UserError otherwise
+const char* sharding_name(ShardingKind kind);
+
+struct DataParallelOptions {
+  ShardingKind sharding = ShardingKind::None;
+  int64_t bucket_elements = 25 * 1024 * 1024 / 4;  // DDP bucket size (elements)
+  bool reshard_after_forward = true;                // ZeRO-3: free gathered params after forward
+};
+
+// Per-rank bytes as accounted by the strategy (CONTRACT: reported at start).
+struct MemoryAccount {
+  int64_t parameter_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0;
+};
+
+// Times (seconds since an arbitrary epoch) of gradient-communication events of the last step, for the
+// overlap test and benchmark: when each bucket was launched and completed, and when backward ended.
+struct CommTimeline {
+  std::vector<double> bucket_launch, bucket_done;
+  double backward_end = 0;
+};
+
+class DataParallelStrategy : public UnitHooks {
+ public:
+  ~DataParallelStrategy() override = default;
+  virtual void begin_micro_step(bool last_micro_step) = 0;
+  virtual void finish_gradients() = 0;
+  virtual double grad_norm_squared() = 0;
+  virtual void scale_owned_grads(float factor) = 0;
+  virtual std::vector<OptimizerRange> owned_ranges() const = 0;
+  virtual std::vector<Tensor> owned_params() = 0;
+  virtual std::vector<Tensor> owned_grads() = 0;
+  virtual void finish_step() = 0;
+  virtual MemoryAccount memory(const AdamW* optimizer) const = 0;
+  virtual const CommTimeline& timeline() const = 0;
+  // Fills the parameters this rank stores from `source` (every unit in full, or its shards).
+  virtual void load_parameters(const UnitRangeSource& source) = 0;
+  // Brings every unit's full parameters to this rank (e.g. for saving); no-op unless sharded.
+  virtual void gather_full_parameters() = 0;
+  virtual void release_full_parameters() = 0;
+};
+
+// The store must have been built with pad_multiple = the fsdp group size.
+std::unique_ptr<DataParallelStrategy> make_data_parallel_strategy(const DataParallelOptions& options,
+                                                                  ParameterStore& store, ProcessGroups& groups,
+                                                                  Ops& ops);
+
+}  // namespace trlhpc

@@ -1,0 +1,16 @@
+#pragma once
+// Model FLOPs utilisation (MFU) per the PaLM paper (Chowdhery et al. 2022, appendix B): training
+// FLOPs per token = 6 N + 12 L H Q T, with N the non-embedding parameters (the LM head counts, the
+// input embedding lookup does not), L layers, H heads, Q head size, T the sequence length attended.
+#include <cstdint>
+
+#include "trlhpc/model/model_config.hpp"
+
+namespace trlhpc {
+
+double training_flops_per_token(const ModelConfig& config, int64_t seq_len);
+// Measured fp32 GEMM rate of this process's BLAS threads (FLOP/s), from a few 1024^3 sgemm calls;
+// the CPU "peak" for MFU when --peak_flops is not given.
+double measure_cpu_gemm_flops();
+
+}  // namespace trlhpc

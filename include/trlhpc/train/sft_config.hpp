@@ -1,0 +1,61 @@
+#pragma once
+// SftConfig: every option of `trlhpc sft` (CONTRACT.md), named and defaulted as TRL's SFTConfig /
+// TrainingArguments. Filled by cli/sft_options from flags and --config YAML; consumed as a value.
+#include <cstdint>
+#include <string>
+
+namespace trlhpc {
+
+struct SftConfig {
+  // Model and data.
+  std::string model_name_or_path;   // HF directory
+  std::string model_config;         // config.json for a randomly initialised model
+  std::string tokenizer;            // tokenizer directory (defaults to model_name_or_path)
+  std::string dataset_name;         // .jsonl/.json file or directory
+  std::string dataset_train_split = "train";
+  std::string dataset_text_field = "text";
+  std::string eval_dataset;
+  std::string chat_template_path;
+  std::string output_dir = "trlhpc-output";
+  bool skip_bad_rows = false;
+
+  // Training.
+  int64_t max_steps = -1;
+  double num_train_epochs = 3.0;
+  int64_t per_device_train_batch_size = 8;
+  int64_t gradient_accumulation_steps = 1;
+  double learning_rate = 2e-5;
+  std::string lr_scheduler_type = "linear";
+  int64_t warmup_steps = 0;
+  double warmup_ratio = 0.0;
+  double weight_decay = 0.0;
+  double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8;
+  double max_grad_norm = 1.0;
+  uint64_t seed = 42;
+  int64_t max_length = 1024;
+  bool packing = false;
+  std::string packing_strategy = "bfd";
+  bool padding_free = false;
+  int64_t pad_to_multiple_of = 0;
+  std::string completion_only_loss = "auto";  // auto | true | false
+  bool assistant_only_loss = false;
+  bool gradient_checkpointing = false;
+  bool bf16 = false;
+  int64_t logging_steps = 10;
+  int64_t save_steps = 0;
+  int64_t save_total_limit = 0;
+  std::string resume_from_checkpoint;
+  int64_t eval_steps = 0;
+  bool shuffle_dataset = true;
+  double peak_flops = 0;            // per rank; 0 = measure the GEMM rate
+  int64_t loss_chunk_tokens = 1024; // rows of logits materialised at once by the fused loss
+
+  // Parallelism.
+  std::string accelerate_config;
+  int64_t dp_replicate_size = 1, dp_shard_size = -1, tp_size = 1, cp_size = 1, sp_size = 1;
+  std::string sharding = "none";    // none (DDP) | zero1 | zero2 | zero3 (set from accelerate profiles)
+  int64_t bucket_size_mb = 25;
+  std::string device = "auto";
+};
+
+}  // namespace trlhpc

@@ -1,0 +1,67 @@
+#pragma once
+// Trainer: one optimizer step over a rank's micro-batches, identical in meaning on every layout.
+//
+// The step loss is the token mean over the whole global batch (CONTRACT.md): before any backward the
+// target tokens of all micro-batches on all ranks of the `loss` group are summed (N_global), and each
+// micro-batch's loss gradient is scaled by 1/N_global. Gradients then need only a SUM across ranks,
+// and any split of the same global batch (dp x accumulation x per-device) gives the same update.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "trlhpc/data/batch.hpp"
+#include "trlhpc/model/decoder.hpp"
+#include "trlhpc/model/model_weights.hpp"
+#include "trlhpc/model/parameter_store.hpp"
+#include "trlhpc/optim/adamw.hpp"
+#include "trlhpc/parallel/data_parallel.hpp"
+
+namespace trlhpc {
+
+class ProcessGroups;
+
+struct TrainerOptions {
+  DataParallelOptions data_parallel;
+  AdamWConfig adamw;
+  double max_grad_norm = 1.0;  // 0 disables clipping
+  bool gradient_checkpointing = false;
+  int64_t loss_chunk_tokens = 1024;
+};
+
+struct StepResult {
+  double loss = 0;             // mean CE over the global batch's target tokens
+  double grad_norm = 0;        // global L2 norm before clipping
+  int64_t target_tokens = 0;   // N_global
+  int64_t tokens = 0;          // non-padding input tokens of the global batch
+};
+
+class Trainer {
+ public:
+  Trainer(const ModelConfig& config, Ops& ops, ProcessGroups& groups, const TrainerOptions& options);
+  ~Trainer();
+
+  // Loads initial weights into whatever this rank stores (every unit, or its shards).
+  void load_weights(const UnitRangeSource& source);
+  // One optimizer step on this rank's micro-batches (the same count on every rank) at learning rate lr.
+  StepResult step(const std::vector<Batch>& micro_batches, double lr);
+  // Mean loss over the global evaluation batch (no gradients).
+  double evaluate(const std::vector<Batch>& batches);
+
+  ParameterStore& store() { return *store_; }
+  Ops& ops() { return ops_; }
+  Decoder& decoder() { return *decoder_; }
+  AdamW& optimizer() { return *optimizer_; }
+  DataParallelStrategy& strategy() { return *strategy_; }
+  MemoryAccount memory() const { return strategy_->memory(optimizer_.get()); }
+
+ private:
+  Ops& ops_;
+  ProcessGroups& groups_;
+  TrainerOptions options_;
+  std::unique_ptr<ParameterStore> store_;
+  std::unique_ptr<DataParallelStrategy> strategy_;
+  std::unique_ptr<Decoder> decoder_;
+  std::unique_ptr<AdamW> optimizer_;
+};
+
+}  // namespace trlhpc

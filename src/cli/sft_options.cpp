@@ -1,0 +1,134 @@
+#include "trlhpc/cli/sft_options.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <boost/program_options.hpp>
+#include <filesystem>
+#include <sstream>
+
+#include "trlhpc/core/error.hpp"
+
+namespace po = boost::program_options;
+
+namespace trlhpc {
+namespace {
+
+// TRL-style booleans: `--packing` alone means true; `--packing false` is accepted too.
+po::typed_value<bool>* flag(bool* target) {
+  return po::value<bool>(target)->implicit_value(true)->default_value(*target);
+}
+
+po::options_description describe(SftConfig& c, std::string& config_file) {
+  po::options_description model("Model and data");
+  model.add_options()
+      ("config", po::value<std::string>(&config_file), "YAML file with any of these options as keys")
+      ("model_name_or_path", po::value<std::string>(&c.model_name_or_path), "Hugging Face model directory")
+      ("model_config", po::value<std::string>(&c.model_config), "config.json of a randomly initialised model")
+      ("tokenizer", po::value<std::string>(&c.tokenizer), "tokenizer directory (default: the model directory)")
+      ("dataset_name", po::value<std::string>(&c.dataset_name), ".jsonl/.json file or a directory of them")
+      ("dataset_train_split", po::value<std::string>(&c.dataset_train_split)->default_value(c.dataset_train_split), "split inside a dataset directory")
+      ("dataset_text_field", po::value<std::string>(&c.dataset_text_field)->default_value(c.dataset_text_field), "field of language-modeling rows")
+      ("eval_dataset", po::value<std::string>(&c.eval_dataset), "held-out dataset for eval_loss")
+      ("chat_template_path", po::value<std::string>(&c.chat_template_path), "Jinja chat template file overriding the tokenizer's")
+      ("output_dir", po::value<std::string>(&c.output_dir)->default_value(c.output_dir), "where metrics, checkpoints and the model go")
+      ("skip_bad_rows", flag(&c.skip_bad_rows), "skip (and count) dataset rows that do not fit instead of failing");
+  po::options_description train("Training");
+  train.add_options()
+      ("max_steps", po::value<int64_t>(&c.max_steps)->default_value(c.max_steps), "optimizer steps (-1: use epochs)")
+      ("num_train_epochs", po::value<double>(&c.num_train_epochs)->default_value(c.num_train_epochs), "epochs when max_steps is -1")
+      ("per_device_train_batch_size", po::value<int64_t>(&c.per_device_train_batch_size)->default_value(c.per_device_train_batch_size), "rows per micro-batch per dp rank")
+      ("gradient_accumulation_steps", po::value<int64_t>(&c.gradient_accumulation_steps)->default_value(c.gradient_accumulation_steps), "micro-batches per optimizer step")
+      ("learning_rate", po::value<double>(&c.learning_rate)->default_value(c.learning_rate), "peak learning rate")
+      ("lr_scheduler_type", po::value<std::string>(&c.lr_scheduler_type)->default_value(c.lr_scheduler_type), "linear|cosine|constant|constant_with_warmup")
+      ("warmup_steps", po::value<int64_t>(&c.warmup_steps)->default_value(c.warmup_steps), "")
+      ("warmup_ratio", po::value<double>(&c.warmup_ratio)->default_value(c.warmup_ratio), "")
+      ("weight_decay", po::value<double>(&c.weight_decay)->default_value(c.weight_decay), "AdamW decoupled weight decay (not on biases and norms)")
+      ("adam_beta1", po::value<double>(&c.adam_beta1)->default_value(c.adam_beta1), "")
+      ("adam_beta2", po::value<double>(&c.adam_beta2)->default_value(c.adam_beta2), "")
+      ("adam_epsilon", po::value<double>(&c.adam_epsilon)->default_value(c.adam_epsilon), "")
+      ("max_grad_norm", po::value<double>(&c.max_grad_norm)->default_value(c.max_grad_norm), "global-norm clipping (0: off)")
+      ("seed", po::value<uint64_t>(&c.seed)->default_value(c.seed), "init and data-order seed")
+      ("max_length", po::value<int64_t>(&c.max_length)->default_value(c.max_length), "tokens per example / packed row")
+      ("packing", flag(&c.packing), "pack examples into max_length rows")
+      ("packing_strategy", po::value<std::string>(&c.packing_strategy)->default_value(c.packing_strategy), "bfd|wrapped")
+      ("padding_free", flag(&c.padding_free), "concatenate a micro-batch without pad tokens")
+      ("pad_to_multiple_of", po::value<int64_t>(&c.pad_to_multiple_of)->default_value(c.pad_to_multiple_of), "")
+      ("completion_only_loss", po::value<std::string>(&c.completion_only_loss)->default_value(c.completion_only_loss), "true|false|auto (auto: on for prompt-completion data)")
+      ("assistant_only_loss", flag(&c.assistant_only_loss), "train only on assistant turns")
+      ("gradient_checkpointing", flag(&c.gradient_checkpointing), "recompute layers in backward")
+      ("bf16", flag(&c.bf16), "bf16 compute (CUDA backend)")
+      ("logging_steps", po::value<int64_t>(&c.logging_steps)->default_value(c.logging_steps), "")
+      ("save_steps", po::value<int64_t>(&c.save_steps)->default_value(c.save_steps), "")
+      ("save_total_limit", po::value<int64_t>(&c.save_total_limit)->default_value(c.save_total_limit), "")
+      ("resume_from_checkpoint", po::value<std::string>(&c.resume_from_checkpoint), "DIR or latest")
+      ("eval_steps", po::value<int64_t>(&c.eval_steps)->default_value(c.eval_steps), "")
+      ("shuffle_dataset", po::value<bool>(&c.shuffle_dataset)->default_value(c.shuffle_dataset), "")
+      ("peak_flops", po::value<double>(&c.peak_flops)->default_value(c.peak_flops), "peak FLOP/s per rank for MFU (0: measure)")
+      ("loss_chunk_tokens", po::value<int64_t>(&c.loss_chunk_tokens)->default_value(c.loss_chunk_tokens), "logit rows materialised at once");
+  po::options_description parallel("Parallelism");
+  parallel.add_options()
+      ("accelerate_config", po::value<std::string>(&c.accelerate_config), "profile name or accelerate YAML file")
+      ("dp_replicate_size", po::value<int64_t>(&c.dp_replicate_size)->default_value(c.dp_replicate_size), "")
+      ("dp_shard_size", po::value<int64_t>(&c.dp_shard_size)->default_value(c.dp_shard_size), "-1: the rest of the world")
+      ("tp_size", po::value<int64_t>(&c.tp_size)->default_value(c.tp_size), "")
+      ("cp_size", po::value<int64_t>(&c.cp_size)->default_value(c.cp_size), "")
+      ("sp_size", po::value<int64_t>(&c.sp_size)->default_value(c.sp_size), "")
+      ("sharding", po::value<std::string>(&c.sharding)->default_value(c.sharding), "none|zero1|zero2|zero3")
+      ("bucket_size_mb", po::value<int64_t>(&c.bucket_size_mb)->default_value(c.bucket_size_mb), "DDP gradient bucket size")
+      ("device", po::value<std::string>(&c.device)->default_value(c.device), "auto|cpu|cuda");
+  po::options_description all("trlhpc sft options");
+  all.add(model).add(train).add(parallel);
+  all.add_options()("help,h", "print this help");
+  return all;
+}
+
+// YAML scalars become "--key value" tokens so one parser (and one set of error messages) serves both.
+std::vector<std::string> yaml_as_args(const std::string& path) {
+  if (!std::filesystem::exists(path)) throw UserError("--config " + path + ": file not found");
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    throw UserError("--config " + path + ": invalid YAML at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+  std::vector<std::string> args;
+  if (root.IsNull()) return args;
+  if (!root.IsMap()) throw UserError("--config " + path + ": expected a mapping of option: value");
+  for (const auto& kv : root) {
+    const std::string key = kv.first.as<std::string>();
+    if (!kv.second.IsScalar())
+      throw UserError("--config " + path + ": option '" + key + "' must be a single value (line " +
+                      std::to_string(kv.second.Mark().line + 1) + ")");
+    args.push_back("--" + key);
+    args.push_back(kv.second.as<std::string>());
+  }
+  return args;
+}
+
+}  // namespace
+
+bool parse_sft_options(const std::vector<std::string>& args, SftConfig& config, std::string* help_text) {
+  std::string config_file;
+  po::options_description desc = describe(config, config_file);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).run(), vm);
+    if (vm.count("help")) {
+      std::ostringstream os;
+      os << "usage: trlhpc sft [--config FILE.yaml] [options]\n\n" << desc;
+      if (help_text) *help_text = os.str();
+      return false;
+    }
+    if (vm.count("config")) {
+      const std::string file = vm["config"].as<std::string>();
+      // Command-line values were stored first, so they win over the file (po::store keeps the first).
+      po::store(po::command_line_parser(yaml_as_args(file)).options(desc).run(), vm);
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UserError(std::string("trlhpc sft: ") + e.what() + " (see trlhpc sft --help)");
+  }
+  return true;
+}
+
+}  // namespace trlhpc

@@ -1,0 +1,170 @@
+#include "trlhpc/data/sft_dataset.hpp"
+
+#include "trlhpc/core/error.hpp"
+#include "trlhpc/data/chat_template.hpp"
+#include "trlhpc/data/dataset_reader.hpp"
+#include "trlhpc/data/tokenizer.hpp"
+
+namespace trlhpc {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Tokens of `text` whose byte range overlaps a marked byte (transformers' char_to_token over each
+// generation span marks exactly the tokens that cover span characters).
+std::vector<uint8_t> token_mask_from_bytes(const data::TokenizedText& tokens, const std::vector<uint8_t>& byte_mask) {
+  std::vector<uint8_t> mask(tokens.ids.size(), 0);
+  for (size_t t = 0; t < tokens.ids.size(); ++t) {
+    const auto [begin, end] = tokens.offsets[t];
+    for (size_t b = begin; b < end && b < byte_mask.size(); ++b)
+      if (byte_mask[b]) {
+        mask[t] = 1;
+        break;
+      }
+  }
+  return mask;
+}
+
+}  // namespace
+
+struct RowTokenizer::State {
+  SftDataOptions options;
+  DatasetFormSpec form;
+  const data::Tokenizer* tokenizer = nullptr;
+  bool completion_only = false;
+  std::optional<ChatTemplate> chat;
+  nlohmann::ordered_json special_context;
+  std::string eos_token;
+
+  std::vector<int32_t> encode(const std::string& text, bool special = true) const { return tokenizer->encode(text, special); }
+
+  TokenizedExample prompt_completion(const std::string& prompt_text, const std::string& full_text,
+                                     bool add_special) const {
+    TokenizedExample ex;
+    const size_t prompt_tokens = encode(prompt_text, add_special).size();
+    ex.input_ids = encode(full_text, add_special);
+    ex.loss_mask.assign(ex.input_ids.size(), 1);
+    if (completion_only)
+      for (size_t t = 0; t < std::min(prompt_tokens, ex.loss_mask.size()); ++t) ex.loss_mask[t] = 0;
+    return ex;
+  }
+};
+
+RowTokenizer::RowTokenizer(const SftDataOptions& options, const DatasetFormSpec& form, const data::Tokenizer* tokenizer)
+    : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.options = options;
+  s.form = form;
+  s.tokenizer = tokenizer;
+  s.completion_only = resolve_completion_only_loss(options.completion_only_loss, form);
+  if (form.form != DatasetForm::kPreTokenized && !tokenizer)
+    throw UserError("dataset " + options.dataset_name + " holds " + dataset_form_name(form.form) +
+                    " rows, which need a tokenizer: pass --tokenizer DIR or --model_name_or_path DIR");
+  if (tokenizer) s.eos_token = tokenizer->eos_token().value_or("");
+  if (form.conversational()) {
+    s.chat = ChatTemplate::parse(load_chat_template(options.tokenizer_dir, options.chat_template_path));
+    s.special_context = load_special_tokens_context(options.tokenizer_dir);
+  }
+  if (options.assistant_only_loss && !form.conversational() && form.form != DatasetForm::kPreTokenized)
+    throw UserError("--assistant_only_loss needs a conversational dataset (rows with \"messages\"), but " +
+                    options.dataset_name + " holds " + dataset_form_name(form.form) + " rows");
+}
+
+RowTokenizer::~RowTokenizer() = default;
+
+std::string RowTokenizer::rendered_text(const DatasetRow& row) const {
+  const State& s = *state_;
+  if (!s.form.conversational()) return "";
+  nlohmann::ordered_json messages = nlohmann::ordered_json::parse(row.value.at(s.form.messages_field).dump());
+  return s.chat->render(messages, false, s.special_context).text;
+}
+
+TokenizedExample RowTokenizer::tokenize(const DatasetRow& row) const {
+  const State& s = *state_;
+  const nlohmann::json& v = row.value;
+  switch (s.form.form) {
+    case DatasetForm::kPreTokenized: return pretokenized_example(s.form, row, s.completion_only);
+    case DatasetForm::kLanguageModeling: {
+      std::string text = v.at(s.form.text_field).get<std::string>();
+      if (!s.eos_token.empty() && !ends_with(text, s.eos_token)) text += s.eos_token;
+      TokenizedExample ex;
+      ex.input_ids = s.encode(text);
+      ex.loss_mask.assign(ex.input_ids.size(), 1);
+      return ex;
+    }
+    case DatasetForm::kPromptCompletion: {
+      const std::string prompt = v.at("prompt").get<std::string>();
+      std::string completion = v.at("completion").get<std::string>();
+      if (!s.eos_token.empty() && !ends_with(completion, s.eos_token)) completion += s.eos_token;
+      return s.prompt_completion(prompt, prompt + completion, true);
+    }
+    case DatasetForm::kConversationalPromptCompletion: {
+      const auto prompt = nlohmann::ordered_json::parse(v.at("prompt").dump());
+      auto full = prompt;
+      for (const auto& m : nlohmann::ordered_json::parse(v.at("completion").dump())) full.push_back(m);
+      const std::string prompt_text = s.chat->render(prompt, true, s.special_context).text;
+      const std::string full_text = s.chat->render(full, false, s.special_context).text;
+      return s.prompt_completion(prompt_text, full_text, false);
+    }
+    case DatasetForm::kConversational: {
+      const auto messages = nlohmann::ordered_json::parse(v.at(s.form.messages_field).dump());
+      TokenizedExample ex;
+      if (s.options.assistant_only_loss) {
+        const AssistantCharMask marked = assistant_char_mask(*s.chat, messages, s.special_context);
+        const data::TokenizedText tokens = s.tokenizer->encode_with_offsets(marked.text, false);
+        ex.input_ids = tokens.ids;
+        ex.loss_mask = token_mask_from_bytes(tokens, marked.mask);
+      } else {
+        ex.input_ids = s.encode(s.chat->render(messages, false, s.special_context).text, false);
+        ex.loss_mask.assign(ex.input_ids.size(), 1);
+      }
+      return ex;
+    }
+  }
+  return {};
+}
+
+SftDataset SftDataset::build(const SftDataOptions& options, const data::Tokenizer* tokenizer) {
+  SftDataset ds;
+  DatasetReader reader(resolve_dataset_files(options.dataset_name, options.split),
+                       DatasetReaderOptions{options.skip_bad_rows});
+  std::unique_ptr<RowTokenizer> row_tokenizer;
+  const int32_t max_length = static_cast<int32_t>(options.max_length);
+  const PackingStrategy strategy = parse_packing_strategy(options.packing_strategy);
+  const bool truncate = !(options.packing && strategy == PackingStrategy::kWrapped);
+  DatasetScan scan = scan_dataset(reader, options.text_field, [&](const DatasetRow& row, const DatasetFormSpec& form) {
+    if (!row_tokenizer) row_tokenizer = std::make_unique<RowTokenizer>(options, form, tokenizer);
+    TokenizedExample ex = row_tokenizer->tokenize(row);
+    if (ex.input_ids.empty()) return;
+    if (truncate && ex.length() > max_length) {
+      truncate_example(ex, max_length);
+      ++ds.stats_.truncated;
+    }
+    ds.examples_.push_back(std::move(ex));
+  });
+  if (ds.examples_.empty())
+    throw UserError("dataset " + options.dataset_name + " produced no non-empty example: check the rows and --dataset_text_field");
+  const std::vector<int32_t> lengths = example_lengths(ds.examples_);
+  ds.rows_ = options.packing ? pack(strategy, lengths, PackingOptions{max_length}) : unpacked_rows(lengths, max_length);
+  ds.collate_.padding_free = options.padding_free;
+  ds.collate_.pad_to_multiple_of = static_cast<int32_t>(options.pad_to_multiple_of);
+  ds.collate_.pad_token_id = tokenizer && tokenizer->pad_id() ? *tokenizer->pad_id() : 0;
+
+  SftDataStats& st = ds.stats_;
+  st.form = dataset_form_name(scan.form.form);
+  st.rows_read = scan.rows;
+  st.rows_skipped = scan.skipped_malformed + scan.skipped_invalid;
+  st.examples = static_cast<int64_t>(ds.examples_.size());
+  st.packed_rows = ds.num_rows();
+  for (const TokenizedExample& ex : ds.examples_) {
+    st.tokens += ex.length();
+    for (uint8_t m : ex.loss_mask) st.target_tokens += m;
+  }
+  return ds;
+}
+
+Batch SftDataset::collate(std::span<const int64_t> row_indices) const { return trlhpc::collate(examples_, rows_, row_indices, collate_); }
+
+}  // namespace trlhpc

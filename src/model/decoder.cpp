@@ -1,0 +1,136 @@
+// Decoder forward/backward orchestration: embedding, the layer stack, final norm and the fused loss.
+// The per-layer math lives in decoder_layer.cpp.
+#include "trlhpc/model/decoder.hpp"
+
+#include "src/model/decoder_internal.hpp"
+#include "trlhpc/core/error.hpp"
+
+namespace trlhpc {
+
+DeviceBatch DeviceBatch::upload(const Batch& batch, Ops& ops) {
+  DeviceBatch d;
+  d.B = batch.rows;
+  d.T = batch.seq_len;
+  const int64_t N = batch.tokens();
+  TRLHPC_ASSERT(static_cast<int64_t>(batch.input_ids.size()) == N && static_cast<int64_t>(batch.targets.size()) == N &&
+                    static_cast<int64_t>(batch.positions.size()) == N && static_cast<int64_t>(batch.doc_ids.size()) == N,
+                "batch arrays do not match rows x seq_len");
+  auto put = [&](const std::vector<int32_t>& v) {
+    Tensor t = ops.allocate({N}, DType::I32);
+    ops.copy_from_host(t, v.data(), v.size() * sizeof(int32_t));
+    return t;
+  };
+  d.input_ids = put(batch.input_ids);
+  d.targets = put(batch.targets);
+  d.positions = put(batch.positions);
+  d.doc_ids = put(batch.doc_ids);
+  return d;
+}
+
+Decoder::Decoder(ModelConfig config, Ops& ops, ParameterStore& params, bool gradient_checkpointing,
+                 int64_t loss_chunk_tokens)
+    : config_(std::move(config)),
+      ops_(ops),
+      params_(params),
+      checkpointing_(gradient_checkpointing),
+      loss_chunk_tokens_(loss_chunk_tokens),
+      scratch_(std::make_unique<Scratch>()) {
+  std::vector<float> inv = rope_inverse_frequencies(config_);
+  inv_freq_ = ops_.allocate({static_cast<int64_t>(inv.size())});
+  ops_.copy_from_host(inv_freq_, inv.data(), inv.size() * sizeof(float));
+  acts_.resize(static_cast<size_t>(config_.num_hidden_layers));
+}
+
+Decoder::~Decoder() = default;
+
+Tensor Decoder::head_weight() const {
+  return params_.param(config_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
+}
+Tensor Decoder::head_grad() const {
+  return params_.grad(config_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
+}
+
+void Decoder::ensure_buffers(int64_t N) {
+  if (N == buffers_N_) return;
+  const int64_t L = config_.num_hidden_layers;
+  for (int64_t l = 0; l < L; ++l) {
+    LayerActivations& act = acts_[static_cast<size_t>(l)];
+    act.x_in = ops_.allocate({N, config_.hidden_size});
+    if (!checkpointing_) allocate_layer_activations(ops_, config_, N, act);
+  }
+  scratch_->allocate(ops_, config_, N, checkpointing_);
+  buffers_N_ = N;
+}
+
+void Decoder::forward_to_final_hidden(const DeviceBatch& batch, bool keep_for_backward) {
+  const int64_t N = batch.B * batch.T, L = config_.num_hidden_layers;
+  ensure_buffers(N);
+  Scratch& s = *scratch_;
+  hooks().before_forward(0);
+  ops_.embedding_fwd(batch.input_ids, params_.param("model.embed_tokens.weight"), acts_[0].x_in, 0);
+  hooks().after_forward(0);
+  for (int64_t l = 0; l < L; ++l) {
+    LayerActivations& act = checkpointing_ ? s.recompute : acts_[static_cast<size_t>(l)];
+    const Tensor& x_out = l + 1 < L ? acts_[static_cast<size_t>(l + 1)].x_in : s.x_final;
+    hooks().before_forward(static_cast<int>(l + 1));
+    layer_forward(static_cast<int>(l), batch, acts_[static_cast<size_t>(l)].x_in, act, x_out);
+    hooks().after_forward(static_cast<int>(l + 1));
+  }
+  const int final_unit = static_cast<int>(L + 1);
+  hooks().before_forward(final_unit);
+  ops_.rmsnorm_fwd(s.x_final, params_.param("model.norm.weight"), s.h_final, s.rstd_final,
+                   static_cast<float>(config_.rms_norm_eps));
+  (void)keep_for_backward;
+}
+
+LossResult Decoder::run(const DeviceBatch& batch, float grad_scale, bool backward) {
+  const int64_t L = config_.num_hidden_layers;
+  const int final_unit = static_cast<int>(L + 1);
+  Scratch& s = *scratch_;
+  forward_to_final_hidden(batch, backward);
+  if (config_.tie_word_embeddings) hooks().before_forward(0);  // the head reads unit 0's table
+  LossResult result;
+  result.loss_sum = ops_.cross_entropy_fwd_bwd(s.h_final, head_weight(), batch.targets, grad_scale,
+                                               backward ? s.dh : Tensor(), backward ? head_grad() : Tensor(),
+                                               loss_chunk_tokens_, &result.target_tokens);
+  if (!backward) {
+    hooks().after_forward(final_unit);
+    return result;
+  }
+  // Final norm backward: dx = d rmsnorm(x_final)
+  ops_.rmsnorm_bwd(s.x_final, params_.param("model.norm.weight"), s.rstd_final, s.dh, s.dx,
+                   params_.grad("model.norm.weight"));
+  hooks().after_backward(final_unit);
+  for (int64_t l = L - 1; l >= 0; --l) {
+    const int unit = static_cast<int>(l + 1);
+    hooks().before_backward(unit);
+    LayerActivations& act = acts_[static_cast<size_t>(l)];
+    if (checkpointing_) {
+      layer_forward(static_cast<int>(l), batch, act.x_in, s.recompute, s.x_recompute_out);
+      layer_backward(static_cast<int>(l), batch, s.recompute, s.dx);
+    } else {
+      layer_backward(static_cast<int>(l), batch, act, s.dx);
+    }
+    hooks().after_backward(unit);
+  }
+  hooks().before_backward(0);
+  ops_.embedding_bwd(batch.input_ids, s.dx, params_.grad("model.embed_tokens.weight"), 0);
+  hooks().after_backward(0);
+  return result;
+}
+
+LossResult Decoder::forward_backward(const DeviceBatch& batch, float grad_scale) { return run(batch, grad_scale, true); }
+
+LossResult Decoder::forward_loss(const DeviceBatch& batch) { return run(batch, 0.0f, false); }
+
+Tensor Decoder::logits(const DeviceBatch& batch) {
+  forward_to_final_hidden(batch, false);
+  if (config_.tie_word_embeddings) hooks().before_forward(0);
+  const int64_t N = batch.B * batch.T;
+  Tensor out = ops_.allocate({N, config_.vocab_size});
+  ops_.matmul(scratch_->h_final, false, head_weight(), true, out);
+  hooks().after_forward(static_cast<int>(config_.num_hidden_layers + 1));
+  return out;
+}
+
+}  // namespace trlhpc

@@ -1,0 +1,179 @@
+// One decoder layer, forward and backward (pre-norm attention block + pre-norm SwiGLU MLP).
+//
+// Backward, with dx = dL/d(x_out) on entry and dL/d(x_in) on exit:
+//   MLP     x_out = x_mid + act Wd^T (+bd), act = silu(gate) * up, gate/up = h2 Wg^T, h2 Wu^T
+//           dWd += dx^T act; dact = dx Wd; (dgate, dup) = swiglu'; dWg += dgate^T h2; dWu += dup^T h2
+//           dh2 = dgate Wg + dup Wu;  dx += rmsnorm'(x_mid; dh2)
+//   attn    x_mid = x_in + attn Wo^T (+bo)
+//           dWo += dx^T attn; dattn = dx Wo; (dq, dk, dv) = attention'; un-rotate dq, dk
+//           dWq += dq^T h1 (same for k, v); dh1 = dq Wq + dk Wk + dv Wv;  dx += rmsnorm'(x_in; dh1)
+#include <cmath>
+#include <string>
+
+#include "src/model/decoder_internal.hpp"
+
+namespace trlhpc {
+namespace {
+
+struct LayerTensors {
+  Tensor ln1, wq, bq, wk, bk, wv, bv, wo, bo, ln2, wg, bg, wu, bu, wd, bd;
+};
+
+LayerTensors layer_tensors(const ParameterStore& store, const ModelConfig& c, int layer, bool grads) {
+  const std::string p = "model.layers." + std::to_string(layer) + ".";
+  auto get = [&](const std::string& name) { return grads ? store.grad(p + name) : store.param(p + name); };
+  LayerTensors t;
+  t.ln1 = get("input_layernorm.weight");
+  t.wq = get("self_attn.q_proj.weight");
+  t.wk = get("self_attn.k_proj.weight");
+  t.wv = get("self_attn.v_proj.weight");
+  t.wo = get("self_attn.o_proj.weight");
+  if (c.qkv_bias) {
+    t.bq = get("self_attn.q_proj.bias");
+    t.bk = get("self_attn.k_proj.bias");
+    t.bv = get("self_attn.v_proj.bias");
+  }
+  if (c.o_bias) t.bo = get("self_attn.o_proj.bias");
+  t.ln2 = get("post_attention_layernorm.weight");
+  t.wg = get("mlp.gate_proj.weight");
+  t.wu = get("mlp.up_proj.weight");
+  t.wd = get("mlp.down_proj.weight");
+  if (c.mlp_bias) {
+    t.bg = get("mlp.gate_proj.bias");
+    t.bu = get("mlp.up_proj.bias");
+    t.bd = get("mlp.down_proj.bias");
+  }
+  return t;
+}
+
+AttentionShape attention_shape(const ModelConfig& c, const DeviceBatch& batch) {
+  AttentionShape s;
+  s.B = batch.B;
+  s.Tq = s.Tk = batch.T;
+  s.NH = c.num_attention_heads;
+  s.KVH = c.num_key_value_heads;
+  s.HS = c.head_dim;
+  s.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+  return s;
+}
+
+// y = x W^T (+ b)
+void linear(Ops& ops, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, float beta = 0.0f) {
+  ops.matmul(x, false, w, true, y, 1.0f, beta);
+  if (b.data()) ops.bias_add(y, b);
+}
+
+// dW += dy^T x, db += colsum(dy)
+void linear_weight_grad(Ops& ops, const Tensor& dy, const Tensor& x, const Tensor& dw, const Tensor& db) {
+  ops.matmul(dy, true, x, false, dw, 1.0f, 1.0f);
+  if (db.data()) ops.bias_bwd(dy, db);
+}
+
+}  // namespace
+
+void allocate_layer_activations(Ops& ops, const ModelConfig& c, int64_t N, Decoder::LayerActivations& a) {
+  const int64_t C = c.hidden_size, F = c.intermediate_size, QD = c.num_attention_heads * c.head_dim,
+                KD = c.num_key_value_heads * c.head_dim;
+  a.h1 = ops.allocate({N, C});
+  a.rstd1 = ops.allocate({N});
+  a.q = ops.allocate({N, QD});
+  a.k = ops.allocate({N, KD});
+  a.v = ops.allocate({N, KD});
+  a.attn = ops.allocate({N, QD});
+  a.lse = ops.allocate({N * c.num_attention_heads});
+  a.x_mid = ops.allocate({N, C});
+  a.h2 = ops.allocate({N, C});
+  a.rstd2 = ops.allocate({N});
+  a.gate = ops.allocate({N, F});
+  a.up = ops.allocate({N, F});
+  a.act = ops.allocate({N, F});
+}
+
+void Decoder::Scratch::allocate(Ops& ops, const ModelConfig& c, int64_t N, bool checkpointing) {
+  const int64_t C = c.hidden_size, F = c.intermediate_size, QD = c.num_attention_heads * c.head_dim,
+                KD = c.num_key_value_heads * c.head_dim;
+  x_final = ops.allocate({N, C});
+  h_final = ops.allocate({N, C});
+  rstd_final = ops.allocate({N});
+  dx = ops.allocate({N, C});
+  dh = ops.allocate({N, C});
+  dtmp = ops.allocate({N, C});
+  dq = ops.allocate({N, QD});
+  dk = ops.allocate({N, KD});
+  dv = ops.allocate({N, KD});
+  dattn = ops.allocate({N, QD});
+  dact = ops.allocate({N, F});
+  dgate = ops.allocate({N, F});
+  dup = ops.allocate({N, F});
+  if (checkpointing) {
+    allocate_layer_activations(ops, c, N, recompute);
+    x_recompute_out = ops.allocate({N, C});
+  }
+}
+
+void Decoder::layer_forward(int layer, const DeviceBatch& batch, const Tensor& x_in, LayerActivations& a,
+                            const Tensor& x_out) {
+  const ModelConfig& c = config_;
+  const int64_t N = batch.B * batch.T;
+  const LayerTensors w = layer_tensors(params_, c, layer, false);
+  const float eps = static_cast<float>(c.rms_norm_eps);
+
+  ops_.rmsnorm_fwd(x_in, w.ln1, a.h1, a.rstd1, eps);
+  linear(ops_, a.h1, w.wq, w.bq, a.q);
+  linear(ops_, a.h1, w.wk, w.bk, a.k);
+  linear(ops_, a.h1, w.wv, w.bv, a.v);
+  ops_.rope_fwd(a.q.reshape({N, c.num_attention_heads, c.head_dim}), batch.positions, inv_freq_);
+  ops_.rope_fwd(a.k.reshape({N, c.num_key_value_heads, c.head_dim}), batch.positions, inv_freq_);
+  ops_.attention_fwd(a.q, a.k, a.v, batch.positions, batch.positions, batch.doc_ids, batch.doc_ids, a.attn, a.lse,
+                     attention_shape(c, batch));
+  ops_.copy(a.x_mid, x_in);
+  linear(ops_, a.attn, w.wo, w.bo, a.x_mid, 1.0f);
+
+  ops_.rmsnorm_fwd(a.x_mid, w.ln2, a.h2, a.rstd2, eps);
+  linear(ops_, a.h2, w.wg, w.bg, a.gate);
+  linear(ops_, a.h2, w.wu, w.bu, a.up);
+  ops_.swiglu_fwd(a.gate, a.up, a.act);
+  ops_.copy(x_out, a.x_mid);
+  linear(ops_, a.act, w.wd, w.bd, x_out, 1.0f);
+}
+
+void Decoder::layer_backward(int layer, const DeviceBatch& batch, const LayerActivations& a, const Tensor& dx) {
+  const ModelConfig& c = config_;
+  const int64_t N = batch.B * batch.T;
+  const LayerTensors w = layer_tensors(params_, c, layer, false);
+  const LayerTensors g = layer_tensors(params_, c, layer, true);
+  Scratch& s = *scratch_;
+
+  // MLP block.
+  linear_weight_grad(ops_, dx, a.act, g.wd, g.bd);
+  ops_.matmul(dx, false, w.wd, false, s.dact);
+  ops_.swiglu_bwd(a.gate, a.up, s.dact, s.dgate, s.dup);
+  linear_weight_grad(ops_, s.dgate, a.h2, g.wg, g.bg);
+  linear_weight_grad(ops_, s.dup, a.h2, g.wu, g.bu);
+  ops_.matmul(s.dgate, false, w.wg, false, s.dh);
+  ops_.matmul(s.dup, false, w.wu, false, s.dh, 1.0f, 1.0f);
+  ops_.rmsnorm_bwd(a.x_mid, w.ln2, a.rstd2, s.dh, s.dtmp, g.ln2);
+  ops_.add_inplace(dx, s.dtmp);
+
+  // Attention block.
+  linear_weight_grad(ops_, dx, a.attn, g.wo, g.bo);
+  ops_.matmul(dx, false, w.wo, false, s.dattn);
+  ops_.fill_zero(s.dq);
+  ops_.fill_zero(s.dk);
+  ops_.fill_zero(s.dv);
+  ops_.attention_bwd(a.q, a.k, a.v, a.attn, a.lse, s.dattn, batch.positions, batch.positions, batch.doc_ids,
+                     batch.doc_ids, s.dq, s.dk, s.dv, attention_shape(c, batch));
+  ops_.rope_bwd(s.dq.reshape({N, c.num_attention_heads, c.head_dim}), batch.positions, inv_freq_);
+  ops_.rope_bwd(s.dk.reshape({N, c.num_key_value_heads, c.head_dim}), batch.positions, inv_freq_);
+  linear_weight_grad(ops_, s.dq, a.h1, g.wq, g.bq);
+  linear_weight_grad(ops_, s.dk, a.h1, g.wk, g.bk);
+  linear_weight_grad(ops_, s.dv, a.h1, g.wv, g.bv);
+  ops_.matmul(s.dq, false, w.wq, false, s.dh);
+  ops_.matmul(s.dk, false, w.wk, false, s.dh, 1.0f, 1.0f);
+  ops_.matmul(s.dv, false, w.wv, false, s.dh, 1.0f, 1.0f);
+  ops_.rmsnorm_bwd(a.x_in.data() ? a.x_in : acts_[static_cast<size_t>(layer)].x_in, w.ln1, a.rstd1, s.dh, s.dtmp,
+                   g.ln1);
+  ops_.add_inplace(dx, s.dtmp);
+}
+
+}  // namespace trlhpc

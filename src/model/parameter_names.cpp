@@ -1,0 +1,61 @@
+#include "trlhpc/model/parameter_names.hpp"
+
+namespace trlhpc {
+
+const char* parameter_kind_name(ParameterKind kind) {
+  switch (kind) {
+    case ParameterKind::Matrix: return "matrix";
+    case ParameterKind::Norm: return "norm";
+    case ParameterKind::Bias: return "bias";
+    case ParameterKind::Embedding: return "embedding";
+  }
+  return "?";
+}
+
+std::string layer_parameter_name(int64_t layer, const std::string& suffix) {
+  return "model.layers." + std::to_string(layer) + "." + suffix;
+}
+
+int parameter_unit_count(const ModelConfig& config) { return static_cast<int>(config.num_hidden_layers) + 2; }
+
+std::vector<ParameterSpec> parameter_specs(const ModelConfig& config) {
+  const int64_t C = config.hidden_size, F = config.intermediate_size, V = config.vocab_size;
+  const int64_t q_out = config.num_attention_heads * config.head_dim;   // NH*HS
+  const int64_t kv_out = config.num_key_value_heads * config.head_dim;  // KVH*HS
+  std::vector<ParameterSpec> specs;
+  specs.push_back({"model.embed_tokens.weight", {V, C}, ParameterKind::Embedding, 0});
+
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+    const int unit = static_cast<int>(i) + 1;
+    auto add = [&](const std::string& suffix, Shape shape, ParameterKind kind) {
+      specs.push_back({layer_parameter_name(i, suffix), std::move(shape), kind, unit});
+    };
+    auto linear = [&](const std::string& module, int64_t out, int64_t in, bool bias) {
+      add(module + ".weight", {out, in}, ParameterKind::Matrix);
+      if (bias) add(module + ".bias", {out}, ParameterKind::Bias);
+    };
+    add("input_layernorm.weight", {C}, ParameterKind::Norm);
+    linear("self_attn.q_proj", q_out, C, config.qkv_bias);
+    linear("self_attn.k_proj", kv_out, C, config.qkv_bias);
+    linear("self_attn.v_proj", kv_out, C, config.qkv_bias);
+    linear("self_attn.o_proj", C, q_out, config.o_bias);
+    add("post_attention_layernorm.weight", {C}, ParameterKind::Norm);
+    linear("mlp.gate_proj", F, C, config.mlp_bias);
+    linear("mlp.up_proj", F, C, config.mlp_bias);
+    linear("mlp.down_proj", C, F, config.mlp_bias);
+  }
+
+  const int last = parameter_unit_count(config) - 1;
+  specs.push_back({"model.norm.weight", {C}, ParameterKind::Norm, last});
+  if (!config.tie_word_embeddings) specs.push_back({"lm_head.weight", {V, C}, ParameterKind::Matrix, last});
+  return specs;
+}
+
+std::vector<ParameterSpec> unit_parameter_specs(const ModelConfig& config, int unit) {
+  std::vector<ParameterSpec> out;
+  for (auto& spec : parameter_specs(config))
+    if (spec.unit == unit) out.push_back(std::move(spec));
+  return out;
+}
+
+}  // namespace trlhpc

@@ -1,0 +1,57 @@
+#include "trlhpc/model/parameter_store.hpp"
+
+#include "trlhpc/core/error.hpp"
+#include "trlhpc/ops/ops.hpp"
+
+namespace trlhpc {
+
+ParameterStore::ParameterStore(const ModelConfig& config, Ops& ops, int64_t pad_multiple) {
+  TRLHPC_ASSERT(pad_multiple >= 1, "pad_multiple must be >= 1");
+  for (const ParameterSpec& spec : parameter_specs(config)) {
+    if (static_cast<size_t>(spec.unit) >= units_.size()) units_.resize(static_cast<size_t>(spec.unit) + 1);
+    ParameterUnit& unit = units_[static_cast<size_t>(spec.unit)];
+    ParameterSlot slot{spec, unit.numel, shape_numel(spec.shape)};
+    unit.numel += slot.numel;
+    index_[spec.name] = {spec.unit, unit.slots.size()};
+    unit.slots.push_back(std::move(slot));
+  }
+  for (ParameterUnit& unit : units_) {
+    unit.padded_numel = (unit.numel + pad_multiple - 1) / pad_multiple * pad_multiple;
+    unit.params = ops.zeros({unit.padded_numel});
+    unit.grads = ops.zeros({unit.padded_numel});
+  }
+}
+
+const ParameterSlot& ParameterStore::slot(const std::string& name) const {
+  auto it = index_.find(name);
+  TRLHPC_ASSERT(it != index_.end(), "no parameter named " + name);
+  return units_[static_cast<size_t>(it->second.first)].slots[it->second.second];
+}
+
+int ParameterStore::unit_of(const std::string& name) const {
+  auto it = index_.find(name);
+  TRLHPC_ASSERT(it != index_.end(), "no parameter named " + name);
+  return it->second.first;
+}
+
+Tensor ParameterStore::param(const std::string& name) const {
+  const ParameterSlot& s = slot(name);
+  return units_[static_cast<size_t>(unit_of(name))].params.view(s.spec.shape, s.offset);
+}
+
+Tensor ParameterStore::grad(const std::string& name) const {
+  const ParameterSlot& s = slot(name);
+  return units_[static_cast<size_t>(unit_of(name))].grads.view(s.spec.shape, s.offset);
+}
+
+int64_t ParameterStore::total_numel() const {
+  int64_t n = 0;
+  for (const ParameterUnit& unit : units_) n += unit.numel;
+  return n;
+}
+
+void ParameterStore::zero_grads(Ops& ops) {
+  for (ParameterUnit& unit : units_) ops.fill_zero(unit.grads);
+}
+
+}  // namespace trlhpc

@@ -1,0 +1,41 @@
+#include "trlhpc/optim/adamw.hpp"
+
+#include <algorithm>
+
+#include "trlhpc/core/error.hpp"
+
+namespace trlhpc {
+
+AdamW::AdamW(const ParameterStore& store, std::vector<OptimizerRange> ranges, AdamWConfig config, Ops& ops)
+    : ranges_(std::move(ranges)), config_(config), ops_(ops) {
+  TRLHPC_ASSERT(static_cast<int>(ranges_.size()) == store.num_units(), "one optimizer range per unit");
+  for (int u = 0; u < store.num_units(); ++u) {
+    const OptimizerRange r = ranges_[static_cast<size_t>(u)];
+    m_.push_back(ops.zeros({r.end - r.begin}));
+    v_.push_back(ops.zeros({r.end - r.begin}));
+    for (const ParameterSlot& slot : store.unit(u).slots) {
+      const int64_t lo = std::max(r.begin, slot.offset), hi = std::min(r.end, slot.offset + slot.numel);
+      if (lo >= hi) continue;
+      const bool decay = slot.spec.weight_decay();
+      segments_.push_back({u, lo - r.begin, hi - lo, decay});
+    }
+  }
+}
+
+void AdamW::step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, float lr) {
+  ++step_;
+  for (const Segment& s : segments_) {
+    const size_t u = static_cast<size_t>(s.unit);
+    AdamWHyper h{lr, config_.beta1, config_.beta2, config_.eps, s.decay ? config_.weight_decay : 0.0f, step_};
+    ops_.adamw_step(params[u].view({s.numel}, s.offset), grads[u].view({s.numel}, s.offset),
+                    m_[u].view({s.numel}, s.offset), v_[u].view({s.numel}, s.offset), h);
+  }
+}
+
+int64_t AdamW::state_bytes() const {
+  int64_t bytes = 0;
+  for (size_t u = 0; u < m_.size(); ++u) bytes += static_cast<int64_t>(m_[u].nbytes() + v_[u].nbytes());
+  return bytes;
+}
+
+}  // namespace trlhpc

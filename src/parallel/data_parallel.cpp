@@ -1,0 +1,37 @@
+#include "trlhpc/parallel/data_parallel.hpp"
+
+#include "src/parallel/ddp_strategy.hpp"
+#include "trlhpc/core/error.hpp"
+
+namespace trlhpc {
+
+ShardingKind parse_sharding(const std::string& name) {
+  if (name == "none" || name == "ddp" || name == "no") return ShardingKind::None;
+  if (name == "zero1") return ShardingKind::Zero1;
+  if (name == "zero2") return ShardingKind::Zero2;
+  if (name == "zero3" || name == "fsdp") return ShardingKind::Zero3;
+  throw UserError("--sharding " + name + " is not known: use none, zero1, zero2 or zero3");
+}
+
+const char* sharding_name(ShardingKind kind) {
+  switch (kind) {
+    case ShardingKind::None: return "none (DDP)";
+    case ShardingKind::Zero1: return "zero1";
+    case ShardingKind::Zero2: return "zero2";
+    case ShardingKind::Zero3: return "zero3";
+  }
+  return "?";
+}
+
+std::unique_ptr<DataParallelStrategy> make_data_parallel_strategy(const DataParallelOptions& options,
+                                                                  ParameterStore& store, ProcessGroups& groups,
+                                                                  Ops& ops) {
+  switch (options.sharding) {
+    case ShardingKind::None: return std::make_unique<DdpStrategy>(options, store, groups, ops);
+    default:
+      throw UserError(std::string("sharding ") + sharding_name(options.sharding) +
+                      " is not available in this build yet: use --sharding none (DDP)");
+  }
+}
+
+}  // namespace trlhpc

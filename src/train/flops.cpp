@@ -1,0 +1,28 @@
+#include "trlhpc/train/flops.hpp"
+
+#include <chrono>
+#include <vector>
+
+#include "trlhpc/kernels/cpu.hpp"
+
+namespace trlhpc {
+
+double training_flops_per_token(const ModelConfig& c, int64_t seq_len) {
+  const double embedding = static_cast<double>(c.vocab_size * c.hidden_size);
+  double n = static_cast<double>(c.parameter_count()) - embedding;
+  if (c.tie_word_embeddings) n += embedding;  // the head still multiplies by the (shared) matrix
+  return 6.0 * n + 12.0 * static_cast<double>(c.num_hidden_layers * c.num_attention_heads * c.head_dim * seq_len);
+}
+
+double measure_cpu_gemm_flops() {
+  const int64_t n = 1024;
+  std::vector<float> a(static_cast<size_t>(n * n), 0.5f), b(a), c(a);
+  cpu::matmul(a.data(), false, b.data(), false, c.data(), n, n, n, 1.0f, 0.0f);  // warm-up
+  const int reps = 3;
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < reps; ++r) cpu::matmul(a.data(), false, b.data(), false, c.data(), n, n, n, 1.0f, 0.0f);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return 2.0 * static_cast<double>(n * n * n) * reps / seconds;
+}
+
+}  // namespace trlhpc

@@ -1,0 +1,76 @@
+#include "trlhpc/train/metrics_logger.hpp"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "trlhpc/core/error.hpp"
+
+namespace trlhpc {
+
+MetricsLogger::MetricsLogger(const std::string& output_dir, bool enabled)
+    : enabled_(enabled), tty_(enabled && isatty(STDOUT_FILENO)) {
+  if (!enabled_) return;
+  std::filesystem::create_directories(output_dir);
+  const std::string path = (std::filesystem::path(output_dir) / "metrics.jsonl").string();
+  file_ = std::fopen(path.c_str(), "a");
+  if (!file_) throw UserError("cannot write " + path + ": check that --output_dir is writable");
+}
+
+MetricsLogger::~MetricsLogger() {
+  if (file_) std::fclose(file_);
+}
+
+void MetricsLogger::write_line(const nlohmann::json& j) {
+  const std::string line = j.dump() + "\n";
+  std::fwrite(line.data(), 1, line.size(), file_);
+  std::fflush(file_);
+}
+
+namespace {
+std::string format_duration(double seconds) {
+  if (!(seconds >= 0) || seconds > 1e8) return "?";
+  const long s = static_cast<long>(seconds);
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+  return buffer;
+}
+}  // namespace
+
+void MetricsLogger::log_step(const StepMetrics& m) {
+  if (!enabled_) return;
+  write_line({{"step", m.step},
+              {"loss", m.loss},
+              {"grad_norm", m.grad_norm},
+              {"learning_rate", m.learning_rate},
+              {"num_tokens", m.num_tokens},
+              {"tokens_per_second", m.tokens_per_second},
+              {"mfu", m.mfu},
+              {"epoch", m.epoch}});
+  std::printf("%sstep %lld/%lld  loss %.4f  grad_norm %.3f  lr %.3e  %.0f tok/s  MFU %.1f%%  ETA %s%s",
+              tty_ ? "\r\033[K" : "", static_cast<long long>(m.step), static_cast<long long>(m.total_steps), m.loss,
+              m.grad_norm, m.learning_rate, m.tokens_per_second, 100.0 * m.mfu, format_duration(m.seconds_left).c_str(),
+              tty_ ? "" : "\n");
+  std::fflush(stdout);
+  progress_shown_ = tty_;
+}
+
+void MetricsLogger::log_eval(int64_t step, double eval_loss, double epoch) {
+  if (!enabled_) return;
+  write_line({{"step", step}, {"eval_loss", eval_loss}, {"epoch", epoch}});
+  message("eval step " + std::to_string(step) + ": eval_loss " + std::to_string(eval_loss));
+}
+
+void MetricsLogger::message(const std::string& text) {
+  if (!enabled_) return;
+  std::printf("%s%s\n", progress_shown_ ? "\r\033[K" : "", text.c_str());
+  std::fflush(stdout);
+  progress_shown_ = false;
+}
+
+void MetricsLogger::finish() {
+  if (enabled_ && progress_shown_) std::printf("\n");
+  progress_shown_ = false;
+}
+
+}  // namespace trlhpc

@@ -1,0 +1,69 @@
+#include "trlhpc/train/trainer.hpp"
+
+#include <cmath>
+
+#include "trlhpc/core/error.hpp"
+#include "trlhpc/parallel/process_groups.hpp"
+
+namespace trlhpc {
+
+Trainer::Trainer(const ModelConfig& config, Ops& ops, ProcessGroups& groups, const TrainerOptions& options)
+    : ops_(ops), groups_(groups), options_(options) {
+  store_ = std::make_unique<ParameterStore>(config, ops, groups.fsdp().size());
+  strategy_ = make_data_parallel_strategy(options.data_parallel, *store_, groups, ops);
+  decoder_ = std::make_unique<Decoder>(config, ops, *store_, options.gradient_checkpointing, options.loss_chunk_tokens);
+  decoder_->set_hooks(strategy_.get());
+  optimizer_ = std::make_unique<AdamW>(*store_, strategy_->owned_ranges(), options.adamw, ops);
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::load_weights(const UnitRangeSource& source) { strategy_->load_parameters(source); }
+
+StepResult Trainer::step(const std::vector<Batch>& micro_batches, double lr) {
+  // N_global and the token count, summed over every rank that holds different tokens.
+  int64_t counts[2] = {0, 0};
+  for (const Batch& b : micro_batches) {
+    counts[0] += b.target_tokens();
+    for (int32_t d : b.doc_ids) counts[1] += d != kPaddingDocId;
+  }
+  groups_.loss().comm().all_reduce(std::span<int64_t>(counts, 2));
+  StepResult result;
+  result.target_tokens = counts[0];
+  result.tokens = counts[1];
+  const float grad_scale = counts[0] > 0 ? 1.0f / static_cast<float>(counts[0]) : 0.0f;
+
+  double loss_sum = 0;
+  for (size_t m = 0; m < micro_batches.size(); ++m) {
+    strategy_->begin_micro_step(m + 1 == micro_batches.size());
+    const DeviceBatch batch = DeviceBatch::upload(micro_batches[m], ops_);
+    loss_sum += decoder_->forward_backward(batch, grad_scale).loss_sum;
+  }
+  strategy_->finish_gradients();
+  groups_.loss().comm().all_reduce(std::span<double>(&loss_sum, 1));
+  result.loss = counts[0] > 0 ? loss_sum / static_cast<double>(counts[0]) : 0.0;
+
+  // Clipping as torch.nn.utils.clip_grad_norm_: coefficient max_norm / (norm + 1e-6), capped at 1.
+  result.grad_norm = std::sqrt(strategy_->grad_norm_squared());
+  if (options_.max_grad_norm > 0) {
+    const double coef = options_.max_grad_norm / (result.grad_norm + 1e-6);
+    if (coef < 1.0) strategy_->scale_owned_grads(static_cast<float>(coef));
+  }
+  optimizer_->step(strategy_->owned_params(), strategy_->owned_grads(), static_cast<float>(lr));
+  strategy_->finish_step();
+  return result;
+}
+
+double Trainer::evaluate(const std::vector<Batch>& batches) {
+  double sums[2] = {0, 0};  // loss sum, target tokens
+  for (const Batch& b : batches) {
+    const DeviceBatch batch = DeviceBatch::upload(b, ops_);
+    const LossResult r = decoder_->forward_loss(batch);
+    sums[0] += r.loss_sum;
+    sums[1] += static_cast<double>(r.target_tokens);
+  }
+  groups_.loss().comm().all_reduce(std::span<double>(sums, 2));
+  return sums[1] > 0 ? sums[0] / sums[1] : 0.0;
+}
+
+}  // namespace trlhpc

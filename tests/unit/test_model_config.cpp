@@ -1,0 +1,247 @@
+// ModelConfig: parsing real and written configs, rejecting what trlhpc does not compute, RoPE frequencies.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "test_support.hpp"
+#include "trlhpc/core/error.hpp"
+#include "trlhpc/model/model_config.hpp"
+#include "trlhpc/model/parameter_names.hpp"
+
+namespace trlhpc {
+namespace {
+
+using nlohmann::json;
+
+std::string stories_config() { return ::trlhpc::testing::shared_data_dir() + "/stories260K/config.json"; }
+
+// Qwen2-0.5B's config.json (as published, trimmed of fields trlhpc ignores).
+json qwen2_config() {
+  return json::parse(R"({
+    "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 896,
+    "intermediate_size": 4864, "num_hidden_layers": 24, "num_attention_heads": 14,
+    "num_key_value_heads": 2, "vocab_size": 151936, "max_position_embeddings": 131072,
+    "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "tie_word_embeddings": true, "hidden_act": "silu",
+    "use_sliding_window": false, "sliding_window": 131072, "max_window_layers": 24,
+    "attention_dropout": 0.0, "initializer_range": 0.02, "bos_token_id": 151643,
+    "eos_token_id": 151643, "torch_dtype": "bfloat16", "use_cache": true})");
+}
+
+json llama31_config() {
+  return json::parse(R"({
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+    "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072,
+    "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "hidden_act": "silu",
+    "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                     "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+    "bos_token_id": 128000, "eos_token_id": [128001, 128008, 128009], "torch_dtype": "bfloat16"})");
+}
+
+// Expects a UserError whose message contains every one of `needles`.
+void expect_user_error(const json& config, std::initializer_list<std::string> needles) {
+  try {
+    ModelConfig::from_json(config, "/some/config.json");
+    ADD_FAILURE() << "no UserError for " << config.dump();
+  } catch (const UserError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("/some/config.json"), std::string::npos) << message;
+    for (const auto& needle : needles) EXPECT_NE(message.find(needle), std::string::npos) << message;
+  }
+}
+
+TEST(ModelConfig, ParsesStories260K) {
+  const ModelConfig c = ModelConfig::from_file(stories_config());
+  EXPECT_EQ(c.architecture, ModelArchitecture::Llama);
+  EXPECT_EQ(c.hidden_size, 64);
+  EXPECT_EQ(c.intermediate_size, 172);
+  EXPECT_EQ(c.num_hidden_layers, 5);
+  EXPECT_EQ(c.num_attention_heads, 8);
+  EXPECT_EQ(c.num_key_value_heads, 4);
+  EXPECT_EQ(c.head_dim, 8);
+  EXPECT_EQ(c.vocab_size, 512);
+  EXPECT_EQ(c.max_position_embeddings, 512);
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-5);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 10000.0);
+  EXPECT_FALSE(c.rope_scaling.enabled);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_FALSE(c.qkv_bias);
+  EXPECT_FALSE(c.o_bias);
+  EXPECT_FALSE(c.mlp_bias);
+  EXPECT_DOUBLE_EQ(c.initializer_range, 0.02);
+  EXPECT_EQ(c.bos_token_id, 1);
+  EXPECT_EQ(c.eos_token_ids, std::vector<int64_t>{2});
+  EXPECT_FALSE(c.pad_token_id.has_value());
+  EXPECT_EQ(c.torch_dtype, "float32");
+  // 512*64 embedding + 5 layers * (2*64 + 64*64 + 2*32*64 + 64*64 + 3*172*64) + 64 final norm.
+  EXPECT_EQ(c.parameter_count(), 512 * 64 + 5 * (128 + 4096 + 4096 + 4096 + 3 * 172 * 64) + 64);
+}
+
+TEST(ModelConfig, ParsesQwen2WithBiasesAndCountsParameters) {
+  const ModelConfig c = ModelConfig::from_json(qwen2_config(), "qwen2.json");
+  EXPECT_EQ(c.architecture, ModelArchitecture::Qwen2);
+  EXPECT_STREQ(c.model_type(), "qwen2");
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_TRUE(c.qkv_bias);
+  EXPECT_FALSE(c.o_bias);
+  EXPECT_FALSE(c.mlp_bias);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 1e6);
+  EXPECT_EQ(c.torch_dtype, "bfloat16");
+  EXPECT_EQ(c.parameter_count(), 494032768);  // Qwen2-0.5B's num_parameters() in transformers
+  int64_t total = 0;
+  for (const auto& spec : parameter_specs(c)) total += spec.numel();
+  EXPECT_EQ(total, c.parameter_count());
+}
+
+TEST(ModelConfig, DefaultsAndAlternativeForms) {
+  json j = json::parse(R"({"model_type": "llama", "hidden_size": 48, "intermediate_size": 96,
+    "num_hidden_layers": 2, "num_attention_heads": 6, "vocab_size": 100, "head_dim": 16,
+    "attention_bias": true, "mlp_bias": true, "dtype": "bfloat16",
+    "rope_parameters": {"rope_type": "default", "rope_theta": 250000.0}})");
+  const ModelConfig c = ModelConfig::from_json(j, "x.json");
+  EXPECT_EQ(c.num_key_value_heads, 6);  // defaults to the head count
+  EXPECT_EQ(c.head_dim, 16);            // explicit head_dim wins over hidden/heads = 8
+  EXPECT_TRUE(c.qkv_bias && c.o_bias && c.mlp_bias);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 250000.0);
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-6);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_EQ(c.torch_dtype, "bfloat16");
+  EXPECT_EQ(parameter_specs(c).back().name, "lm_head.weight");
+}
+
+TEST(ModelConfig, JsonRoundTrip) {
+  for (const json& source : {qwen2_config(), llama31_config()}) {
+    const ModelConfig a = ModelConfig::from_json(source, "a.json");
+    const ModelConfig b = ModelConfig::from_json(a.to_json(), "b.json");
+    EXPECT_EQ(a.to_json(), b.to_json());
+    EXPECT_EQ(a.parameter_count(), b.parameter_count());
+    EXPECT_EQ(b.eos_token_ids, a.eos_token_ids);
+    EXPECT_EQ(b.rope_scaling.enabled, a.rope_scaling.enabled);
+  }
+  const std::string dir = ::trlhpc::testing::make_temp_dir("config");
+  const ModelConfig stories = ModelConfig::from_file(stories_config());
+  stories.save(dir + "/config.json");
+  EXPECT_EQ(ModelConfig::from_file(dir + "/config.json").to_json(), stories.to_json());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ModelConfig, RejectsUnsupportedValuesNamingTheField) {
+  json j = qwen2_config();
+  j["architectures"] = {"MistralForCausalLM"};
+  j["model_type"] = "mistral";
+  expect_user_error(j, {"architectures", "MistralForCausalLM"});
+
+  j = qwen2_config();
+  j["hidden_act"] = "gelu";
+  expect_user_error(j, {"hidden_act", "gelu"});
+
+  j = qwen2_config();
+  j["use_sliding_window"] = true;
+  expect_user_error(j, {"use_sliding_window", "true"});
+
+  j = llama31_config();
+  j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}};
+  expect_user_error(j, {"rope_scaling.type", "yarn"});
+
+  j = llama31_config();
+  j["num_key_value_heads"] = 5;
+  expect_user_error(j, {"num_key_value_heads", "5"});
+
+  j = llama31_config();
+  j.erase("hidden_size");
+  expect_user_error(j, {"hidden_size", "missing"});
+
+  j = llama31_config();
+  j["vocab_size"] = "lots";
+  expect_user_error(j, {"vocab_size", "lots"});
+
+  j = llama31_config();
+  j["attention_dropout"] = 0.1;
+  expect_user_error(j, {"attention_dropout", "0.1"});
+
+  j = llama31_config();
+  j["architectures"] = {"LlamaForCausalLM"};
+  j["model_type"] = "qwen2";
+  expect_user_error(j, {"model_type", "qwen2"});
+}
+
+TEST(ModelConfig, MissingOrCorruptFileNamesTheFile) {
+  const std::string dir = ::trlhpc::testing::make_temp_dir("config-bad");
+  try {
+    ModelConfig::from_file(dir + "/nope.json");
+    ADD_FAILURE() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find(dir + "/nope.json"), std::string::npos) << e.what();
+  }
+  std::ofstream(dir + "/bad.json") << "{\"hidden_size\": 64,";
+  try {
+    ModelConfig::from_file(dir + "/bad.json");
+    ADD_FAILURE() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find(dir + "/bad.json"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("JSON"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// inv_freq[i] = theta^(-2i/HS), then llama3's three bands (transformers' _compute_llama3_parameters).
+std::vector<double> expected_inverse_frequencies(const ModelConfig& c) {
+  std::vector<double> out;
+  for (int64_t i = 0; i < c.head_dim / 2; ++i) {
+    const double f = 1.0 / std::pow(c.rope_theta, 2.0 * static_cast<double>(i) / static_cast<double>(c.head_dim));
+    if (!c.rope_scaling.enabled) {
+      out.push_back(f);
+      continue;
+    }
+    const RopeScaling& s = c.rope_scaling;
+    const double old_len = static_cast<double>(s.original_max_position_embeddings);
+    const double wavelen = 2 * M_PI / f;
+    if (wavelen < old_len / s.high_freq_factor) out.push_back(f);
+    else if (wavelen > old_len / s.low_freq_factor) out.push_back(f / s.factor);
+    else {
+      const double smooth = (old_len / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      out.push_back((1 - smooth) * f / s.factor + smooth * f);
+    }
+  }
+  return out;
+}
+
+TEST(ModelConfig, RopeInverseFrequenciesPlain) {
+  const ModelConfig c = ModelConfig::from_file(stories_config());
+  const std::vector<float> got = rope_inverse_frequencies(c);
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_TRUE(::trlhpc::testing::all_close(got, expected_inverse_frequencies(c), 1e-6, 0));
+  EXPECT_FLOAT_EQ(got[0], 1.0f);
+  EXPECT_FLOAT_EQ(got[1], 0.1f);  // 10000^(-2/8)
+}
+
+TEST(ModelConfig, RopeInverseFrequenciesLlama3Scaling) {
+  const ModelConfig c = ModelConfig::from_json(llama31_config(), "llama31.json");
+  ASSERT_TRUE(c.rope_scaling.enabled);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 8.0);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 8192);
+  const std::vector<float> got = rope_inverse_frequencies(c);
+  ASSERT_EQ(got.size(), 64u);
+  const std::vector<double> want = expected_inverse_frequencies(c);
+  EXPECT_TRUE(::trlhpc::testing::all_close(got, want, 2e-6, 0));
+  // All three bands occur: unchanged high frequencies, smoothed middle, divided-by-8 low frequencies.
+  int unchanged = 0, divided = 0, smoothed = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double plain = 1.0 / std::pow(500000.0, 2.0 * static_cast<double>(i) / 128.0);
+    if (std::abs(want[i] - plain) <= 1e-12 * plain) ++unchanged;
+    else if (std::abs(want[i] - plain / 8) <= 1e-12 * plain) ++divided;
+    else ++smoothed;
+  }
+  EXPECT_GT(unchanged, 0);
+  EXPECT_GT(divided, 0);
+  EXPECT_GT(smoothed, 0);
+  // Bit-exact against transformers 5.x (ROPE_INIT_FUNCTIONS["llama3"] on this config, fp32 on CPU),
+  // one value per band and the band edges; index 29 is smoothed and catches an FMA-fused sum.
+  const std::vector<std::pair<size_t, float>> transformers_values = {
+      {0, 0x1.0p+0f},          {20, 0x1.0f5386p-6f},  {25, 0x1.8554ecp-8f}, {29, 0x1.1bfa0cp-9f},
+      {33, 0x1.47e21p-12f},    {40, 0x1.1f91fp-15f},  {63, 0x1.4985fep-22f}};
+  for (const auto& [i, value] : transformers_values) EXPECT_EQ(got[i], value) << "inv_freq[" << i << "]";
+}
+
+}  // namespace
+}  // namespace trlhpc
