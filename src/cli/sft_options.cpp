@@ -105,6 +105,9 @@ std::vector<std::string> yaml_as_args(const std::string& path) {
   return args;
 }
 
+// No prefix guessing: a misspelt flag must be an error, not silently another option.
+constexpr int kStyle = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+
 }  // namespace
 
 bool parse_sft_options(const std::vector<std::string>& args, SftConfig& config, std::string* help_text) {
@@ -112,7 +115,7 @@ bool parse_sft_options(const std::vector<std::string>& args, SftConfig& config, 
   po::options_description desc = describe(config, config_file);
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(args).options(desc).run(), vm);
+    po::store(po::command_line_parser(args).options(desc).style(kStyle).run(), vm);
     if (vm.count("help")) {
       std::ostringstream os;
       os << "usage: trlhpc sft [--config FILE.yaml] [options]\n\n" << desc;
@@ -122,7 +125,7 @@ bool parse_sft_options(const std::vector<std::string>& args, SftConfig& config, 
     if (vm.count("config")) {
       const std::string file = vm["config"].as<std::string>();
       // Command-line values were stored first, so they win over the file (po::store keeps the first).
-      po::store(po::command_line_parser(yaml_as_args(file)).options(desc).run(), vm);
+      po::store(po::command_line_parser(yaml_as_args(file)).options(desc).style(kStyle).run(), vm);
     }
     po::notify(vm);
   } catch (const po::error& e) {
