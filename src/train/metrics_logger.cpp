@@ -8,8 +8,8 @@
 
 namespace trlhpc {
 
-MetricsLogger::MetricsLogger(const std::string& output_dir, bool enabled)
-    : enabled_(enabled), tty_(enabled && isatty(STDOUT_FILENO)) {
+MetricsLogger::MetricsLogger(const std::string& output_dir, bool enabled, bool may_redraw)
+    : enabled_(enabled), tty_(enabled && may_redraw && isatty(STDOUT_FILENO)) {
   if (!enabled_) return;
   std::filesystem::create_directories(output_dir);
   const std::string path = (std::filesystem::path(output_dir) / "metrics.jsonl").string();

@@ -106,7 +106,7 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   omp_set_num_threads(topology.cpu_threads());
   openblas_set_num_threads(topology.cpu_threads());
   const bool is_main = mpi.world_rank() == 0;
-  MetricsLogger logger(c.output_dir, is_main);
+  MetricsLogger logger(c.output_dir, is_main, /*may_redraw=*/mpi.world_size() == 1);
 
   // Data: every rank tokenizes the same files the same way (identical rows without communication).
   const std::string tokenizer_dir = !c.tokenizer.empty() ? c.tokenizer : c.model_name_or_path;

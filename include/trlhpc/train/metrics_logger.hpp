@@ -19,8 +19,9 @@ struct StepMetrics {
 
 class MetricsLogger {
  public:
-  // enabled = false on every rank but global rank 0: all calls become no-ops.
-  MetricsLogger(const std::string& output_dir, bool enabled);
+  // enabled = false on every rank but global rank 0: all calls become no-ops. `may_redraw` = false
+  // forces plain lines (mpirun hands ranks a pseudo-terminal even when its own output is a file).
+  MetricsLogger(const std::string& output_dir, bool enabled, bool may_redraw);
   ~MetricsLogger();
   MetricsLogger(const MetricsLogger&) = delete;
   MetricsLogger& operator=(const MetricsLogger&) = delete;
