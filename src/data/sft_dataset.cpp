@@ -3,6 +3,7 @@
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/data/chat_template.hpp"
 #include "trlhpc/data/dataset_reader.hpp"
+#include "trlhpc/data/sampler.hpp"
 #include "trlhpc/data/tokenizer.hpp"
 
 namespace trlhpc {
@@ -147,7 +148,11 @@ SftDataset SftDataset::build(const SftDataOptions& options, const data::Tokenize
   if (ds.examples_.empty())
     throw UserError("dataset " + options.dataset_name + " produced no non-empty example: check the rows and --dataset_text_field");
   const std::vector<int32_t> lengths = example_lengths(ds.examples_);
-  ds.rows_ = options.packing ? pack(strategy, lengths, PackingOptions{max_length}) : unpacked_rows(lengths, max_length);
+  // TRL shuffles the examples (seeded) before packing when shuffle_dataset is on, so documents that
+  // sit next to each other in the file do not always share a row.
+  std::vector<int64_t> order;
+  if (options.packing && options.shuffle) order = epoch_permutation(static_cast<int64_t>(lengths.size()), options.seed, 0);
+  ds.rows_ = options.packing ? pack(strategy, lengths, PackingOptions{max_length}, order) : unpacked_rows(lengths, max_length);
   ds.collate_.padding_free = options.padding_free;
   ds.collate_.pad_to_multiple_of = static_cast<int32_t>(options.pad_to_multiple_of);
   ds.collate_.pad_token_id = tokenizer && tokenizer->pad_id() ? *tokenizer->pad_id() : 0;

@@ -63,6 +63,8 @@ SftDataOptions data_options(const SftConfig& c, const std::string& dataset, cons
   o.completion_only_loss = tri_state(c.completion_only_loss, "completion_only_loss");
   o.assistant_only_loss = c.assistant_only_loss;
   o.skip_bad_rows = c.skip_bad_rows;
+  o.shuffle = c.shuffle_dataset;
+  o.seed = c.seed;
   return o;
 }
 

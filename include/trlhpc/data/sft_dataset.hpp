@@ -43,6 +43,8 @@ struct SftDataOptions {
   std::optional<bool> completion_only_loss;  // unset: TRL's default for the form
   bool assistant_only_loss = false;
   bool skip_bad_rows = false;
+  bool shuffle = true;  // --shuffle_dataset: seeded shuffle of the examples before packing
+  uint64_t seed = 42;
 };
 
 struct SftDataStats {

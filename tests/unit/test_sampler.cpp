@@ -1,0 +1,187 @@
+// Deterministic distributed sampler: layout-independent global batches, epochs, resume.
+#include <algorithm>
+#include <set>
+#include <vector>
+
+#include "test_support.hpp"
+#include "trlhpc/core/error.hpp"
+#include "trlhpc/data/sampler.hpp"
+
+namespace trlhpc {
+namespace {
+
+SamplerConfig layout(int64_t n, int64_t per_device, int64_t dp, int64_t accumulation, bool drop_last = true) {
+  return SamplerConfig{.num_rows = n,
+                       .per_device_batch_size = per_device,
+                       .dp = dp,
+                       .gradient_accumulation_steps = accumulation,
+                       .seed = 1234,
+                       .shuffle = true,
+                       .drop_last = drop_last};
+}
+
+// Union of every (micro-step, dp rank) slice of one step, as a sorted list (duplicates kept to catch them).
+std::vector<int64_t> union_of_slices(DistributedSampler& sampler, int64_t epoch, int64_t step) {
+  std::vector<int64_t> all;
+  for (int64_t m = 0; m < sampler.config().gradient_accumulation_steps; ++m)
+    for (int64_t r = 0; r < sampler.config().dp; ++r) {
+      auto part = sampler.micro_batch(epoch, step, m, r);
+      all.insert(all.end(), part.begin(), part.end());
+    }
+  std::sort(all.begin(), all.end());
+  return all;
+}
+
+std::vector<int64_t> sorted(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+TEST(Sampler, PermutationIsAPermutationAndDeterministic) {
+  auto a = epoch_permutation(1000, 42, 0);
+  auto b = epoch_permutation(1000, 42, 0);
+  EXPECT_EQ(a, b);
+  std::vector<int64_t> identity(1000);
+  for (int64_t i = 0; i < 1000; ++i) identity[i] = i;
+  EXPECT_EQ(sorted(a), identity);
+  EXPECT_NE(a, identity);
+  EXPECT_NE(a, epoch_permutation(1000, 42, 1));
+  EXPECT_NE(a, epoch_permutation(1000, 43, 0));
+  EXPECT_NE(epoch_permutation(1000, 43, 0), epoch_permutation(1000, 42, 1));
+  EXPECT_EQ(epoch_permutation(0, 1, 0).size(), 0u);
+  EXPECT_EQ(epoch_permutation(1, 1, 0), std::vector<int64_t>{0});
+}
+
+// A fixed value pins the generator: a change to the shuffle changes every run's data order, so make it on purpose.
+TEST(Sampler, PermutationIsPinned) {
+  uint64_t state = 0;
+  EXPECT_EQ(splitmix64_next(state), 0xE220A8397B1DCDAFull);  // reference splitmix64 output for seed 0
+  EXPECT_EQ(epoch_permutation(10, 42, 0), (std::vector<int64_t>{6, 7, 0, 1, 3, 2, 8, 5, 4, 9}));
+  EXPECT_EQ(epoch_permutation(10, 42, 1), (std::vector<int64_t>{5, 1, 6, 3, 7, 2, 8, 4, 0, 9}));
+}
+
+// Every position lands on every index about equally often (a biased shuffle would fail this).
+TEST(Sampler, PermutationIsRoughlyUniform) {
+  const int n = 5, trials = 20000;
+  std::vector<std::vector<int>> counts(n, std::vector<int>(n, 0));
+  for (int t = 0; t < trials; ++t) {
+    auto order = epoch_permutation(n, 7, t);
+    for (int p = 0; p < n; ++p) ++counts[p][order[p]];
+  }
+  for (int p = 0; p < n; ++p)
+    for (int v = 0; v < n; ++v) EXPECT_NEAR(counts[p][v], trials / n, 0.06 * trials / n) << p << "," << v;
+}
+
+TEST(Sampler, UnionOverRanksAndMicroStepsIsTheGlobalBatch) {
+  DistributedSampler sampler(layout(103, 3, 4, 2));
+  EXPECT_EQ(sampler.global_batch_size(), 24);
+  EXPECT_EQ(sampler.steps_per_epoch(), 4);  // 103 / 24, last 7 rows dropped
+  for (int64_t epoch = 0; epoch < 2; ++epoch) {
+    std::set<int64_t> epoch_rows;
+    for (int64_t step = 0; step < sampler.steps_per_epoch(); ++step) {
+      auto global = sampler.global_batch(epoch, step);
+      EXPECT_EQ(global.size(), 24u);
+      EXPECT_EQ(union_of_slices(sampler, epoch, step), sorted(global));
+      for (int64_t m = 0; m < 2; ++m)
+        for (int64_t r = 0; r < 4; ++r) EXPECT_EQ(sampler.micro_batch(epoch, step, m, r).size(), 3u);
+      epoch_rows.insert(global.begin(), global.end());
+    }
+    EXPECT_EQ(epoch_rows.size(), 96u);  // no row twice within an epoch
+  }
+}
+
+TEST(Sampler, LayoutDoesNotChangeTheGlobalBatch) {
+  // per_device x dp x accumulation = 8 in each layout.
+  std::vector<SamplerConfig> layouts = {layout(100, 8, 1, 1), layout(100, 2, 4, 1), layout(100, 1, 4, 2),
+                                        layout(100, 4, 1, 2), layout(100, 1, 8, 1), layout(100, 1, 1, 8)};
+  DistributedSampler reference(layouts[0]);
+  for (const auto& config : layouts) {
+    DistributedSampler sampler(config);
+    ASSERT_EQ(sampler.steps_per_epoch(), reference.steps_per_epoch());
+    for (int64_t epoch = 0; epoch < 3; ++epoch)
+      for (int64_t step = 0; step < sampler.steps_per_epoch(); ++step)
+        ASSERT_EQ(union_of_slices(sampler, epoch, step), sorted(reference.global_batch(epoch, step)))
+            << "per_device " << config.per_device_batch_size << " dp " << config.dp << " accumulation "
+            << config.gradient_accumulation_steps << " epoch " << epoch << " step " << step;
+  }
+}
+
+TEST(Sampler, EpochsReshuffleAndShuffleOffKeepsFileOrder) {
+  DistributedSampler sampler(layout(64, 4, 2, 1));
+  EXPECT_NE(sampler.global_batch(0, 0), sampler.global_batch(1, 0));
+  EXPECT_EQ(sorted(sampler.epoch_order(0)), sorted(sampler.epoch_order(1)));
+
+  SamplerConfig ordered = layout(20, 2, 2, 2);
+  ordered.shuffle = false;
+  DistributedSampler in_order(ordered);
+  EXPECT_EQ(in_order.global_batch(1, 1), (std::vector<int64_t>{8, 9, 10, 11, 12, 13, 14, 15}));
+  EXPECT_EQ(in_order.micro_batch(0, 1, 0, 1), (std::vector<int64_t>{10, 11}));  // sampler.cpp worked example
+  EXPECT_EQ(in_order.micro_batch(0, 1, 1, 0), (std::vector<int64_t>{12, 13}));
+}
+
+TEST(Sampler, SameSeedSameOrderAcrossInstances) {
+  DistributedSampler a(layout(500, 4, 2, 2)), b(layout(500, 4, 2, 2));
+  for (int64_t step = 0; step < a.steps_per_epoch(); ++step)
+    for (int64_t r = 0; r < 2; ++r) EXPECT_EQ(a.micro_batch(2, step, 1, r), b.micro_batch(2, step, 1, r));
+  SamplerConfig other = layout(500, 4, 2, 2);
+  other.seed = 1235;
+  DistributedSampler c(other);
+  EXPECT_NE(a.global_batch(0, 0), c.global_batch(0, 0));
+}
+
+TEST(Sampler, ResumeFromEpochAndStepGivesTheSameRest) {
+  SamplerConfig config = layout(90, 2, 3, 2);
+  DistributedSampler full(config);
+  const int64_t total_steps = 3 * full.steps_per_epoch();
+  std::vector<std::vector<int64_t>> uninterrupted;
+  for (int64_t g = 0; g < total_steps; ++g) {
+    auto p = full.position(g);
+    uninterrupted.push_back(full.micro_batch(p.epoch, p.step, 1, 2));
+  }
+  const int64_t resume_at = full.steps_per_epoch() + 3;  // inside epoch 1
+  SamplerPosition saved = full.position(resume_at);
+  EXPECT_EQ(saved, (SamplerPosition{1, 3}));
+  DistributedSampler resumed(config);  // a fresh process
+  for (int64_t g = resumed.global_step(saved); g < total_steps; ++g) {
+    auto p = resumed.position(g);
+    EXPECT_EQ(resumed.micro_batch(p.epoch, p.step, 1, 2), uninterrupted[g]) << "global step " << g;
+  }
+}
+
+TEST(Sampler, PartialLastBatchWhenNotDropping) {
+  // 21 rows, G = 8: steps 0, 1 full; step 2 has R = 5 rows over S = 4 slots -> 1, 1, 1, 2 rows.
+  for (auto config : {layout(21, 2, 2, 2, false), layout(21, 1, 4, 2, false), layout(21, 8, 1, 1, false)}) {
+    DistributedSampler sampler(config);
+    ASSERT_EQ(sampler.steps_per_epoch(), 3);
+    auto last = sampler.global_batch(0, 2);
+    EXPECT_EQ(last.size(), 5u);
+    EXPECT_EQ(union_of_slices(sampler, 0, 2), sorted(last));
+    std::set<int64_t> everything;
+    for (int64_t step = 0; step < 3; ++step) {
+      auto g = sampler.global_batch(0, step);
+      everything.insert(g.begin(), g.end());
+    }
+    EXPECT_EQ(everything.size(), 21u);  // nothing dropped
+  }
+  DistributedSampler tiny(layout(3, 1, 2, 2, false));  // R = 3 < S = 4: one micro-batch is empty
+  int empty = 0;
+  for (int64_t m = 0; m < 2; ++m)
+    for (int64_t r = 0; r < 2; ++r) empty += tiny.micro_batch(0, 0, m, r).empty();
+  EXPECT_EQ(empty, 1);
+}
+
+TEST(Sampler, ErrorsNameTheSizes) {
+  try {
+    DistributedSampler sampler(layout(10, 4, 2, 2));
+    FAIL() << "expected a UserError";
+  } catch (const UserError& e) {
+    std::string message = e.what();
+    EXPECT_NE(message.find("has 10 rows, fewer than one global batch of 16"), std::string::npos) << message;
+  }
+  EXPECT_THROW(DistributedSampler(layout(10, 0, 1, 1)), UserError);
+  EXPECT_THROW(DistributedSampler(layout(10, 1, 1, 0)), UserError);
+  EXPECT_NO_THROW(DistributedSampler(layout(10, 4, 2, 2, false)));
+}
+
+}  // namespace
+}  // namespace trlhpc
