@@ -124,8 +124,7 @@ void Decoder::layer_forward(int layer, const DeviceBatch& batch, const Tensor& x
   linear(ops_, a.h1, w.wv, w.bv, a.v);
   ops_.rope_fwd(a.q.reshape({N, c.num_attention_heads, c.head_dim}), batch.positions, inv_freq_);
   ops_.rope_fwd(a.k.reshape({N, c.num_key_value_heads, c.head_dim}), batch.positions, inv_freq_);
-  ops_.attention_fwd(a.q, a.k, a.v, batch.positions, batch.positions, batch.doc_ids, batch.doc_ids, a.attn, a.lse,
-                     attention_shape(c, batch));
+  attention().forward(ops_, a.q, a.k, a.v, batch.positions, batch.doc_ids, a.attn, a.lse, attention_shape(c, batch));
   ops_.copy(a.x_mid, x_in);
   linear(ops_, a.attn, w.wo, w.bo, a.x_mid, 1.0f);
 
@@ -158,11 +157,8 @@ void Decoder::layer_backward(int layer, const DeviceBatch& batch, const LayerAct
   // Attention block.
   linear_weight_grad(ops_, dx, a.attn, g.wo, g.bo);
   ops_.matmul(dx, false, w.wo, false, s.dattn);
-  ops_.fill_zero(s.dq);
-  ops_.fill_zero(s.dk);
-  ops_.fill_zero(s.dv);
-  ops_.attention_bwd(a.q, a.k, a.v, a.attn, a.lse, s.dattn, batch.positions, batch.positions, batch.doc_ids,
-                     batch.doc_ids, s.dq, s.dk, s.dv, attention_shape(c, batch));
+  attention().backward(ops_, a.q, a.k, a.v, a.attn, a.lse, s.dattn, batch.positions, batch.doc_ids, s.dq, s.dk, s.dv,
+                       attention_shape(c, batch));
   ops_.rope_bwd(s.dq.reshape({N, c.num_attention_heads, c.head_dim}), batch.positions, inv_freq_);
   ops_.rope_bwd(s.dk.reshape({N, c.num_key_value_heads, c.head_dim}), batch.positions, inv_freq_);
   linear_weight_grad(ops_, s.dq, a.h1, g.wq, g.bq);
@@ -171,8 +167,7 @@ void Decoder::layer_backward(int layer, const DeviceBatch& batch, const LayerAct
   ops_.matmul(s.dq, false, w.wq, false, s.dh);
   ops_.matmul(s.dk, false, w.wk, false, s.dh, 1.0f, 1.0f);
   ops_.matmul(s.dv, false, w.wv, false, s.dh, 1.0f, 1.0f);
-  ops_.rmsnorm_bwd(a.x_in.data() ? a.x_in : acts_[static_cast<size_t>(layer)].x_in, w.ln1, a.rstd1, s.dh, s.dtmp,
-                   g.ln1);
+  ops_.rmsnorm_bwd(acts_[static_cast<size_t>(layer)].x_in, w.ln1, a.rstd1, s.dh, s.dtmp, g.ln1);
   ops_.add_inplace(dx, s.dtmp);
 }
 

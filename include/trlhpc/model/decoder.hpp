@@ -22,6 +22,7 @@
 #include "trlhpc/data/batch.hpp"
 #include "trlhpc/model/model_config.hpp"
 #include "trlhpc/model/parameter_store.hpp"
+#include "trlhpc/model/sequence_attention.hpp"
 #include "trlhpc/ops/ops.hpp"
 
 namespace trlhpc {
@@ -58,6 +59,8 @@ class Decoder {
 
   const ModelConfig& config() const { return config_; }
   void set_hooks(UnitHooks* hooks) { hooks_ = hooks; }
+  // Context/sequence parallel attention; null = LocalAttention. Not owned.
+  void set_sequence_attention(SequenceAttention* attention) { attention_ = attention; }
 
   // Forward + loss + backward; gradients accumulate into the store.
   LossResult forward_backward(const DeviceBatch& batch, float grad_scale);
@@ -82,6 +85,7 @@ class Decoder {
   Tensor head_weight() const;
   Tensor head_grad() const;
   UnitHooks& hooks() { return hooks_ ? *hooks_ : no_hooks_; }
+  SequenceAttention& attention() { return attention_ ? *attention_ : local_attention_; }
 
   ModelConfig config_;
   Ops& ops_;
@@ -90,6 +94,8 @@ class Decoder {
   int64_t loss_chunk_tokens_;
   UnitHooks* hooks_ = nullptr;
   UnitHooks no_hooks_;
+  SequenceAttention* attention_ = nullptr;
+  LocalAttention local_attention_;
   Tensor inv_freq_;  // (HS/2)
   std::vector<LayerActivations> acts_;
   std::unique_ptr<Scratch> scratch_;
