@@ -47,8 +47,8 @@ void rmsnorm_bwd(const float* x, const float* weight, const float* rstd, const f
 // Rotary embedding, Hugging Face rotate-half convention, in place on x (N, H, HS):
 //   for i < HS/2, angle = pos[n] * inv_freq[i]:
 //   x1' = x1 cos - x2 sin,  x2' = x2 cos + x1 sin   with x1 = x[..., i], x2 = x[..., i + HS/2].
-// inv_freq (HS/2) already includes any rope_scaling. Angles computed in double then cast, matching
-// transformers' fp32 cos/sin closely enough for 1e-6 agreement.
+// inv_freq (HS/2) already includes any rope_scaling. The angle is the fp32 product pos * inv_freq as in
+// transformers; its cos/sin are evaluated in double and rounded to fp32.
 void rope_fwd(float* x, const int32_t* pos, const float* inv_freq, int64_t N, int64_t H, int64_t HS);
 // Backward = rotation by -angle, in place on dx (N, H, HS).
 void rope_bwd(float* dx, const int32_t* pos, const float* inv_freq, int64_t N, int64_t H, int64_t HS);

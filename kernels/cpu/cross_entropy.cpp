@@ -1,0 +1,134 @@
+// Fused LM head + cross-entropy for the CPU backend (fp32 compute, double loss; OpenBLAS + OpenMP).
+//
+// For each token t with target y_t != -100 (ignore_index), with logits z_t = hidden_t @ weight^T (V):
+//   loss_t = logsumexp(z_t) - z_t[y_t],  logsumexp(z) = max(z) + log(sum_v exp(z_v - max(z)))
+// and the function returns sum_t loss_t in double. The backward of grad_scale * sum_t loss_t is
+//   dz_t      = grad_scale * (softmax(z_t) - onehot(y_t))        (valid rows only)
+//   dhidden_t = dz_t @ weight                  (overwrite; zero for ignored tokens)
+//   dweight  += sum_t dz_t^T hidden_t          (accumulate)
+// Memory: only chunk_tokens x V logits exist at a time. The valid tokens are gathered first, so
+// ignored tokens (prompts masked with -100, padding) cost nothing: no logits, no gemm work.
+// Per chunk: gather hidden rows -> sgemm logits -> per-row softmax statistics (OpenMP over rows, the
+// sum of exponentials in double) -> dz in place -> sgemm dhidden (scattered back) and sgemm dweight.
+// The loss is summed in token order, so it does not depend on the thread count.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trlhpc/core/error.hpp"
+#include "trlhpc/kernels/cpu.hpp"
+
+namespace trlhpc::cpu {
+
+namespace {
+
+constexpr int32_t kIgnoreIndex = -100;
+
+// exp(x) in fp32 to about 2 ulp for x in [-87, 88], 0 below -87, branch-free so loops vectorise
+// (Cephes expf: Cody-Waite reduction x = n ln2 + r, polynomial for exp(r), 2^n in the exponent bits).
+inline float exp_approx(float x) {
+  const float xc = std::min(std::max(x, -87.0f), 88.0f);
+  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = xc - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  const float two_n = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+  return x < -87.0f ? 0.0f : p * two_n;
+}
+
+// Loss of one row of logits z (V) for target y. z is overwritten: with exp(z - max) for the forward
+// only, with grad_scale * (softmax(z) - onehot(y)) when the gradient is wanted.
+double row_loss(float* z, int64_t V, int32_t y, bool want_grad, float grad_scale) {
+  // Three simple loops rather than one fused one: each vectorises on its own (GCC leaves a fused
+  // exp + double-sum loop, or a std::max reduction, scalar), and a row of V floats stays in L2.
+  const double z_target = z[y];
+  float zmax = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : zmax)
+  for (int64_t v = 0; v < V; ++v) zmax = zmax > z[v] ? zmax : z[v];
+#pragma omp simd
+  for (int64_t v = 0; v < V; ++v) z[v] = exp_approx(z[v] - zmax);
+  double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t v = 0; v < V; ++v) sum += static_cast<double>(z[v]);
+  if (want_grad) {
+    const float mult = static_cast<float>(static_cast<double>(grad_scale) / sum);
+#pragma omp simd
+    for (int64_t v = 0; v < V; ++v) z[v] *= mult;
+    z[y] -= grad_scale;
+  }
+  return static_cast<double>(zmax) + std::log(sum) - z_target;
+}
+
+}  // namespace
+
+double cross_entropy_fwd_bwd(const float* hidden, const float* weight, const int32_t* targets, int64_t N, int64_t C,
+                             int64_t V, float grad_scale, float* dhidden, float* dweight, int64_t chunk_tokens,
+                             int64_t* valid_tokens) {
+  TRLHPC_REQUIRE(chunk_tokens > 0,
+                 "cross_entropy_fwd_bwd: chunk_tokens must be positive, got " + std::to_string(chunk_tokens));
+  const bool want_grad = dhidden != nullptr;
+  // Valid token indices, in order: (n_valid)
+  std::vector<int64_t> rows;
+  rows.reserve(static_cast<size_t>(N));
+  for (int64_t t = 0; t < N; ++t) {
+    if (targets[t] == kIgnoreIndex) continue;
+    TRLHPC_REQUIRE(targets[t] >= 0 && targets[t] < V, "cross_entropy_fwd_bwd: target " + std::to_string(targets[t]) +
+                                                          " of token " + std::to_string(t) + " is outside [0, " +
+                                                          std::to_string(V) + ") and is not the ignore index -100");
+    rows.push_back(t);
+  }
+  const int64_t n_valid = static_cast<int64_t>(rows.size());
+  if (valid_tokens) *valid_tokens = n_valid;
+  if (want_grad) {
+    // Ignored tokens get a zero gradient; valid rows are overwritten chunk by chunk below.
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < N; ++t)
+      if (targets[t] == kIgnoreIndex) std::fill(dhidden + t * C, dhidden + (t + 1) * C, 0.0f);
+  }
+  if (n_valid == 0) return 0.0;
+
+  const int64_t chunk = std::min(chunk_tokens, n_valid);
+  std::vector<float> h_chunk(static_cast<size_t>(chunk * C));  // (chunk, C) gathered hidden rows
+  // (chunk, V) logits, then dlogits; not zero-filled (the sgemm overwrites it), which saves a pass over it.
+  const auto logits = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(chunk * V));
+  std::vector<float> dh_chunk(want_grad ? static_cast<size_t>(chunk * C) : 0);  // (chunk, C)
+  std::vector<double> loss_rows(static_cast<size_t>(chunk));                    // (chunk)
+  double total = 0.0;
+
+  for (int64_t c0 = 0; c0 < n_valid; c0 += chunk) {
+    const int64_t cm = std::min(chunk, n_valid - c0);
+    const int64_t* chunk_rows = rows.data() + c0;  // (cm) token indices of this chunk
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < cm; ++r)
+      std::copy(hidden + chunk_rows[r] * C, hidden + (chunk_rows[r] + 1) * C, h_chunk.data() + r * C);
+    // logits (cm, V) = h_chunk (cm, C) @ weight^T (C, V)
+    matmul(h_chunk.data(), false, weight, true, logits.get(), cm, V, C, 1.0f, 0.0f);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < cm; ++r)
+      loss_rows[static_cast<size_t>(r)] =
+          row_loss(logits.get() + r * V, V, targets[chunk_rows[r]], want_grad, grad_scale);
+    for (int64_t r = 0; r < cm; ++r) total += loss_rows[static_cast<size_t>(r)];
+    if (!want_grad) continue;
+    // dh_chunk (cm, C) = dlogits (cm, V) @ weight (V, C), then scattered to the token rows.
+    matmul(logits.get(), false, weight, false, dh_chunk.data(), cm, C, V, 1.0f, 0.0f);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < cm; ++r)
+      std::copy(dh_chunk.data() + r * C, dh_chunk.data() + (r + 1) * C, dhidden + chunk_rows[r] * C);
+    // dweight (V, C) += dlogits^T (V, cm) @ h_chunk (cm, C)
+    if (dweight) matmul(logits.get(), true, h_chunk.data(), false, dweight, V, C, cm, 1.0f, 1.0f);
+  }
+  return total;
+}
+
+}  // namespace trlhpc::cpu

@@ -1,0 +1,44 @@
+// Elementwise helpers for the CPU backend (fp32, OpenMP).
+//
+// add_inplace:    y += x      (gradient accumulation, residual adds)
+// scale_inplace:  y *= s      (loss scaling, gradient clipping)
+// sum_of_squares: sum x^2 in double (the gradient norm). The sum is split into fixed chunks whose
+//                 partial sums are added in chunk order, so it is bitwise identical for every
+//                 thread count (an OpenMP reduction clause would not guarantee that).
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "trlhpc/kernels/cpu.hpp"
+
+namespace trlhpc::cpu {
+
+void add_inplace(float* y, const float* x, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void scale_inplace(float* y, float s, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] *= s;
+}
+
+double sum_of_squares(const float* x, int64_t n) {
+  if (n <= 0) return 0.0;
+  constexpr int64_t kChunk = 1 << 14;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<double> partial(static_cast<size_t>(chunks));  // (chunks)
+#pragma omp parallel for schedule(static)
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    const int64_t i0 = ch * kChunk, i1 = std::min(n, i0 + kChunk);
+    double s = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = i0; i < i1; ++i) s += static_cast<double>(x[i]) * x[i];
+    partial[static_cast<size_t>(ch)] = s;
+  }
+  double total = 0.0;
+  for (double p : partial) total += p;
+  return total;
+}
+
+}  // namespace trlhpc::cpu

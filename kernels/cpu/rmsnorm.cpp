@@ -1,0 +1,80 @@
+// RMSNorm (Zhang & Sennrich 2019; Llama/Qwen2 "RMSNorm") for the CPU backend (fp32, OpenMP).
+//
+// Forward, per row n of x (N, C):
+//   rstd[n] = 1 / sqrt(mean_c x[n,c]^2 + eps)            (sum of squares accumulated in double)
+//   y[n,c]  = x[n,c] * rstd[n] * w[c]
+// Backward, with g[c] = dy[n,c] * w[c] and xhat = x * rstd:
+//   dx[n,c] = rstd[n] * (g[c] - xhat[n,c] * mean_c'(g[c'] * xhat[n,c']))        (overwrite)
+//   dw[c]  += sum_n dy[n,c] * xhat[n,c]                                           (accumulate)
+// The dw sum is split in fixed blocks of kRowsPerBlock rows: each block writes its partial row into a
+// scratch (blocks, C) during the dx pass (x and dy are then still in cache), and the partials are
+// added in block order, so dw does not depend on the thread count.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "trlhpc/kernels/cpu.hpp"
+
+namespace trlhpc::cpu {
+
+namespace {
+constexpr int64_t kRowsPerBlock = 32;
+}
+
+void rmsnorm_fwd(const float* x, const float* weight, float* y, float* rstd, int64_t N, int64_t C, float eps) {
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const float* xr = x + n * C;  // (C)
+    float* yr = y + n * C;        // (C)
+    double ss = 0.0;
+#pragma omp simd reduction(+ : ss)
+    for (int64_t c = 0; c < C; ++c) ss += static_cast<double>(xr[c]) * xr[c];
+    const float r = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(C) + static_cast<double>(eps)));
+    rstd[n] = r;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) yr[c] = xr[c] * r * weight[c];
+  }
+}
+
+void rmsnorm_bwd(const float* x, const float* weight, const float* rstd, const float* dy, float* dx, float* dweight,
+                 int64_t N, int64_t C) {
+  const int64_t blocks = (N + kRowsPerBlock - 1) / kRowsPerBlock;
+  std::vector<float> partial(static_cast<size_t>(blocks * C));  // (blocks, C) per-block sums of dy*xhat
+#pragma omp parallel for schedule(static)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    float* dw_part = partial.data() + blk * C;  // (C)
+    std::fill(dw_part, dw_part + C, 0.0f);
+    const int64_t n1 = std::min(N, (blk + 1) * kRowsPerBlock);
+    for (int64_t n = blk * kRowsPerBlock; n < n1; ++n) {
+      const float* xr = x + n * C;    // (C)
+      const float* dyr = dy + n * C;  // (C)
+      float* dxr = dx + n * C;        // (C)
+      const float r = rstd[n];
+      double dot = 0.0;  // sum_c dy*w*x  (times rstd gives sum g*xhat)
+#pragma omp simd reduction(+ : dot)
+      for (int64_t c = 0; c < C; ++c) dot += static_cast<double>(dyr[c] * weight[c]) * xr[c];
+      const float k = static_cast<float>(dot * r * r / static_cast<double>(C));  // mean(g*xhat) * rstd
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) {
+        dxr[c] = r * (dyr[c] * weight[c] - xr[c] * k);
+        dw_part[c] += dyr[c] * (xr[c] * r);
+      }
+    }
+  }
+  constexpr int64_t kCols = 64;
+  const int64_t col_blocks = (C + kCols - 1) / kCols;
+#pragma omp parallel for schedule(static)
+  for (int64_t cb = 0; cb < col_blocks; ++cb) {
+    const int64_t c0 = cb * kCols, width = std::min(kCols, C - c0);
+    double acc[kCols] = {};
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const float* part = partial.data() + blk * C + c0;  // (width)
+#pragma omp simd
+      for (int64_t c = 0; c < width; ++c) acc[c] += part[c];
+    }
+    for (int64_t c = 0; c < width; ++c) dweight[c0 + c] += static_cast<float>(acc[c]);
+  }
+}
+
+}  // namespace trlhpc::cpu
