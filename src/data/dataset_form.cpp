@@ -9,7 +9,7 @@
 namespace trlhpc {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 // TRL's is_conversational for one key: a list whose first element is an object with role and content.
 bool is_message_list(const json& row, const char* key) {
@@ -102,7 +102,7 @@ void validate_row(const DatasetFormSpec& spec, const DatasetRow& row) {
                                       ", detected at " + spec.detected_at + ")" + kWhatToDo);
 }
 
-void convert_to_chatml(nlohmann::json& row) {
+void convert_to_chatml(nlohmann::ordered_json& row) {
   for (const char* key : {"prompt", "completion", "chosen", "rejected", "messages", "conversations"}) {
     auto it = row.find(key);
     if (it == row.end() || !it->is_array()) continue;

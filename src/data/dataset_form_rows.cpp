@@ -8,7 +8,7 @@
 namespace trlhpc {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 constexpr std::array<const char*, 5> kAllowedRoles = {"system", "user", "assistant", "tool", "developer"};
 
@@ -108,7 +108,7 @@ std::string mask_problem(const json& row, const std::string& field, size_t lengt
 
 }  // namespace
 
-std::string row_problem(const DatasetFormSpec& spec, const nlohmann::json& row) {
+std::string row_problem(const DatasetFormSpec& spec, const nlohmann::ordered_json& row) {
   if (!row.is_object()) return "the row is a " + type_of(row) + ", not a JSON object";
   std::string problem;
   switch (spec.form) {

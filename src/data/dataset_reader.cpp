@@ -23,7 +23,7 @@ int64_t lines_before(const std::string& text, size_t byte) {
   return std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(byte), '\n');
 }
 
-const char* json_type_name(const nlohmann::json& v) { return v.type_name(); }
+const char* json_type_name(const nlohmann::ordered_json& v) { return v.type_name(); }
 
 }  // namespace
 
@@ -77,11 +77,11 @@ bool DatasetReader::accept(const std::string& text, int64_t line, DatasetRow& ro
   std::string problem;
   int64_t problem_line = line;
   try {
-    row.value = nlohmann::json::parse(text);
+    row.value = nlohmann::ordered_json::parse(text);
     if (!row.value.is_object())
       problem = std::string("the row is a JSON ") + json_type_name(row.value) +
                 ", not an object like {\"messages\": [...]} or {\"text\": \"...\"}";
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::ordered_json::parse_error& e) {
     // Drop nlohmann's "[json.exception.parse_error.101] " tag; keep "parse error at line 1, column 9: ...".
     std::string detail = e.what();
     if (size_t tag_end = detail.find("] "); detail.rfind("[json.exception", 0) == 0 && tag_end != std::string::npos)

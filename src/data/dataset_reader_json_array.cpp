@@ -1,6 +1,6 @@
 // Streaming splitter for a file holding one JSON array: yields the source text of each element so a
 // multi-gigabyte array never sits in memory as one document. It only tracks nesting depth and string
-// state (with escapes); the element text is then parsed by nlohmann::json, which reports any syntax error
+// state (with escapes); the element text is then parsed by nlohmann::ordered_json, which reports any syntax error
 // inside the element.
 #include <istream>
 #include <string>

@@ -78,13 +78,13 @@ RowTokenizer::~RowTokenizer() = default;
 std::string RowTokenizer::rendered_text(const DatasetRow& row) const {
   const State& s = *state_;
   if (!s.form.conversational()) return "";
-  nlohmann::ordered_json messages = nlohmann::ordered_json::parse(row.value.at(s.form.messages_field).dump());
+  const nlohmann::ordered_json& messages = row.value.at(s.form.messages_field);
   return s.chat->render(messages, false, s.special_context).text;
 }
 
 TokenizedExample RowTokenizer::tokenize(const DatasetRow& row) const {
   const State& s = *state_;
-  const nlohmann::json& v = row.value;
+  const nlohmann::ordered_json& v = row.value;
   switch (s.form.form) {
     case DatasetForm::kPreTokenized: return pretokenized_example(s.form, row, s.completion_only);
     case DatasetForm::kLanguageModeling: {
@@ -102,15 +102,15 @@ TokenizedExample RowTokenizer::tokenize(const DatasetRow& row) const {
       return s.prompt_completion(prompt, prompt + completion, true);
     }
     case DatasetForm::kConversationalPromptCompletion: {
-      const auto prompt = nlohmann::ordered_json::parse(v.at("prompt").dump());
-      auto full = prompt;
-      for (const auto& m : nlohmann::ordered_json::parse(v.at("completion").dump())) full.push_back(m);
+      const nlohmann::ordered_json& prompt = v.at("prompt");
+      nlohmann::ordered_json full = prompt;
+      for (const auto& m : v.at("completion")) full.push_back(m);
       const std::string prompt_text = s.chat->render(prompt, true, s.special_context).text;
       const std::string full_text = s.chat->render(full, false, s.special_context).text;
       return s.prompt_completion(prompt_text, full_text, false);
     }
     case DatasetForm::kConversational: {
-      const auto messages = nlohmann::ordered_json::parse(v.at(s.form.messages_field).dump());
+      const nlohmann::ordered_json& messages = v.at(s.form.messages_field);
       TokenizedExample ex;
       if (s.options.assistant_only_loss) {
         const AssistantCharMask marked = assistant_char_mask(*s.chat, messages, s.special_context);

@@ -183,7 +183,7 @@ TEST(DatasetFiles, RealDatasetsRead) {
 }
 
 DatasetRow make_row(const std::string& json, int64_t line = 1) {
-  return DatasetRow{"d.jsonl", line, nlohmann::json::parse(json)};
+  return DatasetRow{"d.jsonl", line, nlohmann::ordered_json::parse(json)};
 }
 
 TEST(DatasetForm, DetectsEachForm) {
@@ -266,9 +266,9 @@ TEST(DatasetForm, ScanSkipsRowsThatDoNotFitWhenAsked) {
 }
 
 TEST(DatasetForm, ChatmlConversionAndCompletionOnlyDefault) {
-  auto row = nlohmann::json::parse(R"({"conversations": [{"from": "user", "value": "hi"}]})");
+  auto row = nlohmann::ordered_json::parse(R"({"conversations": [{"from": "user", "value": "hi"}]})");
   convert_to_chatml(row);
-  EXPECT_EQ(row, nlohmann::json::parse(R"({"messages": [{"role": "user", "content": "hi"}]})"));
+  EXPECT_EQ(row, nlohmann::ordered_json::parse(R"({"messages": [{"role": "user", "content": "hi"}]})"));
   auto pc = detect_dataset_form(make_row(R"({"prompt": "a", "completion": "b"})"));
   auto lm = detect_dataset_form(make_row(R"({"text": "a"})"));
   EXPECT_TRUE(resolve_completion_only_loss(std::nullopt, pc));

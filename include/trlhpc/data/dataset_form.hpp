@@ -57,14 +57,14 @@ struct DatasetFormSpec {
 DatasetFormSpec detect_dataset_form(const DatasetRow& first_row, const std::string& dataset_text_field = "text");
 
 // Why `row` does not fit `spec` ("" when it fits): missing field, wrong type, unknown role, bad mask.
-std::string row_problem(const DatasetFormSpec& spec, const nlohmann::json& row);
+std::string row_problem(const DatasetFormSpec& spec, const nlohmann::ordered_json& row);
 
 // UserError "file:line: <problem>. Fix the row or pass --skip_bad_rows ..." when the row does not fit.
 void validate_row(const DatasetFormSpec& spec, const DatasetRow& row);
 
 // ShareGPT -> ChatML in place, as TRL's maybe_convert_to_chatml: message keys from/value become
 // role/content, and "conversations" becomes "messages". A no-op on other rows.
-void convert_to_chatml(nlohmann::json& row);
+void convert_to_chatml(nlohmann::ordered_json& row);
 
 // TRL's completion_only_loss default: the flag when given, else true exactly for prompt-completion forms.
 bool resolve_completion_only_loss(std::optional<bool> flag, const DatasetFormSpec& spec);

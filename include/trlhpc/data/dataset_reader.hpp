@@ -26,7 +26,7 @@ namespace trlhpc {
 struct DatasetRow {
   std::string file;      // path as given/resolved
   int64_t line = 0;      // 1-based line where the row starts
-  nlohmann::json value;  // the parsed JSON object
+  nlohmann::ordered_json value;  // the parsed JSON object
 
   // "path/to/file.jsonl:17", the prefix of every message about this row.
   std::string where() const { return file + ":" + std::to_string(line); }
