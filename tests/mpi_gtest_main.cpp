@@ -4,10 +4,24 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cstdio>
+
 #include "trlhpc/runtime/mpi_environment.hpp"
 
 namespace {
-class SilentListener : public ::testing::EmptyTestEventListener {};
+// Ranks > 0 print only their failures, prefixed with the rank, instead of the full report.
+class FailurePrinter : public ::testing::EmptyTestEventListener {
+ public:
+  explicit FailurePrinter(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult& r) override {
+    if (r.failed())
+      std::fprintf(stderr, "[rank %d] %s:%d: Failure\n%s\n", rank_, r.file_name() ? r.file_name() : "?",
+                   r.line_number(), r.summary());
+  }
+
+ private:
+  int rank_;
+};
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -15,8 +29,8 @@ int main(int argc, char** argv) {
   trlhpc::MpiEnvironment mpi(&argc, &argv);
   if (mpi.world_rank() != 0) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    // Keep failure output on every rank; drop the per-test chatter of ranks > 0.
-    listeners.default_result_printer();
+    delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new FailurePrinter(mpi.world_rank()));
   }
   int local_failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
   int failed_ranks = 0;

@@ -1,5 +1,5 @@
 #pragma once
-// Host-callable GPU discovery (compiled only in CUDA builds; see include/trlhpc/core/device_info.hpp).
+// Host-callable GPU discovery, compiled only in CUDA builds (TRLHPC_HAVE_CUDA); runtime/topology uses it.
 #include <string>
 
 namespace trlhpc::cuda {

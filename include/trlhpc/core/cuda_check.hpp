@@ -32,3 +32,15 @@
                                           ncclGetLastError(nullptr) + ")",                          \
                                       __FILE__, __LINE__);                                          \
   } while (0)
+
+// After a kernel launch: a bad configuration (grid, shared memory, missing sm_XX image) is reported by
+// cudaGetLastError without waiting for the kernel; `what` names the kernel in the message.
+#define TRLHPC_CHECK_CUDA_LAUNCH(what)                                                              \
+  do {                                                                                              \
+    cudaError_t trlhpc_cuda_rc_ = cudaGetLastError();                                              \
+    if (trlhpc_cuda_rc_ != cudaSuccess)                                                             \
+      ::trlhpc::throw_runtime_failure("CUDA", "launch of " what,                                    \
+                                      std::string(cudaGetErrorName(trlhpc_cuda_rc_)) + ": " +       \
+                                          cudaGetErrorString(trlhpc_cuda_rc_),                      \
+                                      __FILE__, __LINE__);                                          \
+  } while (0)

@@ -1,0 +1,62 @@
+#pragma once
+// MpiCommunicator: Communicator over an MPI communicator, for host memory (the CPU backend).
+//
+// Large counts: MPI takes int counts and OpenMPI 4.1 (Debian 12) has no MPI_*_c large-count calls, so
+// an operation whose total element count exceeds `max_elements_per_call` (at most INT_MAX) is split:
+// all_reduce and broadcast into consecutive chunks; reduce_scatter into one chunked MPI_Reduce per
+// destination rank; all_gather(_variable) into chunked broadcasts from each rank; all_to_all and
+// send_recv into chunked point-to-point messages. Below the limit each collective is one MPI call.
+//
+// bf16 (uint16_t) reductions use MpiBf16Ops. Non-blocking variants use MPI's I-collectives; OpenMPI
+// progresses them inside MPI calls, so CommRequest::test() from the compute loop helps them along.
+#include <mpi.h>
+
+#include <climits>
+#include <cstddef>
+
+#include "trlhpc/parallel/communicator.hpp"
+#include "trlhpc/parallel/mpi_bf16_ops.hpp"
+
+namespace trlhpc {
+
+struct MpiCommunicatorOptions {
+  // Largest element count handed to one MPI call. Tests lower it to reach the split path cheaply.
+  size_t max_elements_per_call = INT_MAX;
+};
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Does not own `comm` (a ProcessGroup or test owns it through MpiComm and outlives this object).
+  explicit MpiCommunicator(MPI_Comm comm, MpiCommunicatorOptions options = {});
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Device device() const override { return Device::CPU; }
+  const char* backend_name() const override { return "mpi"; }
+  void barrier() override;
+  MPI_Comm mpi_comm() const { return comm_; }
+
+ protected:
+  CommRequest do_all_reduce(const void* in, void* out, size_t count, ElementType type, ReduceOp op,
+                            Completion mode) override;
+  CommRequest do_reduce_scatter(const void* in, void* out, size_t block, ElementType type, ReduceOp op,
+                                Completion mode) override;
+  CommRequest do_all_gather(const void* in, void* out, size_t block, ElementType type, Completion mode) override;
+  CommRequest do_all_gather_variable(const void* in, void* out, const size_t* counts, ElementType type,
+                                     Completion mode) override;
+  CommRequest do_all_to_all(const void* in, void* out, size_t block, ElementType type, Completion mode) override;
+  CommRequest do_broadcast(void* data, size_t count, ElementType type, int root, Completion mode) override;
+  CommRequest do_send_recv(const void* send, size_t send_count, int dest, void* recv, size_t recv_count, int source,
+                           ElementType type, Completion mode) override;
+
+ private:
+  MPI_Op mpi_op(ReduceOp op, ElementType type) const;
+
+  MPI_Comm comm_;
+  int rank_ = 0;
+  int size_ = 1;
+  size_t max_elements_per_call_;
+  MpiBf16Ops bf16_ops_;
+};
+
+}  // namespace trlhpc

@@ -1,0 +1,254 @@
+#include "trlhpc/cli/env_command.hpp"
+
+#include <mpi.h>
+
+#include <array>
+#include <boost/program_options.hpp>
+#include <cstring>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "trlhpc/core/error.hpp"
+#include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/runtime/library_versions.hpp"
+#include "trlhpc/runtime/mpi_environment.hpp"
+#include "trlhpc/runtime/topology.hpp"
+
+#ifdef TRLHPC_HAVE_CUDA
+#include "device_query.cuh"
+#endif
+
+namespace trlhpc {
+
+namespace {
+
+namespace po = boost::program_options;
+using json = nlohmann::ordered_json;  // keeps the order things are added in
+
+struct EnvOptions {
+  ParallelDims dims;
+  std::string device = "auto";
+  bool json = false;
+  bool help = false;
+};
+
+EnvOptions parse_env_options(int argc, char** argv, std::string& help_text) {
+  EnvOptions o;
+  po::options_description desc("trlhpc env [flags]: versions, hosts, ranks, devices, mesh and groups");
+  desc.add_options()                                                                                //
+      ("dp_replicate_size", po::value<int>(&o.dims.dp_replicate)->default_value(1), "replicas (HSDP)")
+      ("dp_shard_size", po::value<int>(&o.dims.dp_shard)->default_value(-1), "FSDP shards; -1: the rest")
+      ("cp_size", po::value<int>(&o.dims.cp)->default_value(1), "context parallel (ring attention)")
+      ("sp_size", po::value<int>(&o.dims.sp)->default_value(1), "Ulysses sequence parallel")
+      ("tp_size", po::value<int>(&o.dims.tp)->default_value(1), "tensor parallel")
+      ("device", po::value<std::string>(&o.device)->default_value("auto"), "auto|cpu|cuda")
+      ("json", po::bool_switch(&o.json), "print one JSON object")
+      ("help,h", po::bool_switch(&o.help), "this help");
+  std::ostringstream help;
+  help << desc;
+  help_text = help.str();
+  try {
+    po::variables_map vm;
+    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UserError(std::string("trlhpc env: ") + e.what() + "; see trlhpc env --help");
+  }
+  return o;
+}
+
+// What rank 0 needs from every rank beyond the topology table, gathered as fixed-size ints + text.
+struct RankFacts {
+  static constexpr int kInts = 2 + 2 * kNumGroupKinds;  // cpu_threads, gpu_index, group ranks, group sizes
+  static constexpr int kText = 96;                      // device description
+};
+
+std::string describe_device(const Topology& topo) {
+  if (topo.device() == Device::CPU) return "cpu";
+  std::string text = "cuda:" + std::to_string(topo.gpu_index());
+#ifdef TRLHPC_HAVE_CUDA
+  text += " (" + cuda::device_name(topo.gpu_index()) + ")";
+#endif
+  return text;
+}
+
+std::string rank_list(const std::vector<int>& ranks) {  // [0,1,2,3] -> "0-3", [0,2] -> "0,2"
+  std::string s;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!s.empty()) s += ",";
+    s += std::to_string(ranks[i]);
+    if (j > i) {
+      s += j == i + 1 ? "," : "-";
+      s += std::to_string(ranks[j]);
+    }
+    i = j + 1;
+  }
+  return s;
+}
+
+json build_report(const EnvOptions& options, const Topology& topo, ProcessGroups& groups) {
+  // Gather every rank's facts to rank 0 of the world group.
+  const int world = topo.world_size();
+  std::array<int, RankFacts::kInts> mine{};
+  mine[0] = topo.cpu_threads();
+  mine[1] = topo.gpu_index();
+  for (int k = 0; k < kNumGroupKinds; ++k) {
+    mine[static_cast<size_t>(2 + k)] = groups.get(kAllGroupKinds[static_cast<size_t>(k)]).rank();
+    mine[static_cast<size_t>(2 + kNumGroupKinds + k)] = groups.get(kAllGroupKinds[static_cast<size_t>(k)]).size();
+  }
+  std::array<char, RankFacts::kText> text{};
+  std::strncpy(text.data(), describe_device(topo).c_str(), text.size() - 1);
+  std::vector<int> ints(static_cast<size_t>(world) * RankFacts::kInts);     // (world, kInts)
+  std::vector<char> texts(static_cast<size_t>(world) * RankFacts::kText);  // (world, kText)
+  MPI_Comm comm = groups.world().mpi_comm();
+  TRLHPC_CHECK_MPI(MPI_Gather(mine.data(), RankFacts::kInts, MPI_INT, ints.data(), RankFacts::kInts, MPI_INT, 0, comm));
+  TRLHPC_CHECK_MPI(MPI_Gather(text.data(), RankFacts::kText, MPI_CHAR, texts.data(), RankFacts::kText, MPI_CHAR, 0, comm));
+  if (topo.world_rank() != 0) return {};
+
+  json report;
+  for (const auto& lib : library_versions()) report["versions"][lib.name] = lib.version;
+  report["world_size"] = world;
+  report["num_nodes"] = topo.num_nodes();
+  report["max_ranks_per_node"] = topo.max_ranks_per_node();
+  report["device_request"] = options.device;
+  report["device_binding"] = topo.binding().reason;
+  report["nodes"] = json::array();
+  for (int n = 0; n < topo.num_nodes(); ++n) {
+    json node = {{"index", n}, {"host", topo.node_hosts()[static_cast<size_t>(n)]}, {"ranks", json::array()}};
+    for (const auto& r : topo.ranks())
+      if (r.node_index == n) node["ranks"].push_back(r.world_rank), node["gpus"] = r.visible_gpus, node["cpus"] = r.node_cpus;
+    report["nodes"].push_back(node);
+  }
+  const Mesh& mesh = groups.mesh();
+  json& m = report["mesh"];
+  for (int a = 0; a < kNumMeshAxes; ++a) m[mesh_axis_name(static_cast<MeshAxis>(a))] = mesh.axis_size(static_cast<MeshAxis>(a));
+  m["order"] = {"dp_replicate", "dp_shard", "cp", "sp", "tp"};
+  report["ranks"] = json::array();
+  for (int r = 0; r < world; ++r) {
+    const int* facts = &ints[static_cast<size_t>(r) * RankFacts::kInts];
+    const RankPlacement& place = topo.ranks()[static_cast<size_t>(r)];
+    json rank = {{"rank", r},           {"host", place.host},          {"node", place.node_index},
+                 {"local_rank", place.local_rank}, {"local_size", place.local_size},
+                 {"device", std::string(&texts[static_cast<size_t>(r) * RankFacts::kText])},
+                 {"gpu_index", facts[1]}, {"cpu_threads", facts[0]}};
+    const MeshCoord coords = mesh.coords_of(r);
+    for (int a = 0; a < kNumMeshAxes; ++a) rank["coords"][mesh_axis_name(static_cast<MeshAxis>(a))] = coords[static_cast<size_t>(a)];
+    for (int k = 0; k < kNumGroupKinds; ++k) {
+      const GroupKind kind = kAllGroupKinds[static_cast<size_t>(k)];
+      rank["groups"][group_kind_name(kind)] = {{"rank", facts[2 + k]},
+                                               {"size", facts[2 + kNumGroupKinds + k]},
+                                               {"members", mesh.group_members(kind, r)}};
+    }
+    report["ranks"].push_back(rank);
+  }
+  return report;
+}
+
+std::string bracketed(const std::string& text) {
+  std::string s = "[";
+  s += text;
+  s += "]";
+  return s;
+}
+
+std::string coords_string(const json& coords) {  // "(dpr,dps,cp,sp,tp)"
+  std::string s = "(";
+  for (const char* axis : {"dp_replicate", "dp_shard", "cp", "sp", "tp"}) {
+    if (s.size() > 1) s += ",";
+    s += coords[axis].dump();
+  }
+  s += ")";
+  return s;
+}
+
+// Left-aligned columns, two spaces apart.
+void print_table(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows)
+    for (size_t c = 0; c < row.size(); ++c) {
+      if (width.size() <= c) width.push_back(0);
+      width[c] = std::max(width[c], row[c].size());
+    }
+  for (const auto& row : rows) {
+    std::string line = " ";
+    for (size_t c = 0; c < row.size(); ++c) line += " " + row[c] + std::string(width[c] - row[c].size() + 1, ' ');
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out << line << "\n";
+  }
+}
+
+void print_human(std::ostream& out, const json& report) {
+  out << "trlhpc " << report["versions"]["trlhpc"].get<std::string>() << " environment\n\nVersions\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& [name, version] : report["versions"].items()) rows.push_back({name, version.get<std::string>()});
+  print_table(out, rows);
+
+  out << "\nWorld: " << report["world_size"] << " ranks on " << report["num_nodes"] << " node(s), at most "
+      << report["max_ranks_per_node"] << " per node; device: " << report["device_binding"].get<std::string>() << "\n";
+  rows = {{"node", "host", "ranks", "GPUs", "CPUs"}};
+  for (const auto& n : report["nodes"])
+    rows.push_back({std::to_string(n["index"].get<int>()), n["host"].get<std::string>(),
+                    rank_list(n["ranks"].get<std::vector<int>>()), std::to_string(n["gpus"].get<int>()),
+                    std::to_string(n["cpus"].get<int>())});
+  print_table(out, rows);
+
+  const json& m = report["mesh"];
+  out << "\nMesh (outer -> inner, tp fastest): dp_replicate " << m["dp_replicate"] << " x dp_shard " << m["dp_shard"]
+      << " x cp " << m["cp"] << " x sp " << m["sp"] << " x tp " << m["tp"] << " = " << report["world_size"]
+      << " ranks\n";
+  rows = {{"rank", "host", "local", "device", "threads", "coords (dpr,dps,cp,sp,tp)"}};
+  for (const auto& r : report["ranks"]) {
+    rows.push_back({std::to_string(r["rank"].get<int>()), r["host"].get<std::string>(),
+                    std::to_string(r["local_rank"].get<int>()) + "/" + std::to_string(r["local_size"].get<int>()),
+                    r["device"].get<std::string>(), std::to_string(r["cpu_threads"].get<int>()),
+                    coords_string(r["coords"])});
+  }
+  print_table(out, rows);
+
+  out << "\nGroups (members are world ranks, listed in group-rank order; world = all ranks)\n";
+  rows = {{"rank"}};
+  for (GroupKind kind : kAllGroupKinds)
+    if (kind != GroupKind::World) rows[0].push_back(group_kind_name(kind));
+  for (const auto& r : report["ranks"]) {
+    std::vector<std::string> row = {std::to_string(r["rank"].get<int>())};
+    for (GroupKind kind : kAllGroupKinds)
+      if (kind != GroupKind::World)
+        row.push_back(bracketed(rank_list(r["groups"][group_kind_name(kind)]["members"].get<std::vector<int>>())));
+    rows.push_back(row);
+  }
+  print_table(out, rows);
+}
+
+}  // namespace
+
+int run_env_command(int argc, char** argv, MpiEnvironment& mpi) { return run_env_command(argc, argv, mpi, std::cout); }
+
+int run_env_command(int argc, char** argv, MpiEnvironment& mpi, std::ostream& out) {
+  std::string help;
+  const EnvOptions options = parse_env_options(argc, argv, help);
+  if (options.help) {
+    if (mpi.world_rank() == 0) out << help << std::flush;
+    return 0;
+  }
+  // Pure checks first: every rank throws the same UserError before any communication.
+  const ParallelDims dims = options.dims.resolved(mpi.world_size());
+  const DeviceRequest request = parse_device_request(options.device);
+  const Topology topo = Topology::discover(mpi, request);
+  ProcessGroups groups(Mesh(dims), MPI_COMM_WORLD);
+  const json report = build_report(options, topo, groups);
+  if (mpi.world_rank() == 0) {
+    if (options.json)
+      out << report.dump(2) << "\n";
+    else
+      print_human(out, report);
+    out << std::flush;
+  }
+  return 0;
+}
+
+}  // namespace trlhpc
