@@ -1,11 +1,15 @@
 #include "trlhpc/cli/sft_options.hpp"
 
+#include <mpi.h>
 #include <yaml-cpp/yaml.h>
 
 #include <boost/program_options.hpp>
+#include <cstdio>
 #include <filesystem>
+#include <set>
 #include <sstream>
 
+#include "trlhpc/cli/accelerate_config.hpp"
 #include "trlhpc/core/error.hpp"
 
 namespace po = boost::program_options;
@@ -111,6 +115,20 @@ constexpr int kStyle = po::command_line_style::default_style & ~po::command_line
 }  // namespace
 
 bool parse_sft_options(const std::vector<std::string>& args, SftConfig& config, std::string* help_text) {
+  SftOptionContext context;
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) {
+    int rank = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &context.world_size);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    context.is_main = rank == 0;
+  }
+  return parse_sft_options(args, config, help_text, context);
+}
+
+bool parse_sft_options(const std::vector<std::string>& args, SftConfig& config, std::string* help_text,
+                       const SftOptionContext& context) {
   std::string config_file;
   po::options_description desc = describe(config, config_file);
   po::variables_map vm;
@@ -130,6 +148,15 @@ bool parse_sft_options(const std::vector<std::string>& args, SftConfig& config, 
     po::notify(vm);
   } catch (const po::error& e) {
     throw UserError(std::string("trlhpc sft: ") + e.what() + " (see trlhpc sft --help)");
+  }
+  if (!config.accelerate_config.empty()) {
+    std::set<std::string> explicit_flags;  // given on the command line or in --config: they win
+    for (const auto& [name, value] : vm)
+      if (!value.defaulted()) explicit_flags.insert(name);
+    const AccelerateConfig accelerate = read_accelerate_config(config.accelerate_config, context.world_size);
+    if (context.is_main)
+      for (const std::string& warning : accelerate.warnings) std::fprintf(stderr, "trlhpc: warning: %s\n", warning.c_str());
+    apply_accelerate_config(accelerate, explicit_flags, config);
   }
   return true;
 }

@@ -30,6 +30,7 @@ DeviceBatch DeviceBatch::upload(const Batch& batch, Ops& ops) {
 Decoder::Decoder(ModelConfig config, Ops& ops, ParameterStore& params, bool gradient_checkpointing,
                  int64_t loss_chunk_tokens)
     : config_(std::move(config)),
+      local_(config_),
       ops_(ops),
       params_(params),
       checkpointing_(gradient_checkpointing),
@@ -56,9 +57,9 @@ void Decoder::ensure_buffers(int64_t N) {
   for (int64_t l = 0; l < L; ++l) {
     LayerActivations& act = acts_[static_cast<size_t>(l)];
     act.x_in = ops_.allocate({N, config_.hidden_size});
-    if (!checkpointing_) allocate_layer_activations(ops_, config_, N, act);
+    if (!checkpointing_) allocate_layer_activations(ops_, local_, N, act);
   }
-  scratch_->allocate(ops_, config_, N, checkpointing_);
+  scratch_->allocate(ops_, local_, N, checkpointing_);
   buffers_N_ = N;
 }
 
@@ -67,7 +68,11 @@ void Decoder::forward_to_final_hidden(const DeviceBatch& batch, bool keep_for_ba
   ensure_buffers(N);
   Scratch& s = *scratch_;
   hooks().before_forward(0);
-  ops_.embedding_fwd(batch.input_ids, params_.param("model.embed_tokens.weight"), acts_[0].x_in, 0);
+  // Vocab-parallel embedding: rows outside this rank's slice come out zero, so the sum over tp is
+  // the full lookup (Megatron-LM sec. 3).
+  ops_.embedding_fwd(batch.input_ids, params_.param("model.embed_tokens.weight"), acts_[0].x_in,
+                     tp_.rank * local_.vocab_size);
+  tp_all_reduce_sum(acts_[0].x_in);
   hooks().after_forward(0);
   for (int64_t l = 0; l < L; ++l) {
     LayerActivations& act = checkpointing_ ? s.recompute : acts_[static_cast<size_t>(l)];
@@ -89,10 +94,15 @@ LossResult Decoder::run(const DeviceBatch& batch, float grad_scale, bool backwar
   Scratch& s = *scratch_;
   forward_to_final_hidden(batch, backward);
   if (config_.tie_word_embeddings) hooks().before_forward(0);  // the head reads unit 0's table
+  if (backward) {
+    // The loss writes the head's gradient (into unit L+1, or unit 0 when tied) before the backward walk
+    // reaches that unit: announce its backward now, so a sharded strategy provides the unit's full
+    // gradient buffer (ZeRO-2/3). before_backward(0) comes again before the embedding backward.
+    hooks().before_backward(final_unit);
+    if (config_.tie_word_embeddings) hooks().before_backward(0);
+  }
   LossResult result;
-  result.loss_sum = ops_.cross_entropy_fwd_bwd(s.h_final, head_weight(), batch.targets, grad_scale,
-                                               backward ? s.dh : Tensor(), backward ? head_grad() : Tensor(),
-                                               loss_chunk_tokens_, &result.target_tokens);
+  result = head_loss(batch, grad_scale, backward);
   if (!backward) {
     hooks().after_forward(final_unit);
     return result;
@@ -114,7 +124,7 @@ LossResult Decoder::run(const DeviceBatch& batch, float grad_scale, bool backwar
     hooks().after_backward(unit);
   }
   hooks().before_backward(0);
-  ops_.embedding_bwd(batch.input_ids, s.dx, params_.grad("model.embed_tokens.weight"), 0);
+  ops_.embedding_bwd(batch.input_ids, s.dx, params_.grad("model.embed_tokens.weight"), tp_.rank * local_.vocab_size);
   hooks().after_backward(0);
   return result;
 }
@@ -127,10 +137,10 @@ Tensor Decoder::logits(const DeviceBatch& batch) {
   forward_to_final_hidden(batch, false);
   if (config_.tie_word_embeddings) hooks().before_forward(0);
   const int64_t N = batch.B * batch.T;
-  Tensor out = ops_.allocate({N, config_.vocab_size});
-  ops_.matmul(scratch_->h_final, false, head_weight(), true, out);
+  Tensor local = ops_.allocate({N, local_.vocab_size});  // this tp rank's vocabulary columns
+  ops_.matmul(scratch_->h_final, false, head_weight(), true, local);
   hooks().after_forward(static_cast<int>(config_.num_hidden_layers + 1));
-  return out;
+  return gather_vocab_logits(local);
 }
 
 }  // namespace trlhpc

@@ -7,6 +7,12 @@
 //   attn    x_mid = x_in + attn Wo^T (+bo)
 //           dWo += dx^T attn; dattn = dx Wo; (dq, dk, dv) = attention'; un-rotate dq, dk
 //           dWq += dq^T h1 (same for k, v); dh1 = dq Wq + dk Wk + dv Wv;  dx += rmsnorm'(x_in; dh1)
+//
+// Tensor parallel (Megatron-LM, Shoeybi et al. 2019, sec. 3): the weights are this rank's slices and
+// the shapes use the local NH/tp, KVH/tp, F/tp (local_). q/k/v and gate/up are column-parallel: their
+// input goes through the f operator (identity forward, all-reduce of dh1 / dh2 backward). o_proj and
+// down_proj are row-parallel: the g operator all-reduces their partial outputs in forward (identity
+// backward: dx is already whole on every rank); their biases are replicated and added once, after it.
 #include <cmath>
 #include <string>
 
@@ -113,7 +119,7 @@ void Decoder::Scratch::allocate(Ops& ops, const ModelConfig& c, int64_t N, bool 
 
 void Decoder::layer_forward(int layer, const DeviceBatch& batch, const Tensor& x_in, LayerActivations& a,
                             const Tensor& x_out) {
-  const ModelConfig& c = config_;
+  const ModelConfig& c = local_;
   const int64_t N = batch.B * batch.T;
   const LayerTensors w = layer_tensors(params_, c, layer, false);
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -125,19 +131,25 @@ void Decoder::layer_forward(int layer, const DeviceBatch& batch, const Tensor& x
   ops_.rope_fwd(a.q.reshape({N, c.num_attention_heads, c.head_dim}), batch.positions, inv_freq_);
   ops_.rope_fwd(a.k.reshape({N, c.num_key_value_heads, c.head_dim}), batch.positions, inv_freq_);
   attention().forward(ops_, a.q, a.k, a.v, batch.positions, batch.doc_ids, a.attn, a.lse, attention_shape(c, batch));
-  ops_.copy(a.x_mid, x_in);
-  linear(ops_, a.attn, w.wo, w.bo, a.x_mid, 1.0f);
+  // Row-parallel o_proj: partial sum over this rank's heads -> g (all-reduce) -> residual, bias once.
+  ops_.matmul(a.attn, false, w.wo, true, a.x_mid);
+  tp_all_reduce_sum(a.x_mid);
+  ops_.add_inplace(a.x_mid, x_in);
+  if (w.bo.data()) ops_.bias_add(a.x_mid, w.bo);
 
   ops_.rmsnorm_fwd(a.x_mid, w.ln2, a.h2, a.rstd2, eps);
   linear(ops_, a.h2, w.wg, w.bg, a.gate);
   linear(ops_, a.h2, w.wu, w.bu, a.up);
   ops_.swiglu_fwd(a.gate, a.up, a.act);
-  ops_.copy(x_out, a.x_mid);
-  linear(ops_, a.act, w.wd, w.bd, x_out, 1.0f);
+  // Row-parallel down_proj: partial sum over this rank's F-slice -> g (all-reduce) -> residual, bias once.
+  ops_.matmul(a.act, false, w.wd, true, x_out);
+  tp_all_reduce_sum(x_out);
+  ops_.add_inplace(x_out, a.x_mid);
+  if (w.bd.data()) ops_.bias_add(x_out, w.bd);
 }
 
 void Decoder::layer_backward(int layer, const DeviceBatch& batch, const LayerActivations& a, const Tensor& dx) {
-  const ModelConfig& c = config_;
+  const ModelConfig& c = local_;
   const int64_t N = batch.B * batch.T;
   const LayerTensors w = layer_tensors(params_, c, layer, false);
   const LayerTensors g = layer_tensors(params_, c, layer, true);
@@ -151,6 +163,7 @@ void Decoder::layer_backward(int layer, const DeviceBatch& batch, const LayerAct
   linear_weight_grad(ops_, s.dup, a.h2, g.wu, g.bu);
   ops_.matmul(s.dgate, false, w.wg, false, s.dh);
   ops_.matmul(s.dup, false, w.wu, false, s.dh, 1.0f, 1.0f);
+  tp_all_reduce_sum(s.dh);  // f operator of the column-parallel gate/up: sum the F-slices' input grads
   ops_.rmsnorm_bwd(a.x_mid, w.ln2, a.rstd2, s.dh, s.dtmp, g.ln2);
   ops_.add_inplace(dx, s.dtmp);
 
@@ -167,6 +180,7 @@ void Decoder::layer_backward(int layer, const DeviceBatch& batch, const LayerAct
   ops_.matmul(s.dq, false, w.wq, false, s.dh);
   ops_.matmul(s.dk, false, w.wk, false, s.dh, 1.0f, 1.0f);
   ops_.matmul(s.dv, false, w.wv, false, s.dh, 1.0f, 1.0f);
+  tp_all_reduce_sum(s.dh);  // f operator of the column-parallel q/k/v: sum the heads' input grads
   ops_.rmsnorm_bwd(acts_[static_cast<size_t>(layer)].x_in, w.ln1, a.rstd1, s.dh, s.dtmp, g.ln1);
   ops_.add_inplace(dx, s.dtmp);
 }

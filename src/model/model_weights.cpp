@@ -1,21 +1,52 @@
 #include "trlhpc/model/model_weights.hpp"
 
+#include <algorithm>
 #include <vector>
 
 #include "trlhpc/model/init.hpp"
+#include "trlhpc/model/tensor_parallel.hpp"
 #include "trlhpc/ops/ops.hpp"
 
 namespace trlhpc {
+namespace {
 
-UnitRangeSource weights_from_hf_dir(const HfModelDir& dir) {
-  return [&dir](int unit, int64_t begin, int64_t end, float* out) {
-    dir.read_flat_range(unit_parameter_specs(dir.config(), unit), begin, end, out);
+// Reads elements [begin, end) of the full (tp size 1) tensor `full` into out[0 .. end-begin).
+using FullTensorReader = std::function<void(const ParameterSpec& full, int64_t begin, int64_t end, float* out)>;
+
+// Elements [begin, end) of the concatenation of tp rank `tp`'s unit `specs` (in order, no gaps; past
+// the total = padding = 0), each piece read from the full tensor's element runs this rank owns
+// (tensor_parallel.hpp), so every layout sees the bits of a full single-process load.
+void tp_flat_range(const std::vector<ParameterSpec>& specs, TpLayout tp, int64_t begin, int64_t end, float* out,
+                   const FullTensorReader& read) {
+  int64_t offset = 0;  // flat index where the current spec starts
+  for (const ParameterSpec& spec : specs) {
+    const int64_t lo = std::max(begin, offset), hi = std::min(end, offset + spec.numel());
+    if (lo < hi) {
+      const ParameterSpec full = tp_full_spec(spec, tp.size);
+      float* dst = out + (lo - begin);
+      for_each_tp_global_range(spec, tp, lo - offset, hi - offset,
+                               [&](int64_t gb, int64_t ge, int64_t local_offset) { read(full, gb, ge, dst + local_offset); });
+    }
+    offset += spec.numel();
+  }
+  if (end > offset) std::fill(out + (std::max(begin, offset) - begin), out + (end - begin), 0.0f);
+}
+
+}  // namespace
+
+UnitRangeSource weights_from_hf_dir(const HfModelDir& dir, TpLayout tp) {
+  return [&dir, tp](int unit, int64_t begin, int64_t end, float* out) {
+    tp_flat_range(unit_parameter_specs(dir.config(), unit, tp), tp, begin, end, out,
+                  [&dir](const ParameterSpec& full, int64_t b, int64_t e, float* o) { dir.read_tensor(full.name, b, e, o); });
   };
 }
 
-UnitRangeSource weights_from_init(const ModelConfig& config, uint64_t seed) {
-  return [config, seed](int unit, int64_t begin, int64_t end, float* out) {
-    init_flat_range(config, unit_parameter_specs(config, unit), seed, begin, end, out);
+UnitRangeSource weights_from_init(const ModelConfig& config, uint64_t seed, TpLayout tp) {
+  return [config, seed, tp](int unit, int64_t begin, int64_t end, float* out) {
+    tp_flat_range(unit_parameter_specs(config, unit, tp), tp, begin, end, out,
+                  [&](const ParameterSpec& full, int64_t b, int64_t e, float* o) {
+                    init_parameter_range(config, full, seed, b, e, o);
+                  });
   };
 }
 

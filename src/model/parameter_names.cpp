@@ -1,5 +1,7 @@
 #include "trlhpc/model/parameter_names.hpp"
 
+#include "trlhpc/model/tensor_parallel.hpp"
+
 namespace trlhpc {
 
 const char* parameter_kind_name(ParameterKind kind) {
@@ -18,42 +20,51 @@ std::string layer_parameter_name(int64_t layer, const std::string& suffix) {
 
 int parameter_unit_count(const ModelConfig& config) { return static_cast<int>(config.num_hidden_layers) + 2; }
 
-std::vector<ParameterSpec> parameter_specs(const ModelConfig& config) {
+std::vector<ParameterSpec> parameter_specs(const ModelConfig& full_config, TpLayout tp) {
+  // This tp rank's sizes: NH/tp, KVH/tp, F/tp, V/tp (tp_local_config validates the divisibility).
+  const ModelConfig config = tp_local_config(full_config, tp.size);
   const int64_t C = config.hidden_size, F = config.intermediate_size, V = config.vocab_size;
-  const int64_t q_out = config.num_attention_heads * config.head_dim;   // NH*HS
-  const int64_t kv_out = config.num_key_value_heads * config.head_dim;  // KVH*HS
+  const int64_t q_out = config.num_attention_heads * config.head_dim;   // NH*HS (local heads)
+  const int64_t kv_out = config.num_key_value_heads * config.head_dim;  // KVH*HS (local heads)
   std::vector<ParameterSpec> specs;
-  specs.push_back({"model.embed_tokens.weight", {V, C}, ParameterKind::Embedding, 0});
+  specs.push_back({"model.embed_tokens.weight", {V, C}, ParameterKind::Embedding, 0, TpSplit::Rows});
 
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
     const int unit = static_cast<int>(i) + 1;
-    auto add = [&](const std::string& suffix, Shape shape, ParameterKind kind) {
-      specs.push_back({layer_parameter_name(i, suffix), std::move(shape), kind, unit});
+    auto add = [&](const std::string& suffix, Shape shape, ParameterKind kind, TpSplit split) {
+      specs.push_back({layer_parameter_name(i, suffix), std::move(shape), kind, unit, split});
     };
-    auto linear = [&](const std::string& module, int64_t out, int64_t in, bool bias) {
-      add(module + ".weight", {out, in}, ParameterKind::Matrix);
-      if (bias) add(module + ".bias", {out}, ParameterKind::Bias);
+    // Column-parallel: weight rows and bias split. Row-parallel: weight columns split, bias
+    // replicated (added once after the g all-reduce, Megatron-LM sec. 3).
+    auto column_parallel = [&](const std::string& module, int64_t out, int64_t in, bool bias) {
+      add(module + ".weight", {out, in}, ParameterKind::Matrix, TpSplit::Rows);
+      if (bias) add(module + ".bias", {out}, ParameterKind::Bias, TpSplit::Rows);
     };
-    add("input_layernorm.weight", {C}, ParameterKind::Norm);
-    linear("self_attn.q_proj", q_out, C, config.qkv_bias);
-    linear("self_attn.k_proj", kv_out, C, config.qkv_bias);
-    linear("self_attn.v_proj", kv_out, C, config.qkv_bias);
-    linear("self_attn.o_proj", C, q_out, config.o_bias);
-    add("post_attention_layernorm.weight", {C}, ParameterKind::Norm);
-    linear("mlp.gate_proj", F, C, config.mlp_bias);
-    linear("mlp.up_proj", F, C, config.mlp_bias);
-    linear("mlp.down_proj", C, F, config.mlp_bias);
+    auto row_parallel = [&](const std::string& module, int64_t out, int64_t in, bool bias) {
+      add(module + ".weight", {out, in}, ParameterKind::Matrix, TpSplit::Columns);
+      if (bias) add(module + ".bias", {out}, ParameterKind::Bias, TpSplit::Replicated);
+    };
+    add("input_layernorm.weight", {C}, ParameterKind::Norm, TpSplit::Replicated);
+    column_parallel("self_attn.q_proj", q_out, C, config.qkv_bias);
+    column_parallel("self_attn.k_proj", kv_out, C, config.qkv_bias);
+    column_parallel("self_attn.v_proj", kv_out, C, config.qkv_bias);
+    row_parallel("self_attn.o_proj", C, q_out, config.o_bias);
+    add("post_attention_layernorm.weight", {C}, ParameterKind::Norm, TpSplit::Replicated);
+    column_parallel("mlp.gate_proj", F, C, config.mlp_bias);
+    column_parallel("mlp.up_proj", F, C, config.mlp_bias);
+    row_parallel("mlp.down_proj", C, F, config.mlp_bias);
   }
 
   const int last = parameter_unit_count(config) - 1;
-  specs.push_back({"model.norm.weight", {C}, ParameterKind::Norm, last});
-  if (!config.tie_word_embeddings) specs.push_back({"lm_head.weight", {V, C}, ParameterKind::Matrix, last});
+  specs.push_back({"model.norm.weight", {C}, ParameterKind::Norm, last, TpSplit::Replicated});
+  if (!config.tie_word_embeddings)
+    specs.push_back({"lm_head.weight", {V, C}, ParameterKind::Matrix, last, TpSplit::Rows});
   return specs;
 }
 
-std::vector<ParameterSpec> unit_parameter_specs(const ModelConfig& config, int unit) {
+std::vector<ParameterSpec> unit_parameter_specs(const ModelConfig& config, int unit, TpLayout tp) {
   std::vector<ParameterSpec> out;
-  for (auto& spec : parameter_specs(config))
+  for (auto& spec : parameter_specs(config, tp))
     if (spec.unit == unit) out.push_back(std::move(spec));
   return out;
 }

@@ -5,9 +5,9 @@
 
 namespace trlhpc {
 
-ParameterStore::ParameterStore(const ModelConfig& config, Ops& ops, int64_t pad_multiple) {
+ParameterStore::ParameterStore(const ModelConfig& config, Ops& ops, int64_t pad_multiple, TpLayout tp) : tp_(tp) {
   TRLHPC_ASSERT(pad_multiple >= 1, "pad_multiple must be >= 1");
-  for (const ParameterSpec& spec : parameter_specs(config)) {
+  for (const ParameterSpec& spec : parameter_specs(config, tp)) {
     if (static_cast<size_t>(spec.unit) >= units_.size()) units_.resize(static_cast<size_t>(spec.unit) + 1);
     ParameterUnit& unit = units_[static_cast<size_t>(spec.unit)];
     ParameterSlot slot{spec, unit.numel, shape_numel(spec.shape)};

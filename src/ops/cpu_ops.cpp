@@ -114,6 +114,19 @@ class CpuOps final : public Ops {
                   const Tensor& dup) override {
     cpu::swiglu_bwd(gate.f32(), up.f32(), dout.f32(), dgate.f32(), dup.f32(), gate.numel());
   }
+  void vocab_parallel_ce_max(const Tensor& logits, const Tensor& row_max) override {
+    cpu::vocab_parallel_ce_max(logits.f32(), logits.dim(0), logits.dim(1), row_max.f32());
+  }
+  void vocab_parallel_ce_sums(const Tensor& logits, const Tensor& targets, int64_t vocab_start, const Tensor& row_max,
+                              const Tensor& sums) override {
+    cpu::vocab_parallel_ce_sums(logits.f32(), ids_of(targets), logits.dim(0), logits.dim(1), vocab_start, row_max.f32(),
+                                sums.f32());
+  }
+  void vocab_parallel_ce_grad(const Tensor& logits, const Tensor& targets, int64_t vocab_start, const Tensor& row_max,
+                              const Tensor& sums, float grad_scale) override {
+    cpu::vocab_parallel_ce_grad(logits.f32(), ids_of(targets), logits.dim(0), logits.dim(1), vocab_start, row_max.f32(),
+                                sums.f32(), grad_scale);
+  }
   double cross_entropy_fwd_bwd(const Tensor& hidden, const Tensor& weight, const Tensor& targets, float grad_scale,
                                const Tensor& dhidden, const Tensor& dweight, int64_t chunk_tokens,
                                int64_t* valid_tokens) override {

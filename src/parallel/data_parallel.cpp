@@ -1,6 +1,9 @@
 #include "trlhpc/parallel/data_parallel.hpp"
 
 #include "src/parallel/ddp_strategy.hpp"
+#include "src/parallel/zero1_strategy.hpp"
+#include "src/parallel/zero2_strategy.hpp"
+#include "src/parallel/zero3_strategy.hpp"
 #include "trlhpc/core/error.hpp"
 
 namespace trlhpc {
@@ -28,10 +31,11 @@ std::unique_ptr<DataParallelStrategy> make_data_parallel_strategy(const DataPara
                                                                   Ops& ops) {
   switch (options.sharding) {
     case ShardingKind::None: return std::make_unique<DdpStrategy>(options, store, groups, ops);
-    default:
-      throw UserError(std::string("sharding ") + sharding_name(options.sharding) +
-                      " is not available in this build yet: use --sharding none (DDP)");
+    case ShardingKind::Zero1: return std::make_unique<Zero1Strategy>(options, store, groups, ops);
+    case ShardingKind::Zero2: return std::make_unique<Zero2Strategy>(options, store, groups, ops);
+    case ShardingKind::Zero3: return std::make_unique<Zero3Strategy>(options, store, groups, ops);
   }
+  throw UserError(std::string("unknown sharding kind ") + sharding_name(options.sharding));
 }
 
 }  // namespace trlhpc

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "trlhpc/ops/ops.hpp"
+#include "src/parallel/tensor_parallel_norm.hpp"
 
 namespace trlhpc {
 namespace {
@@ -13,7 +14,7 @@ double now_seconds() {
 }  // namespace
 
 DdpStrategy::DdpStrategy(const DataParallelOptions& options, ParameterStore& store, ProcessGroups& groups, Ops& ops)
-    : store_(store), comm_(groups.loss().comm()), ops_(ops) {
+    : store_(store), comm_(groups.loss().comm()), tp_(groups.tp().comm()), ops_(ops) {
   const int64_t bucket = std::max<int64_t>(1, options.bucket_elements);
   unit_buckets_.resize(static_cast<size_t>(store.num_units()));
   for (int u = 0; u < store.num_units(); ++u) {
@@ -66,9 +67,12 @@ void DdpStrategy::finish_gradients() {
 }
 
 double DdpStrategy::grad_norm_squared() {
-  // Every rank holds the same full, reduced gradients: the local sum is the global one.
+  // Every rank of the loss group holds the same reduced gradients of its tp slice: sum the tp slices,
+  // counting tp-replicated parameters once (tensor_parallel_norm.hpp).
   double total = 0;
-  for (ParameterUnit& unit : store_.units()) total += ops_.sum_of_squares(unit.grads.view({unit.numel}));
+  for (ParameterUnit& unit : store_.units())
+    total += tp_counted_sum_of_squares(ops_, unit, 0, unit.grads.view({unit.numel}), tp_.rank());
+  tp_.all_reduce(std::span<double>(&total, 1));
   return total;
 }
 

@@ -39,6 +39,7 @@ class DdpStrategy final : public DataParallelStrategy {
 
   ParameterStore& store_;
   Communicator& comm_;
+  Communicator& tp_;  // grad norm: tp-split slots summed over the tp group (tensor_parallel_norm.hpp)
   Ops& ops_;
   std::vector<Bucket> buckets_;
   std::vector<std::vector<size_t>> unit_buckets_;  // unit -> bucket indices

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <optional>
 
 #include "trlhpc/core/error.hpp"
@@ -12,8 +13,12 @@
 #include "trlhpc/data/sft_dataset.hpp"
 #include "trlhpc/data/tokenizer.hpp"
 #include "trlhpc/io/hf_model_dir.hpp"
+#include "trlhpc/model/tensor_parallel.hpp"
 #include "trlhpc/optim/lr_scheduler.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/parallel/ring_attention.hpp"
+#include "trlhpc/parallel/sequence_shard.hpp"
+#include "trlhpc/parallel/ulysses_attention.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 #include "trlhpc/runtime/topology.hpp"
 #include "trlhpc/train/flops.hpp"
@@ -68,6 +73,14 @@ SftDataOptions data_options(const SftConfig& c, const std::string& dataset, cons
   return o;
 }
 
+// The attention of this layout (ARCHITECTURE.md "Sequence parallel"): ring attention over the cp
+// group, Ulysses over the sp group, or null for the decoder's LocalAttention when cp = sp = 1.
+std::unique_ptr<SequenceAttention> make_sequence_attention(ProcessGroups& groups) {
+  if (groups.cp().size() > 1) return std::make_unique<RingAttention>(groups.cp().comm());
+  if (groups.sp().size() > 1) return std::make_unique<UlyssesAttention>(groups.sp().comm());
+  return nullptr;
+}
+
 std::string mib(int64_t bytes) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%.2f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
@@ -92,14 +105,12 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
                                          static_cast<int>(c.cp_size), static_cast<int>(c.sp_size),
                                          static_cast<int>(c.tp_size)}
                                 .resolved(mpi.world_size());
-  if (dims.tp > 1 || dims.cp > 1 || dims.sp > 1)
-    throw UserError("tensor, context and sequence parallelism (" + dims.to_string() +
-                    ") are not implemented in this version: use data parallelism only (tp_size = cp_size = sp_size = 1)");
   DataParallelOptions dp_options;
   dp_options.sharding = parse_sharding(c.sharding);
   dp_options.bucket_elements = c.bucket_size_mb * 1024 * 1024 / 4;
   const ModelConfig model = load_model_config(c);
   dims.validate_model(static_cast<int>(model.num_attention_heads), static_cast<int>(model.num_key_value_heads));
+  validate_tensor_parallel(model, dims.tp);  // vocab_size and intermediate_size split by tp too
   dims.validate_sequence(c.max_length, c.pad_to_multiple_of);
 
   const Topology topology = Topology::discover(mpi, parse_device_request(c.device));
@@ -144,11 +155,16 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   options.loss_chunk_tokens = c.loss_chunk_tokens;
   auto ops = make_cpu_ops();
   Trainer trainer(model, *ops, groups, options);
+  // cp/sp: every rank of a cp or sp group gets the same rows (the sampler is keyed by the dp rank,
+  // which they share) and keeps its shard of each row's tokens.
+  const std::unique_ptr<SequenceAttention> sequence_attention = make_sequence_attention(groups);
+  trainer.decoder().set_sequence_attention(sequence_attention.get());
+  const SequenceShard shard = sequence_shard_for(dims, groups.cp().rank(), groups.sp().rank());
   if (!c.model_name_or_path.empty()) {
     HfModelDir dir(c.model_name_or_path);
-    trainer.load_weights(weights_from_hf_dir(dir));
+    trainer.load_weights(weights_from_hf_dir(dir, trainer.tp_layout()));
   } else {
-    trainer.load_weights(weights_from_init(model, c.seed));
+    trainer.load_weights(weights_from_init(model, c.seed, trainer.tp_layout()));
   }
   const MemoryAccount memory = trainer.memory();
   logger.message("model " + std::string(model.architecture_name()) + " " + std::to_string(model.parameter_count()) +
@@ -170,10 +186,12 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
     const SamplerPosition pos = sampler.position(step);
     const auto t0 = Clock::now();
     std::vector<Batch> micro;
-    for (int64_t a = 0; a < c.gradient_accumulation_steps; ++a)
-      micro.push_back(train.collate(sampler.micro_batch(pos.epoch, pos.step, a, groups.dp().rank())));
-    int64_t seq = 0;
-    for (const Batch& b : micro) seq = std::max(seq, b.seq_len);
+    int64_t seq = 0;  // the whole row's length (attention FLOPs), before sequence sharding
+    for (int64_t a = 0; a < c.gradient_accumulation_steps; ++a) {
+      const Batch batch = train.collate(sampler.micro_batch(pos.epoch, pos.step, a, groups.dp().rank()));
+      seq = std::max(seq, batch.seq_len);
+      micro.push_back(shard_sequence(batch, shard));
+    }
     const double lr = scheduler.lr(step);
     const StepResult r = trainer.step(micro, lr);
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -206,13 +224,13 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
       for (int64_t i = rank; i < rows; i += dp) mine.push_back(i);
       for (size_t i = 0; i < mine.size(); i += static_cast<size_t>(c.per_device_train_batch_size)) {
         const size_t end = std::min(mine.size(), i + static_cast<size_t>(c.per_device_train_batch_size));
-        batches.push_back(eval->collate(std::span<const int64_t>(mine.data() + i, end - i)));
+        batches.push_back(shard_sequence(eval->collate(std::span<const int64_t>(mine.data() + i, end - i)), shard));
       }
       // Every rank runs the same number of forwards (sharded strategies gather inside them): pad with
       // batches of one all-padding row, which carry no target.
       int64_t count = static_cast<int64_t>(batches.size());
       groups.dp().comm().all_reduce(std::span<int64_t>(&count, 1), ReduceOp::Max);
-      while (static_cast<int64_t>(batches.size()) < count) batches.push_back(padding_batch(2));
+      while (static_cast<int64_t>(batches.size()) < count) batches.push_back(shard_sequence(padding_batch(2), shard));
       logger.log_eval(step + 1, trainer.evaluate(batches), static_cast<double>(step + 1) / static_cast<double>(sampler.steps_per_epoch()));
     }
   }

@@ -9,10 +9,14 @@ namespace trlhpc {
 
 Trainer::Trainer(const ModelConfig& config, Ops& ops, ProcessGroups& groups, const TrainerOptions& options)
     : ops_(ops), groups_(groups), options_(options) {
-  store_ = std::make_unique<ParameterStore>(config, ops, groups.fsdp().size());
+  // Tensor parallel first (this tp rank's slices), then the data-parallel policy shards those
+  // (ARCHITECTURE.md "Parameters and sharding"). A tp group of 1 is the whole model.
+  const TpLayout tp{groups.tp().size(), groups.tp().rank()};
+  store_ = std::make_unique<ParameterStore>(config, ops, groups.fsdp().size(), tp);
   strategy_ = make_data_parallel_strategy(options.data_parallel, *store_, groups, ops);
   decoder_ = std::make_unique<Decoder>(config, ops, *store_, options.gradient_checkpointing, options.loss_chunk_tokens);
   decoder_->set_hooks(strategy_.get());
+  decoder_->set_tensor_parallel(&groups.tp().comm(), tp);
   optimizer_ = std::make_unique<AdamW>(*store_, strategy_->owned_ranges(), options.adamw, ops);
 }
 

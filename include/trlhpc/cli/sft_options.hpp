@@ -9,7 +9,19 @@
 
 namespace trlhpc {
 
+// What option parsing needs to know about the job: `--accelerate_config` files are checked against the
+// world size (num_processes, parallelism sizes), and their warnings are printed once, by rank 0.
+struct SftOptionContext {
+  int world_size = 1;
+  bool is_main = true;
+};
+
 // Parses argv (without the program name and the "sft" word). Returns false when --help was printed.
+// With --accelerate_config, the profile or file is read (cli/accelerate_config.hpp) and fills every
+// setting whose flag was not given explicitly (on the command line or in --config).
+bool parse_sft_options(const std::vector<std::string>& args, SftConfig& config, std::string* help_text,
+                       const SftOptionContext& context);
+// The same with the context of MPI_COMM_WORLD (one rank when MPI is not initialised).
 bool parse_sft_options(const std::vector<std::string>& args, SftConfig& config, std::string* help_text);
 
 }  // namespace trlhpc

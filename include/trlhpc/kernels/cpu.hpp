@@ -93,6 +93,17 @@ double cross_entropy_fwd_bwd(const float* hidden, const float* weight, const int
                              int64_t C, int64_t V, float grad_scale, float* dhidden, float* dweight,
                              int64_t chunk_tokens, int64_t* valid_tokens);
 
+// ---- vocab_parallel_cross_entropy.cpp ------------------------------------------------------------
+// The pieces of a vocabulary-split cross-entropy over a chunk of local logits (M, V) for vocabulary
+// ids [vocab_start, vocab_start + V), with all-reduces between them done by the caller (see the file
+// header). targets (M), -100 = ignore; row_max (M); sums (M, 2) = (sum exp(z - max), z[target] or 0).
+void vocab_parallel_ce_max(const float* logits, int64_t M, int64_t V, float* row_max);
+void vocab_parallel_ce_sums(const float* logits, const int32_t* targets, int64_t M, int64_t V, int64_t vocab_start,
+                            const float* row_max, float* sums);
+// logits (M, V) overwritten with dlogits = grad_scale * (softmax - onehot) (zero rows for ignored targets).
+void vocab_parallel_ce_grad(float* logits, const int32_t* targets, int64_t M, int64_t V, int64_t vocab_start,
+                            const float* row_max, const float* sums, float grad_scale);
+
 // ---- adamw.cpp ------------------------------------------------------------------------------------
 // Decoupled AdamW, PyTorch semantics (torch.optim.AdamW, foreach=False), step >= 1:
 //   p -= lr * weight_decay * p;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;

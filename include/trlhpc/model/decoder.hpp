@@ -12,6 +12,12 @@
 // accumulate). With gradient checkpointing only each layer's input is kept and the layer is
 // recomputed during backward.
 //
+// Tensor parallel (set_tensor_parallel; Megatron-LM, Shoeybi et al. 2019): the store holds this tp
+// rank's slices (parameter_names.hpp); the layers run on the local heads / F-slice with Megatron's f
+// (all-reduce of the input gradient after q/k/v and gate/up in backward) and g (all-reduce of the
+// o_proj / down_proj outputs in forward) operators; the embedding is a partial lookup + all-reduce;
+// the loss is the vocab-parallel cross-entropy (never a full-vocabulary logit row on any rank).
+//
 // UnitHooks let a sharding strategy act around each parameter unit (gather before use, free after,
 // reduce gradients as soon as a unit's backward is done) without the model knowing about it.
 #include <cstdint>
@@ -23,9 +29,12 @@
 #include "trlhpc/model/model_config.hpp"
 #include "trlhpc/model/parameter_store.hpp"
 #include "trlhpc/model/sequence_attention.hpp"
+#include "trlhpc/model/tp_layout.hpp"
 #include "trlhpc/ops/ops.hpp"
 
 namespace trlhpc {
+
+class Communicator;
 
 class UnitHooks {
  public:
@@ -61,6 +70,11 @@ class Decoder {
   void set_hooks(UnitHooks* hooks) { hooks_ = hooks; }
   // Context/sequence parallel attention; null = LocalAttention. Not owned.
   void set_sequence_attention(SequenceAttention* attention) { attention_ = attention; }
+  // Tensor parallel over `tp` (host-memory collectives for the CPU backend; not owned) as rank
+  // layout.rank of layout.size; the ParameterStore must hold that layout's slices. Null / size 1 = the
+  // whole model on this rank. Reallocates the activation buffers on the next call.
+  void set_tensor_parallel(Communicator* tp, TpLayout layout);
+  TpLayout tp_layout() const { return tp_; }
 
   // Forward + loss + backward; gradients accumulate into the store.
   LossResult forward_backward(const DeviceBatch& batch, float grad_scale);
@@ -69,6 +83,9 @@ class Decoder {
   // Forward to the final hidden states (N, C) and the logits of the given rows (for tests/export);
   // logits is (N, V), only sensible for small inputs.
   Tensor logits(const DeviceBatch& batch);
+  // Bytes of the activation and work buffers allocated for the last micro-batch shape (every layer's
+  // saved activations plus the shared scratch), for memory reports. Grows linearly with B*T.
+  int64_t activation_bytes() const;
 
  public:
   struct LayerActivations;  // defined in src/model/decoder_internal.hpp
@@ -83,11 +100,21 @@ class Decoder {
   void forward_to_final_hidden(const DeviceBatch& batch, bool keep_for_backward);
   void ensure_buffers(int64_t N);
   Tensor head_weight() const;
+  // The LM-head loss of s.h_final (and its backward into s.dh and the head gradient when `backward`):
+  // the fused kernel when the vocabulary is whole, the vocab-parallel one when it is split.
+  LossResult head_loss(const DeviceBatch& batch, float grad_scale, bool backward);
+  LossResult vocab_parallel_loss(const DeviceBatch& batch, float grad_scale, bool backward);
+  // Sum (or max) of `t` over the tp group, in place; a no-op without a tp communicator.
+  void tp_all_reduce_sum(const Tensor& t);
+  void tp_all_reduce_max(const Tensor& t);
+  // (N, V) full logits from every tp rank's (N, V/tp) columns (tests/export only).
+  Tensor gather_vocab_logits(const Tensor& local);
   Tensor head_grad() const;
   UnitHooks& hooks() { return hooks_ ? *hooks_ : no_hooks_; }
   SequenceAttention& attention() { return attention_ ? *attention_ : local_attention_; }
 
-  ModelConfig config_;
+  ModelConfig config_;  // the full model
+  ModelConfig local_;   // this tp rank's share: NH/tp, KVH/tp, F/tp, V/tp (= config_ without tp)
   Ops& ops_;
   ParameterStore& params_;
   bool checkpointing_;
@@ -96,6 +123,8 @@ class Decoder {
   UnitHooks no_hooks_;
   SequenceAttention* attention_ = nullptr;
   LocalAttention local_attention_;
+  Communicator* tp_comm_ = nullptr;
+  TpLayout tp_;
   Tensor inv_freq_;  // (HS/2)
   std::vector<LayerActivations> acts_;
   std::unique_ptr<Scratch> scratch_;

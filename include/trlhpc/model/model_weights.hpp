@@ -16,8 +16,11 @@ class Ops;
 // Writes elements [begin, end) of unit `unit`'s flat buffer into host memory `out`.
 using UnitRangeSource = std::function<void(int unit, int64_t begin, int64_t end, float* out)>;
 
-UnitRangeSource weights_from_hf_dir(const HfModelDir& dir);
-UnitRangeSource weights_from_init(const ModelConfig& config, uint64_t seed);
+// Sources for the unit buffers of tp rank `tp` (default: no tensor parallel). Each reads only the
+// element runs of the full tensors that rank owns (tensor_parallel.hpp), so every tp layout starts
+// from the bits of a full load / full init.
+UnitRangeSource weights_from_hf_dir(const HfModelDir& dir, TpLayout tp = {});
+UnitRangeSource weights_from_init(const ModelConfig& config, uint64_t seed, TpLayout tp = {});
 
 // Fills `dst` (a device tensor of end-begin elements) with elements [begin, end) of unit `unit`.
 void load_unit_range(const UnitRangeSource& source, Ops& ops, int unit, int64_t begin, int64_t end, const Tensor& dst);

@@ -17,12 +17,16 @@
 //   unit L+1      model.norm.weight                                  (C)         norm
 //                 lm_head.weight                                     (V, C)      matrix [not tied]
 // Linear weights are (out, in) as in PyTorch. With tie_word_embeddings the head is the embedding.
+// Under tensor parallelism (TpLayout, tp_layout.hpp) the names and order stay; shapes are this tp
+// rank's slices: q/k/v/gate/up and their biases and both vocab tables split in rows, o/down weights in
+// columns, norms and o/down biases replicated.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "trlhpc/core/tensor.hpp"
 #include "trlhpc/model/model_config.hpp"
+#include "trlhpc/model/tp_layout.hpp"
 
 namespace trlhpc {
 
@@ -37,17 +41,21 @@ struct ParameterSpec {
   Shape shape;          // e.g. (F, C)
   ParameterKind kind;
   int unit;             // 0 = embedding, 1..L = decoder layer unit-1, L+1 = final norm + head
+  TpSplit tp_split = TpSplit::Replicated;  // how tensor parallelism cuts it (shape is the local slice)
 
   int64_t numel() const { return shape_numel(shape); }
+  // Every tp rank holds the same values (and, after the f/g all-reduces, the same gradient).
+  bool tp_replicated() const { return tp_split == TpSplit::Replicated; }
   bool weight_decay() const { return kind == ParameterKind::Matrix || kind == ParameterKind::Embedding; }
 };
 
-// All parameters of `config` in the order above.
-std::vector<ParameterSpec> parameter_specs(const ModelConfig& config);
+// All parameters of `config` in the order above, shaped for tp rank `tp` (default: no tensor parallel).
+// tp.size > 1 validates the divisibility first (validate_tensor_parallel, UserError).
+std::vector<ParameterSpec> parameter_specs(const ModelConfig& config, TpLayout tp = {});
 // Number of units: L + 2.
 int parameter_unit_count(const ModelConfig& config);
 // The specs of one unit, in order (a filter of parameter_specs).
-std::vector<ParameterSpec> unit_parameter_specs(const ModelConfig& config, int unit);
+std::vector<ParameterSpec> unit_parameter_specs(const ModelConfig& config, int unit, TpLayout tp = {});
 // "model.layers.<layer>.<suffix>", e.g. layer_parameter_name(3, "mlp.up_proj.weight").
 std::string layer_parameter_name(int64_t layer, const std::string& suffix);
 

@@ -35,13 +35,15 @@ struct ParameterUnit {
 
 class ParameterStore {
  public:
-  // Allocates zeroed parameter and gradient buffers for every unit on `ops`' device.
-  ParameterStore(const ModelConfig& config, Ops& ops, int64_t pad_multiple = 1);
+  // Allocates zeroed parameter and gradient buffers for every unit on `ops`' device, holding tp rank
+  // `tp`'s slices (parameter_specs(config, tp); default: the full model).
+  ParameterStore(const ModelConfig& config, Ops& ops, int64_t pad_multiple = 1, TpLayout tp = {});
 
   int num_units() const { return static_cast<int>(units_.size()); }
   ParameterUnit& unit(int u) { return units_.at(static_cast<size_t>(u)); }
   const ParameterUnit& unit(int u) const { return units_.at(static_cast<size_t>(u)); }
   std::vector<ParameterUnit>& units() { return units_; }
+  TpLayout tp_layout() const { return tp_; }
 
   // Tensor views by Hugging Face name (e.g. "model.layers.3.self_attn.q_proj.weight").
   Tensor param(const std::string& name) const;
@@ -55,6 +57,7 @@ class ParameterStore {
 
  private:
   std::vector<ParameterUnit> units_;
+  TpLayout tp_;
   std::unordered_map<std::string, std::pair<int, size_t>> index_;  // name -> (unit, slot)
 };
 

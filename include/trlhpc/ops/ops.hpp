@@ -74,6 +74,15 @@ class Ops {
   virtual double cross_entropy_fwd_bwd(const Tensor& hidden /*(N, C)*/, const Tensor& weight /*(V, C)*/,
                                        const Tensor& targets /*(N) I32*/, float grad_scale, const Tensor& dhidden,
                                        const Tensor& dweight, int64_t chunk_tokens, int64_t* valid_tokens) = 0;
+  // Vocab-parallel cross-entropy over a chunk of this tp rank's logits (M, Vl) for vocabulary ids
+  // [vocab_start, vocab_start + Vl); the decoder all-reduces between the calls (see
+  // cpu::vocab_parallel_ce_*). row_max (M), sums (M, 2), targets (M) I32. Not pure: a backend without
+  // them fails with a RuntimeFailure naming the op when tensor parallelism is used.
+  virtual void vocab_parallel_ce_max(const Tensor& logits, const Tensor& row_max);
+  virtual void vocab_parallel_ce_sums(const Tensor& logits, const Tensor& targets, int64_t vocab_start,
+                                      const Tensor& row_max, const Tensor& sums);
+  virtual void vocab_parallel_ce_grad(const Tensor& logits /*in: logits, out: dlogits*/, const Tensor& targets,
+                                      int64_t vocab_start, const Tensor& row_max, const Tensor& sums, float grad_scale);
   virtual void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                           const AdamWHyper& h) = 0;
 };

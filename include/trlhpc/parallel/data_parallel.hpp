@@ -37,13 +37,19 @@ struct DataParallelOptions {
   bool reshard_after_forward = true;                // ZeRO-3: free gathered params after forward
 };
 
-// Per-rank bytes as accounted by the strategy (CONTRACT: reported at start).
+// Per-rank bytes as accounted by the strategy (CONTRACT: reported at start). The first three are the
+// persistent state a rank holds between steps (full or sharded). transient_bytes is the peak of the
+// full-size unit buffers that ZeRO-2/3 hold only during a step (gathered parameters, unit gradients
+// awaiting their reduce-scatter); 0 for DDP and ZeRO-1, whose full buffers are persistent.
 struct MemoryAccount {
   int64_t parameter_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0;
+  int64_t transient_bytes = 0;
 };
 
 // Times (seconds since an arbitrary epoch) of gradient-communication events of the last step, for the
 // overlap test and benchmark: when each bucket was launched and completed, and when backward ended.
+// A bucket is a DDP all-reduce bucket, or one unit's gradient reduce-scatter under ZeRO (every
+// micro-step's under ZeRO-2/3).
 struct CommTimeline {
   std::vector<double> bucket_launch, bucket_done;
   double backward_end = 0;

@@ -48,6 +48,8 @@ class Trainer {
   double evaluate(const std::vector<Batch>& batches);
 
   ParameterStore& store() { return *store_; }
+  // This rank's tensor-parallel slice: pass it to weights_from_hf_dir / weights_from_init.
+  TpLayout tp_layout() const { return store_->tp_layout(); }
   Ops& ops() { return ops_; }
   Decoder& decoder() { return *decoder_; }
   AdamW& optimizer() { return *optimizer_; }

@@ -1,0 +1,218 @@
+// cp_bench: context parallel (ring attention) and Ulysses sequence parallel throughput.
+//
+//   mpirun -np P cp_bench --mode cp|sp [--seq 4096] [--iters 3]
+//
+// With P ranks sharing one row of --seq tokens (one causal document), on cp = P (zigzag shards, ring
+// attention) or sp = P (contiguous shards, Ulysses):
+//   attention   forward + backward of the attention layer alone (NH 8, KVH 2, HS 32), seconds per
+//               call (slowest rank, median of --iters) and tokens/s of the whole row;
+//   step        one optimizer step of a small llama (C 256, L 2, NH 8, KVH 2, F 512, V 2048, DDP);
+//   both also as CPU seconds per call and rank (the work a rank did, see timed());
+//   ring        cp only, per attention layer call (forward + backward): `alone`, the time of the same
+//               ring messages sent with nothing to overlap (blocking send_recv, same sizes and count);
+//               `wait`, the time blocked on them after the compute they overlap (includes any skew
+//               between ranks); `hidden`, the share of the bytes whose transfer had completed when that
+//               compute ended (RingAttentionStats::bytes_hidden / bytes_sent; the last dK/dV hop has no
+//               compute to hide behind); and the fraction of (query chunk, key chunk) pairs skipped as
+//               fully masked.
+// Prints one Markdown table row (rank 0), so bench/cp_bench.sh can build the table of RESULTS.md.
+#include <mpi.h>
+
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <ctime>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/parallel/ring_attention.hpp"
+#include "trlhpc/parallel/sequence_shard.hpp"
+#include "trlhpc/parallel/ulysses_attention.hpp"
+#include "trlhpc/runtime/mpi_environment.hpp"
+#include "trlhpc/train/trainer.hpp"
+
+namespace trlhpc {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double slowest(double seconds) {
+  MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return seconds;
+}
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+double cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+// Wall time of f() on the slowest rank, all ranks starting together; adds this rank's CPU time of it
+// to *cpu (on a loaded or oversubscribed machine the CPU time shows the work a rank does, the wall
+// time also the time it waited for a core; MPI's busy polling while blocked counts as CPU time).
+template <class F>
+double timed(F&& f, double* cpu = nullptr) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto t0 = Clock::now();
+  const double c0 = cpu_seconds();
+  f();
+  if (cpu) *cpu += cpu_seconds() - c0;
+  return slowest(std::chrono::duration<double>(Clock::now() - t0).count());
+}
+// Mean over ranks.
+double mean_over_ranks(double x) {
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return x / n;
+}
+
+Batch causal_row(int64_t T, int64_t vocab) {
+  Batch b;
+  b.rows = 1;
+  b.seq_len = T;
+  for (int64_t t = 0; t < T; ++t) {
+    b.input_ids.push_back(static_cast<int32_t>((t * 7919) % vocab));
+    b.targets.push_back(t + 1 < T ? static_cast<int32_t>(((t + 1) * 7919) % vocab) : kIgnoreIndex);
+    b.positions.push_back(static_cast<int32_t>(t));
+    b.doc_ids.push_back(0);
+  }
+  return b;
+}
+
+Tensor upload(Ops& ops, const std::vector<int32_t>& host) {
+  Tensor t = ops.allocate({static_cast<int64_t>(host.size())}, DType::I32);
+  ops.copy_from_host(t, host.data(), host.size() * sizeof(int32_t));
+  return t;
+}
+Tensor random_tensor(Ops& ops, int64_t n, uint32_t seed) {
+  std::vector<float> host(static_cast<size_t>(n));
+  uint32_t x = seed * 2654435761u + 1;
+  for (float& f : host) x = x * 1664525u + 1013904223u, f = static_cast<float>(x >> 8) / 16777216.0f - 0.5f;
+  Tensor t = ops.allocate({n});
+  ops.copy_from_host(t, host.data(), host.size() * sizeof(float));
+  return t;
+}
+
+struct Row {
+  double attention = 0, step = 0, ring_wait = 0, ring_alone = 0, hidden = 0, skipped = 0;
+  double attention_cpu = 0, step_cpu = 0;  // per call, mean over ranks
+};
+
+Row run(const std::string& mode, int64_t T, int iters) {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const bool cp = mode == "cp";
+  const ParallelDims dims = ParallelDims{1, 1, cp ? world : 1, cp ? 1 : world, 1}.resolved(world);
+  ProcessGroups groups(Mesh(dims), MPI_COMM_WORLD);
+  auto ops = make_cpu_ops();
+  const SequenceShard shard = sequence_shard_for(dims, groups.cp().rank(), groups.sp().rank());
+  std::unique_ptr<RingAttention> ring;
+  std::unique_ptr<UlyssesAttention> ulysses;
+  SequenceAttention* attention = nullptr;
+  if (cp)
+    attention = (ring = std::make_unique<RingAttention>(groups.cp().comm())).get();
+  else
+    attention = (ulysses = std::make_unique<UlyssesAttention>(groups.sp().comm())).get();
+  Row row;
+
+  // Attention alone.
+  const int64_t NH = 8, KVH = 2, HS = 32;
+  const Batch local = shard_sequence(causal_row(T, 2048), shard);
+  const int64_t Tl = local.seq_len;
+  const AttentionShape s{1, Tl, Tl, NH, KVH, HS, 1.0f / std::sqrt(float(HS))};
+  const Tensor q = random_tensor(*ops, Tl * NH * HS, 1), k = random_tensor(*ops, Tl * KVH * HS, 2);
+  const Tensor v = random_tensor(*ops, Tl * KVH * HS, 3), dout = random_tensor(*ops, Tl * NH * HS, 4);
+  const Tensor pos = upload(*ops, local.positions), doc = upload(*ops, local.doc_ids);
+  const Tensor o = ops->allocate({Tl * NH * HS}), lse = ops->allocate({Tl * NH});
+  const Tensor dq = ops->allocate({Tl * NH * HS}), dk = ops->allocate({Tl * KVH * HS}), dv = ops->allocate({Tl * KVH * HS});
+  auto layer = [&] {
+    attention->forward(*ops, q, k, v, pos, doc, o, lse, s);
+    attention->backward(*ops, q, k, v, o, lse, dout, pos, doc, dq, dk, dv, s);
+  };
+  layer();  // warm-up (allocates the workspace)
+  if (ring) ring->reset_stats();
+  std::vector<double> times;
+  double cpu = 0;
+  for (int i = 0; i < iters; ++i) times.push_back(timed(layer, &cpu));
+  row.attention = median(times);
+  row.attention_cpu = mean_over_ranks(cpu / iters);
+  if (ring) {
+    const RingAttentionStats& st = ring->stats();
+    row.ring_wait = slowest(st.wait_seconds / iters);
+    row.skipped = static_cast<double>(st.chunk_pairs_skipped) / static_cast<double>(st.chunk_pairs);
+    double bytes[2] = {static_cast<double>(st.bytes_hidden), static_cast<double>(st.bytes_sent)};
+    MPI_Allreduce(MPI_IN_PLACE, bytes, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    row.hidden = bytes[1] > 0 ? bytes[0] / bytes[1] : 0.0;
+    // The same messages with nothing to overlap: per layer call, forward P-1 hops of K/V + metadata,
+    // backward P-1 of those and P of dK/dV.
+    Communicator& comm = groups.cp().comm();
+    const int P = comm.size(), next = (comm.rank() + 1) % P, prev = (comm.rank() + P - 1) % P;
+    std::vector<float> kv(static_cast<size_t>(2 * Tl * KVH * HS)), kv_in(kv.size());
+    std::vector<int32_t> meta(static_cast<size_t>(2 * Tl)), meta_in(meta.size());
+    std::vector<double> alone;
+    for (int i = 0; i < iters; ++i)
+      alone.push_back(timed([&] {
+        for (int hop = 0; hop < 2 * (P - 1); ++hop) {
+          comm.send_recv<float>(kv, next, kv_in, prev);
+          comm.send_recv<int32_t>(meta, next, meta_in, prev);
+        }
+        for (int hop = 0; hop < P; ++hop) comm.send_recv<float>(kv, next, kv_in, prev);
+      }));
+    row.ring_alone = median(alone);
+  }
+
+  // A full training step of a small model on the row.
+  ModelConfig c;
+  c.architecture = ModelArchitecture::Llama;
+  c.hidden_size = 256, c.intermediate_size = 512, c.num_hidden_layers = 2, c.num_attention_heads = 8;
+  c.num_key_value_heads = 2, c.head_dim = 32, c.vocab_size = 2048, c.max_position_embeddings = T;
+  Trainer trainer(c, *ops, groups, TrainerOptions{});
+  trainer.load_weights(weights_from_init(c, 1));
+  trainer.decoder().set_sequence_attention(attention);
+  const std::vector<Batch> micro = {shard_sequence(causal_row(T, c.vocab_size), shard)};
+  trainer.step(micro, 1e-4);  // warm-up
+  times.clear();
+  cpu = 0;
+  for (int i = 0; i < iters; ++i) times.push_back(timed([&] { trainer.step(micro, 1e-4); }, &cpu));
+  row.step = median(times);
+  row.step_cpu = mean_over_ranks(cpu / iters);
+  return row;
+}
+
+}  // namespace
+}  // namespace trlhpc
+
+int main(int argc, char** argv) {
+  namespace po = boost::program_options;
+  std::string mode = "cp";
+  int64_t seq = 4096;
+  int iters = 3;
+  po::options_description desc("cp_bench");
+  desc.add_options()("mode", po::value(&mode), "cp (ring attention) or sp (Ulysses)")("seq", po::value(&seq),
+                                                                                       "tokens in the row")(
+      "iters", po::value(&iters), "timed repetitions (median)");
+  po::variables_map vm;
+  po::store(po::parse_command_line(argc, argv, desc), vm);
+  po::notify(vm);
+  trlhpc::MpiEnvironment mpi(&argc, &argv);
+  const trlhpc::Row r = trlhpc::run(mode, seq, iters);
+  if (mpi.world_rank() == 0) {
+    const double tokens = static_cast<double>(seq);
+    std::printf("| %s %d | %lld | %.3f | %.3f | %.0f | %.3f | %.3f | %.0f |", mode.c_str(), mpi.world_size(),
+                static_cast<long long>(seq), r.attention, r.attention_cpu, tokens / r.attention, r.step, r.step_cpu,
+                tokens / r.step);
+    if (mode == "cp")
+      std::printf(" %.1f | %.1f | %.0f%% | %.0f%% |\n", 1e3 * r.ring_alone, 1e3 * r.ring_wait, 100.0 * r.hidden,
+                  100.0 * r.skipped);
+    else
+      std::printf(" - | - | - | - |\n");
+  }
+  return 0;
+}

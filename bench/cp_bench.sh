@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Context parallel (ring attention) and Ulysses (sp) at cp/sp = 1, 2, 4 on one 4096-token row, one
+# thread per rank. Prints the markdown table for bench/RESULTS.md
+# ("## Context and sequence parallel (this machine)").
+#   bench/cp_bench.sh [BUILD_DIR] [extra cp_bench flags...]
+set -euo pipefail
+build=${1:-build}
+shift || true
+export OMP_NUM_THREADS=1
+mpirun_flags=(--oversubscribe --bind-to none)
+if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+echo "| layout | T | attention fwd+bwd s | attention CPU s/rank | attention tok/s | step s | step CPU s/rank | step tok/s | ring alone ms | ring wait ms | ring bytes hidden | pairs skipped |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+for mode in cp sp; do
+  for np in 1 2 4; do
+    mpirun "${mpirun_flags[@]}" -np "$np" "$build/bench/cp_bench" --mode "$mode" "$@"
+  done
+done

@@ -1,0 +1,29 @@
+#pragma once
+// TpLayout and TpSplit: how tensor parallelism cuts one parameter (ARCHITECTURE.md "Parameters and
+// sharding": TP shards first, then the TP-local tensors are flattened into units).
+//
+// Megatron-LM (Shoeybi et al. 2019, sec. 3) splits a transformer layer's linears in pairs so that one
+// all-reduce per block suffices:
+//   column-parallel  q/k/v, gate/up: the output dim (rows of the (out, in) weight) is split; each rank
+//                    computes its own heads / F-slice. The input passes through Megatron's f operator
+//                    (identity forward, all-reduce of the input gradient backward).
+//   row-parallel     o_proj, down_proj: the input dim (columns) is split; each rank computes a partial
+//                    sum, summed by the g operator (all-reduce forward, identity backward). Their
+//                    biases are replicated and added once, after the reduction.
+//   vocab-parallel   embedding and LM head: rows of the (V, C) table, rank r owns [r*V/tp, (r+1)*V/tp).
+//   replicated       norm weights and the row-parallel biases: every tp rank holds the whole tensor.
+// tp size 1 gives today's full shapes.
+namespace trlhpc {
+
+struct TpLayout {
+  int size = 1;  // ranks of the tp group
+  int rank = 0;  // this rank's index in it
+};
+
+enum class TpSplit {
+  Replicated,  // whole tensor on every tp rank
+  Rows,        // dim 0 split in tp equal blocks (column-parallel linears and their biases, vocab tables)
+  Columns,     // dim 1 split in tp equal blocks (row-parallel linear weights)
+};
+
+}  // namespace trlhpc

@@ -1,0 +1,70 @@
+// Vocab-parallel cross-entropy pieces for the CPU backend (Megatron-LM, Shoeybi et al. 2019, sec. 3:
+// the LM head is split by vocabulary rows and the softmax statistics are all-reduced, so no rank ever
+// holds a full-vocabulary logit row).
+//
+// A tp rank holds logits z (M, Vl) = h W_local^T for vocabulary ids [vocab_start, vocab_start + Vl).
+// With the caller all-reducing between the steps, per row t with target y_t != -100:
+//   1. vocab_parallel_ce_max:  m_local = max_v z[v]                      -> all-reduce max   -> m
+//   2. vocab_parallel_ce_sums: s_local = sum_v exp(z[v] - m), z[y_t] if this rank owns y_t else 0
+//                                                                          -> all-reduce sum   -> (s, z_y)
+//      loss_t = m + log(s) - z_y                                           (caller, in double)
+//   3. vocab_parallel_ce_grad: z <- grad_scale * (exp(z - m) / s - onehot_local(y_t))   (dlogits)
+// Ignored rows (-100) get zeros in step 2 and a zero gradient in step 3. Sums of exponentials are
+// taken in double, as in the fused kernel (cross_entropy.cpp).
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "trlhpc/kernels/cpu.hpp"
+
+namespace trlhpc::cpu {
+namespace {
+constexpr int32_t kIgnoreIndex = -100;
+// True when target y is one of this rank's vocabulary rows [vocab_start, vocab_start + V).
+inline bool owns(int32_t y, int64_t vocab_start, int64_t V) { return y >= vocab_start && y < vocab_start + V; }
+}  // namespace
+
+void vocab_parallel_ce_max(const float* logits, int64_t M, int64_t V, float* row_max) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < M; ++r) {
+    const float* z = logits + r * V;
+    float m = -std::numeric_limits<float>::infinity();
+    for (int64_t v = 0; v < V; ++v) m = m > z[v] ? m : z[v];
+    row_max[r] = m;
+  }
+}
+
+void vocab_parallel_ce_sums(const float* logits, const int32_t* targets, int64_t M, int64_t V, int64_t vocab_start,
+                            const float* row_max, float* sums) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < M; ++r) {
+    const float* z = logits + r * V;
+    const int32_t y = targets[r];
+    if (y == kIgnoreIndex) {
+      sums[2 * r] = sums[2 * r + 1] = 0.0f;
+      continue;
+    }
+    double s = 0.0;
+    for (int64_t v = 0; v < V; ++v) s += std::exp(static_cast<double>(z[v] - row_max[r]));
+    sums[2 * r] = static_cast<float>(s);
+    sums[2 * r + 1] = owns(y, vocab_start, V) ? z[y - vocab_start] : 0.0f;
+  }
+}
+
+void vocab_parallel_ce_grad(float* logits, const int32_t* targets, int64_t M, int64_t V, int64_t vocab_start,
+                            const float* row_max, const float* sums, float grad_scale) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < M; ++r) {
+    float* z = logits + r * V;
+    const int32_t y = targets[r];
+    if (y == kIgnoreIndex) {
+      for (int64_t v = 0; v < V; ++v) z[v] = 0.0f;
+      continue;
+    }
+    const double mult = static_cast<double>(grad_scale) / static_cast<double>(sums[2 * r]);
+    for (int64_t v = 0; v < V; ++v) z[v] = static_cast<float>(mult * std::exp(static_cast<double>(z[v] - row_max[r])));
+    if (owns(y, vocab_start, V)) z[y - vocab_start] -= grad_scale;
+  }
+}
+
+}  // namespace trlhpc::cpu

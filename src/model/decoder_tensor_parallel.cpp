@@ -1,0 +1,126 @@
+// Decoder pieces that exist for tensor parallelism (Megatron-LM, Shoeybi et al. 2019, sec. 3): the tp
+// set-up, the collectives over the tp group, the LM-head loss (vocab-parallel cross-entropy when the
+// vocabulary is split) and the full-logits gather for tests.
+//
+// Vocab-parallel cross-entropy, per chunk of tokens, with h = s.h_final rows (cm, C) and this rank's
+// head slice W (Vl, C) for vocabulary ids [vocab_start, vocab_start + Vl):
+//   z = h W^T (cm, Vl)                            local logits only: no rank holds a full-vocab row
+//   m = all-reduce-max(rowmax z)                  global max for a stable softmax
+//   (s, z_y) = all-reduce-sum(sum exp(z - m), z[y] from the rank that owns y)
+//   loss_t = m + log s - z_y
+//   dz = grad_scale (exp(z - m) / s - onehot(y))  local columns
+//   dh = all-reduce-sum(dz W)                     each rank's vocabulary slice contributes to dh
+//   dW += dz^T h                                  this rank's rows of the head gradient
+#include <cmath>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "src/model/decoder_internal.hpp"
+#include "trlhpc/core/error.hpp"
+#include "trlhpc/model/tensor_parallel.hpp"
+#include "trlhpc/parallel/communicator.hpp"
+
+namespace trlhpc {
+namespace {
+std::span<float> span_of(const Tensor& t) { return {t.f32(), static_cast<size_t>(t.numel())}; }
+}  // namespace
+
+void Decoder::set_tensor_parallel(Communicator* tp, TpLayout layout) {
+  TRLHPC_ASSERT(tp ? tp->size() == layout.size && tp->rank() == layout.rank : layout.size == 1,
+                "set_tensor_parallel: the communicator does not match tp rank " + std::to_string(layout.rank) + " of " +
+                    std::to_string(layout.size));
+  TRLHPC_ASSERT(params_.tp_layout().size == layout.size && params_.tp_layout().rank == layout.rank,
+                "set_tensor_parallel: the ParameterStore holds another tp layout's slices");
+  local_ = tp_local_config(config_, layout.size);
+  tp_comm_ = tp;
+  tp_ = layout;
+  buffers_N_ = -1;  // activation shapes follow the local heads / F
+}
+
+void Decoder::tp_all_reduce_sum(const Tensor& t) {
+  if (tp_comm_) tp_comm_->all_reduce(span_of(t), ReduceOp::Sum);
+}
+
+void Decoder::tp_all_reduce_max(const Tensor& t) {
+  if (tp_comm_) tp_comm_->all_reduce(span_of(t), ReduceOp::Max);
+}
+
+LossResult Decoder::head_loss(const DeviceBatch& batch, float grad_scale, bool backward) {
+  // The fused kernel is the fast path every backend has and what tp = 1 has always computed; the
+  // vocab-parallel path is needed only when the head is split. Both are tested against each other
+  // (tests/unit/test_cpu_vocab_parallel_cross_entropy.cpp, tests/mpi/test_tensor_parallel*.cpp).
+  if (tp_.size > 1) return vocab_parallel_loss(batch, grad_scale, backward);
+  Scratch& s = *scratch_;
+  LossResult result;
+  result.loss_sum = ops_.cross_entropy_fwd_bwd(s.h_final, head_weight(), batch.targets, grad_scale,
+                                               backward ? s.dh : Tensor(), backward ? head_grad() : Tensor(),
+                                               loss_chunk_tokens_, &result.target_tokens);
+  return result;
+}
+
+LossResult Decoder::vocab_parallel_loss(const DeviceBatch& batch, float grad_scale, bool backward) {
+  Scratch& s = *scratch_;
+  const int64_t N = batch.B * batch.T, C = config_.hidden_size, Vl = local_.vocab_size, V = config_.vocab_size;
+  const int64_t vocab_start = tp_.rank * Vl;
+  std::vector<int32_t> targets(static_cast<size_t>(N));  // (N) host copy for the loss and the count
+  ops_.copy_to_host(targets.data(), batch.targets, targets.size() * sizeof(int32_t));
+  LossResult result;
+  for (int64_t t = 0; t < N; ++t) {
+    const int32_t y = targets[static_cast<size_t>(t)];
+    if (y == kIgnoreIndex) continue;
+    TRLHPC_REQUIRE(y >= 0 && y < V, "cross-entropy: target " + std::to_string(y) + " of token " + std::to_string(t) +
+                                        " is outside [0, " + std::to_string(V) + ") and is not the ignore index -100");
+    ++result.target_tokens;
+  }
+  const Tensor W = head_weight(), dW = backward ? head_grad() : Tensor();  // (Vl, C)
+  const int64_t chunk = std::max<int64_t>(1, std::min(loss_chunk_tokens_, N));
+  Tensor logits = ops_.allocate({chunk, Vl});  // (chunk, Vl) logits, then dlogits
+  Tensor row_max = ops_.allocate({chunk});     // (chunk)
+  Tensor sums = ops_.allocate({chunk, 2});     // (chunk, 2) sum exp(z - m), z[target]
+  std::vector<float> host_max(static_cast<size_t>(chunk)), host_sums(static_cast<size_t>(2 * chunk));
+  for (int64_t n0 = 0; n0 < N; n0 += chunk) {
+    const int64_t cm = std::min(chunk, N - n0);
+    const Tensor h = s.h_final.view({cm, C}, n0 * C);
+    const Tensor y = batch.targets.view({cm}, n0);
+    const Tensor z = logits.view({cm, Vl}), m = row_max.view({cm}), st = sums.view({cm, 2});
+    ops_.matmul(h, false, W, true, z);
+    ops_.vocab_parallel_ce_max(z, m);
+    tp_all_reduce_max(m);
+    ops_.vocab_parallel_ce_sums(z, y, vocab_start, m, st);
+    tp_all_reduce_sum(st);
+    ops_.copy_to_host(host_max.data(), m, static_cast<size_t>(cm) * sizeof(float));
+    ops_.copy_to_host(host_sums.data(), st, static_cast<size_t>(2 * cm) * sizeof(float));
+    for (int64_t r = 0; r < cm; ++r) {
+      if (targets[static_cast<size_t>(n0 + r)] == kIgnoreIndex) continue;
+      result.loss_sum += static_cast<double>(host_max[static_cast<size_t>(r)]) +
+                         std::log(static_cast<double>(host_sums[static_cast<size_t>(2 * r)])) -
+                         static_cast<double>(host_sums[static_cast<size_t>(2 * r + 1)]);
+    }
+    if (!backward) continue;
+    ops_.vocab_parallel_ce_grad(z, y, vocab_start, m, st, grad_scale);
+    const Tensor dh = s.dh.view({cm, C}, n0 * C);
+    ops_.matmul(z, false, W, false, dh);  // dh (cm, C) = dz (cm, Vl) W (Vl, C): this slice's share
+    tp_all_reduce_sum(dh);
+    ops_.matmul(z, true, h, false, dW, 1.0f, 1.0f);  // dW (Vl, C) += dz^T h
+  }
+  return result;
+}
+
+Tensor Decoder::gather_vocab_logits(const Tensor& local) {
+  const int64_t N = local.dim(0), Vl = local.dim(1), P = tp_.size;
+  std::vector<float> mine(static_cast<size_t>(N * Vl)), all(static_cast<size_t>(P * N * Vl));
+  ops_.copy_to_host(mine.data(), local, mine.size() * sizeof(float));
+  if (tp_comm_) tp_comm_->all_gather(mine, std::span<float>(all));
+  else all = mine;
+  // all = (P, N, Vl) in rank order -> full (N, P*Vl): rank r's slice is columns [r*Vl, (r+1)*Vl).
+  std::vector<float> full(static_cast<size_t>(N * P * Vl));
+  for (int64_t r = 0; r < P; ++r)
+    for (int64_t n = 0; n < N; ++n)
+      std::copy(all.begin() + (r * N + n) * Vl, all.begin() + (r * N + n + 1) * Vl, full.begin() + n * P * Vl + r * Vl);
+  Tensor out = ops_.allocate({N, P * Vl});
+  ops_.copy_from_host(out, full.data(), full.size() * sizeof(float));
+  return out;
+}
+
+}  // namespace trlhpc

@@ -1,0 +1,66 @@
+#pragma once
+// ShardedParameters: the parameter half of ZeRO-3 / FSDP (ARCHITECTURE.md "Parameters and sharding").
+//
+// Each rank keeps only its shard [r*S, (r+1)*S) of every unit's flat parameter buffer (S = padded_numel
+// / |fsdp|, the same split as ShardedGradients). A unit is brought back in full by an all-gather over
+// fsdp into a pool buffer, which is swapped into store.unit(u).params for as long as the decoder uses
+// it (the decoder builds its tensor views from that field on every call), and handed back afterwards.
+// all_gather's layout, out[s*S + i] = shard_s[i], is exactly the unit's flat layout.
+//
+// States of a unit: released (store holds a zero-element tensor) -> in flight (prefetch() started the
+// all-gather) -> gathered (gather() waited; store holds the full buffer) -> released. prefetch() lets
+// the next unit's all-gather run while the current unit computes (FSDP's forward/backward prefetch).
+// While pinned (gather_full_parameters for saving), release() keeps every unit gathered.
+#include <cstdint>
+#include <vector>
+
+#include "src/parallel/unit_buffer_pool.hpp"
+#include "trlhpc/model/model_weights.hpp"
+#include "trlhpc/model/parameter_store.hpp"
+#include "trlhpc/parallel/communicator.hpp"
+
+namespace trlhpc {
+
+class ShardedParameters {
+ public:
+  // Takes the store's full parameter buffers away (after this, the store holds only gathered units).
+  ShardedParameters(ParameterStore& store, Communicator& fsdp, Ops& ops, UnitBufferPool& pool);
+
+  int64_t shard_numel(int unit) const { return shard_numel_[static_cast<size_t>(unit)]; }
+  int64_t shard_begin(int unit) const { return shard_numel(unit) * fsdp_.rank(); }
+  Tensor shard(int unit) const { return units_[static_cast<size_t>(unit)].shard; }  // (S)
+  std::vector<Tensor> shards() const;
+
+  // Fills this rank's shard of every unit from `source` (only the owned elements are read).
+  void load(const UnitRangeSource& source);
+
+  void prefetch(int unit);  // starts the all-gather unless gathered or already in flight
+  void gather(int unit);    // returns with the full unit in store.unit(unit).params
+  void release(int unit);   // gives the full buffer back (no-op when released or pinned)
+  void release_all();
+  void set_pinned(bool pinned) { pinned_ = pinned; }
+  void poll();              // lets MPI progress prefetches in flight
+
+  bool is_gathered(int unit) const { return units_[static_cast<size_t>(unit)].state == State::Gathered; }
+  int64_t shard_bytes() const;
+
+ private:
+  enum class State { Released, InFlight, Gathered };
+  struct Unit {
+    Tensor shard;  // (S) persistent, what the optimizer updates
+    Tensor full;   // (padded_numel) pool buffer while in flight or gathered
+    CommRequest request;
+    State state = State::Released;
+  };
+
+  ParameterStore& store_;
+  Communicator& fsdp_;
+  Ops& ops_;
+  UnitBufferPool& pool_;
+  std::vector<int64_t> shard_numel_;  // (units)
+  std::vector<Unit> units_;           // (units)
+  Tensor no_buffer_;                  // (0) the store's params of a released unit
+  bool pinned_ = false;
+};
+
+}  // namespace trlhpc

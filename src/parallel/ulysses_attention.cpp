@@ -1,0 +1,225 @@
+// Ulysses sequence parallel attention: all-to-all between sequence and head sharding around the
+// attention primitive. The method, its sources and the GQA rule are in
+// include/trlhpc/parallel/ulysses_attention.hpp.
+//
+// The all-to-all exchanges equal blocks, block d going to rank d (communicator.hpp:
+// out[s*m + i] = in_s[r*m + i]). Layouts, with Tl = T/P, heads H (or KVH' after repetition), Hl = H/P:
+//   sequence -> heads   pack   x (B, Tl, H, HS)  -> send (P, B, Tl, Hl, HS)   block d = heads of rank d
+//                       a2a    recv (P, B, Tl, Hl, HS)                        block s = tokens of rank s
+//                       unpack recv -> y (B, T, Hl, HS)                       token s*Tl + t of the row
+//   heads -> sequence   the same three steps backwards; unpacking ADDS into the zeroed x, which sums
+//                       the dk/dv of repeated kv heads and is a plain copy otherwise.
+// Packing copies contiguous runs through Ops::copy / Ops::add_inplace, so it works on any device.
+#include "trlhpc/parallel/ulysses_attention.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "trlhpc/core/error.hpp"
+
+namespace trlhpc {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+template <class T>
+std::span<T> span_of(const Tensor& t, int64_t n) {
+  return std::span<T>(t.ptr<T>(), static_cast<size_t>(n));
+}
+
+// A run of consecutive heads of block d: local heads [local, local + count) come from the source
+// heads [source, source + count).
+struct HeadRun {
+  int64_t local, source, count;
+};
+
+// Runs of every block: expanded head e = d*Hl + j is source head e / rep.
+std::vector<std::vector<HeadRun>> head_runs(int64_t H, int64_t rep, int P) {
+  const int64_t Hl = H * rep / P;
+  std::vector<std::vector<HeadRun>> runs(static_cast<size_t>(P));
+  for (int d = 0; d < P; ++d)
+    for (int64_t j = 0; j < Hl; ++j) {
+      const int64_t source = (d * Hl + j) / rep;
+      auto& r = runs[static_cast<size_t>(d)];
+      if (!r.empty() && r.back().source + r.back().count == source)
+        ++r.back().count;
+      else
+        r.push_back({j, source, 1});
+    }
+  return runs;
+}
+
+}  // namespace
+
+struct UlyssesAttention::Workspace {
+  int64_t B = 0, Tl = 0, NH = 0, KVH = 0, HS = 0;
+  int P = 1;
+  int64_t rep = 1;             // copies of each kv head (KVH < P)
+  int64_t NHl = 0, KVHl = 0;   // heads per rank after the all-to-all
+  Tensor send, recv;           // (P, B, Tl, max(NHl, KVHl), HS) staging for one all-to-all
+  Tensor qh, oh, doh, dqh;     // (B, T, NHl, HS)
+  Tensor kh, vh, dkh, dvh;     // (B, T, KVHl, HS)
+  Tensor ids_all;              // (P, B, Tl) I32 all-gathered positions or doc ids
+  Tensor pos_full, doc_full;   // (B, T) I32
+  std::vector<std::vector<HeadRun>> q_runs, kv_runs;  // (P) each
+
+  int64_t T() const { return Tl * P; }
+  bool fits(const AttentionShape& s, int p) const {
+    return B == s.B && Tl == s.Tq && NH == s.NH && KVH == s.KVH && HS == s.HS && P == p;
+  }
+  int64_t bytes() const {
+    int64_t n = 0;
+    for (const Tensor* t : {&send, &recv, &qh, &oh, &doh, &dqh, &kh, &vh, &dkh, &dvh, &ids_all, &pos_full, &doc_full})
+      n += static_cast<int64_t>(t->nbytes());
+    return n;
+  }
+};
+
+UlyssesAttention::UlyssesAttention(Communicator& sp) : comm_(sp) {}
+UlyssesAttention::~UlyssesAttention() = default;
+
+int64_t UlyssesAttention::workspace_bytes() const { return ws_ ? ws_->bytes() : 0; }
+
+UlyssesAttention::Workspace& UlyssesAttention::workspace(Ops& ops, const AttentionShape& s) {
+  const int P = comm_.size();
+  if (ws_ && ws_->fits(s, P)) return *ws_;
+  TRLHPC_ASSERT(s.Tq == s.Tk, "Ulysses attention takes self-attention of the local tokens");
+  TRLHPC_ASSERT(s.NH % P == 0 && (s.KVH % P == 0 || P % s.KVH == 0),
+                "Ulysses over sp " + std::to_string(P) + " needs num_attention_heads " + std::to_string(s.NH) +
+                    " divisible by it and num_key_value_heads " + std::to_string(s.KVH) +
+                    " dividing or divisible by it (ParallelDims::validate_model)");
+  ws_ = std::make_unique<Workspace>();
+  Workspace& w = *ws_;
+  w.B = s.B, w.Tl = s.Tq, w.NH = s.NH, w.KVH = s.KVH, w.HS = s.HS, w.P = P;
+  w.rep = s.KVH % P == 0 ? 1 : P / s.KVH;
+  w.NHl = s.NH / P;
+  w.KVHl = s.KVH * w.rep / P;
+  const int64_t T = w.T();
+  w.send = ops.allocate({int64_t{P} * w.B * w.Tl * std::max(w.NHl, w.KVHl) * w.HS});
+  w.recv = ops.allocate(w.send.shape());
+  for (Tensor* t : {&w.qh, &w.oh, &w.doh, &w.dqh}) *t = ops.allocate({w.B, T, w.NHl, w.HS});
+  for (Tensor* t : {&w.kh, &w.vh, &w.dkh, &w.dvh}) *t = ops.allocate({w.B, T, w.KVHl, w.HS});
+  w.ids_all = ops.allocate({int64_t{P} * w.B * w.Tl}, DType::I32);
+  w.pos_full = ops.allocate({w.B, T}, DType::I32);
+  w.doc_full = ops.allocate({w.B, T}, DType::I32);
+  w.q_runs = head_runs(s.NH, 1, P);
+  w.kv_runs = head_runs(s.KVH, w.rep, P);
+  return w;
+}
+
+namespace {
+
+using Workspace = UlyssesAttention::Workspace;
+
+// x (B, Tl, H, HS) sequence-sharded -> y (B, T, Hl, HS) head-sharded; `runs` maps local heads of each
+// block to source heads of x (repeating kv heads when rep > 1).
+void sequence_to_heads(Ops& ops, Communicator& comm, Workspace& w, const Tensor& x, int64_t H,
+                       const std::vector<std::vector<HeadRun>>& runs, int64_t Hl, const Tensor& y,
+                       UlyssesAttentionStats& stats) {
+  const int64_t HS = w.HS, block = w.B * w.Tl * Hl * HS, n = w.P * block;
+  for (int d = 0; d < w.P; ++d)
+    for (int64_t b = 0; b < w.B; ++b)
+      for (int64_t t = 0; t < w.Tl; ++t)
+        for (const HeadRun& r : runs[static_cast<size_t>(d)])
+          ops.copy(w.send.view({r.count * HS}, d * block + ((b * w.Tl + t) * Hl + r.local) * HS),
+                   x.view({r.count * HS}, ((b * w.Tl + t) * H + r.source) * HS));
+  comm.all_to_all(span_of<const float>(w.send, n), span_of<float>(w.recv, n));
+  stats.bytes_sent += (w.P - 1) * block * static_cast<int64_t>(sizeof(float));
+  const int64_t rows = w.Tl * Hl * HS;  // one (s, b) run: Tl tokens of Hl heads
+  for (int s = 0; s < w.P; ++s)
+    for (int64_t b = 0; b < w.B; ++b)
+      ops.copy(y.view({rows}, (b * w.T() + s * w.Tl) * Hl * HS), w.recv.view({rows}, (s * w.B + b) * rows));
+}
+
+// y (B, T, Hl, HS) head-sharded -> x (B, Tl, H, HS) sequence-sharded; source heads that `runs` repeats
+// receive the sum of their copies.
+void heads_to_sequence(Ops& ops, Communicator& comm, Workspace& w, const Tensor& y, int64_t H,
+                       const std::vector<std::vector<HeadRun>>& runs, int64_t Hl, const Tensor& x,
+                       UlyssesAttentionStats& stats) {
+  const int64_t HS = w.HS, block = w.B * w.Tl * Hl * HS, n = w.P * block, rows = w.Tl * Hl * HS;
+  for (int d = 0; d < w.P; ++d)
+    for (int64_t b = 0; b < w.B; ++b)
+      ops.copy(w.send.view({rows}, (d * w.B + b) * rows), y.view({rows}, (b * w.T() + d * w.Tl) * Hl * HS));
+  comm.all_to_all(span_of<const float>(w.send, n), span_of<float>(w.recv, n));
+  stats.bytes_sent += (w.P - 1) * block * static_cast<int64_t>(sizeof(float));
+  ops.fill_zero(x);
+  for (int s = 0; s < w.P; ++s)
+    for (int64_t b = 0; b < w.B; ++b)
+      for (int64_t t = 0; t < w.Tl; ++t)
+        for (const HeadRun& r : runs[static_cast<size_t>(s)])
+          ops.add_inplace(x.view({r.count * HS}, ((b * w.Tl + t) * H + r.source) * HS),
+                          w.recv.view({r.count * HS}, s * block + ((b * w.Tl + t) * Hl + r.local) * HS));
+}
+
+// Positions or doc ids of the whole row: all-gather (P, B, Tl) and reorder to (B, T).
+void gather_ids(Ops& ops, Communicator& comm, Workspace& w, const Tensor& ids, const Tensor& full,
+                UlyssesAttentionStats& stats) {
+  const int64_t local = w.B * w.Tl;
+  comm.all_gather(span_of<const int32_t>(ids, local), span_of<int32_t>(w.ids_all, w.P * local));
+  stats.bytes_sent += (w.P - 1) * local * static_cast<int64_t>(sizeof(int32_t));
+  for (int s = 0; s < w.P; ++s)
+    for (int64_t b = 0; b < w.B; ++b)
+      ops.copy(full.view({w.Tl}, b * w.T() + s * w.Tl), w.ids_all.view({w.Tl}, (s * w.B + b) * w.Tl));
+}
+
+AttentionShape head_sharded_shape(const Workspace& w, const AttentionShape& s) {
+  AttentionShape h = s;
+  h.Tq = h.Tk = w.T();
+  h.NH = w.NHl;
+  h.KVH = w.KVHl;
+  return h;
+}
+
+}  // namespace
+
+void UlyssesAttention::forward(Ops& ops, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& pos,
+                               const Tensor& doc, const Tensor& o, const Tensor& lse, const AttentionShape& s) {
+  Workspace& w = workspace(ops, s);
+  ++stats_.forward_calls;
+  auto t0 = Clock::now();
+  gather_ids(ops, comm_, w, pos, w.pos_full, stats_);
+  gather_ids(ops, comm_, w, doc, w.doc_full, stats_);
+  sequence_to_heads(ops, comm_, w, q, w.NH, w.q_runs, w.NHl, w.qh, stats_);
+  sequence_to_heads(ops, comm_, w, k, w.KVH, w.kv_runs, w.KVHl, w.kh, stats_);
+  sequence_to_heads(ops, comm_, w, v, w.KVH, w.kv_runs, w.KVHl, w.vh, stats_);
+  stats_.comm_seconds += since(t0);
+  t0 = Clock::now();
+  const Tensor lse_heads = lse.view({w.B, w.NHl, w.T()});
+  ops.attention_fwd(w.qh, w.kh, w.vh, w.pos_full, w.pos_full, w.doc_full, w.doc_full, w.oh, lse_heads,
+                    head_sharded_shape(w, s));
+  stats_.compute_seconds += since(t0);
+  t0 = Clock::now();
+  heads_to_sequence(ops, comm_, w, w.oh, w.NH, w.q_runs, w.NHl, o, stats_);
+  stats_.comm_seconds += since(t0);
+}
+
+void UlyssesAttention::backward(Ops& ops, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
+                                const Tensor& lse, const Tensor& dout, const Tensor& pos, const Tensor& doc,
+                                const Tensor& dq, const Tensor& dk, const Tensor& dv, const AttentionShape& s) {
+  Workspace& w = workspace(ops, s);
+  ++stats_.backward_calls;
+  auto t0 = Clock::now();
+  gather_ids(ops, comm_, w, pos, w.pos_full, stats_);
+  gather_ids(ops, comm_, w, doc, w.doc_full, stats_);
+  sequence_to_heads(ops, comm_, w, q, w.NH, w.q_runs, w.NHl, w.qh, stats_);
+  sequence_to_heads(ops, comm_, w, k, w.KVH, w.kv_runs, w.KVHl, w.kh, stats_);
+  sequence_to_heads(ops, comm_, w, v, w.KVH, w.kv_runs, w.KVHl, w.vh, stats_);
+  sequence_to_heads(ops, comm_, w, o, w.NH, w.q_runs, w.NHl, w.oh, stats_);
+  sequence_to_heads(ops, comm_, w, dout, w.NH, w.q_runs, w.NHl, w.doh, stats_);
+  stats_.comm_seconds += since(t0);
+  t0 = Clock::now();
+  for (const Tensor* t : {&w.dqh, &w.dkh, &w.dvh}) ops.fill_zero(*t);
+  ops.attention_bwd(w.qh, w.kh, w.vh, w.oh, lse.view({w.B, w.NHl, w.T()}), w.doh, w.pos_full, w.pos_full, w.doc_full,
+                    w.doc_full, w.dqh, w.dkh, w.dvh, head_sharded_shape(w, s));
+  stats_.compute_seconds += since(t0);
+  t0 = Clock::now();
+  heads_to_sequence(ops, comm_, w, w.dqh, w.NH, w.q_runs, w.NHl, dq, stats_);
+  heads_to_sequence(ops, comm_, w, w.dkh, w.KVH, w.kv_runs, w.KVHl, dk, stats_);
+  heads_to_sequence(ops, comm_, w, w.dvh, w.KVH, w.kv_runs, w.KVHl, dv, stats_);
+  stats_.comm_seconds += since(t0);
+}
+
+}  // namespace trlhpc

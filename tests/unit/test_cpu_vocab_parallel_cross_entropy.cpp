@@ -1,0 +1,104 @@
+// Tests of kernels/cpu/vocab_parallel_cross_entropy.cpp: splitting the vocabulary into tp = 1, 2, 3, 4
+// slices and combining the per-slice statistics as the decoder's all-reduces do (max, then sums) must
+// give the fused kernel's (cross_entropy.cpp) loss, dhidden (sum over slices of dz W_slice) and
+// dweight (the slices' rows), with ignored targets and large logits. Bound: relative 1e-5 on the loss,
+// absolute 1e-6 (of gradients of size ~1e-2) elementwise.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "test_support.hpp"
+#include "trlhpc/kernels/cpu.hpp"
+
+namespace {
+
+using trlhpc::testing::random_floats;
+
+struct Result {
+  double loss = 0;
+  std::vector<float> dhidden, dweight;
+};
+
+Result fused(const std::vector<float>& h, const std::vector<float>& w, const std::vector<int32_t>& y, int64_t N,
+             int64_t C, int64_t V, float scale) {
+  Result r{0, std::vector<float>(N * C), std::vector<float>(V * C, 0.0f)};
+  r.loss = trlhpc::cpu::cross_entropy_fwd_bwd(h.data(), w.data(), y.data(), N, C, V, scale, r.dhidden.data(),
+                                              r.dweight.data(), 5, nullptr);
+  return r;
+}
+
+// The decoder's vocab-parallel sequence, with the all-reduces done by loops over the slices.
+Result split(const std::vector<float>& h, const std::vector<float>& w, const std::vector<int32_t>& y, int64_t N,
+             int64_t C, int64_t V, float scale, int tp) {
+  namespace cpu = trlhpc::cpu;
+  const int64_t Vl = V / tp;
+  std::vector<std::vector<float>> z(tp, std::vector<float>(N * Vl));
+  std::vector<float> m(N, -INFINITY), sums(2 * N, 0.0f);
+  for (int r = 0; r < tp; ++r) {
+    cpu::matmul(h.data(), false, w.data() + r * Vl * C, true, z[r].data(), N, Vl, C, 1.0f, 0.0f);
+    std::vector<float> mr(N);
+    cpu::vocab_parallel_ce_max(z[r].data(), N, Vl, mr.data());
+    for (int64_t t = 0; t < N; ++t) m[t] = std::max(m[t], mr[t]);  // all-reduce max
+  }
+  for (int r = 0; r < tp; ++r) {
+    std::vector<float> sr(2 * N);
+    cpu::vocab_parallel_ce_sums(z[r].data(), y.data(), N, Vl, r * Vl, m.data(), sr.data());
+    for (int64_t i = 0; i < 2 * N; ++i) sums[i] += sr[i];  // all-reduce sum
+  }
+  Result out{0, std::vector<float>(N * C, 0.0f), std::vector<float>(V * C, 0.0f)};
+  for (int64_t t = 0; t < N; ++t)
+    if (y[t] != -100) out.loss += m[t] + std::log(static_cast<double>(sums[2 * t])) - sums[2 * t + 1];
+  for (int r = 0; r < tp; ++r) {
+    cpu::vocab_parallel_ce_grad(z[r].data(), y.data(), N, Vl, r * Vl, m.data(), sums.data(), scale);
+    std::vector<float> dh(N * C);
+    cpu::matmul(z[r].data(), false, w.data() + r * Vl * C, false, dh.data(), N, C, Vl, 1.0f, 0.0f);
+    for (int64_t i = 0; i < N * C; ++i) out.dhidden[i] += dh[i];  // all-reduce sum
+    cpu::matmul(z[r].data(), true, h.data(), false, out.dweight.data() + r * Vl * C, Vl, C, N, 1.0f, 1.0f);
+  }
+  return out;
+}
+
+double worst(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(static_cast<double>(a[i]) - b[i]));
+  return d;
+}
+
+TEST(CpuVocabParallelCrossEntropy, SlicesCombineToTheFusedKernel) {
+  const int64_t N = 13, C = 16, V = 96;
+  for (float logit_scale : {1.0f, 30.0f}) {
+    const std::vector<float> h = random_floats(N * C, 3, logit_scale), w = random_floats(V * C, 4);
+    std::vector<int32_t> y;
+    std::mt19937 gen(5);
+    for (int64_t t = 0; t < N; ++t) y.push_back(t % 4 == 0 ? -100 : static_cast<int32_t>(gen() % V));
+    const float scale = 1.0f / 9.0f;
+    const Result want = fused(h, w, y, N, C, V, scale);
+    for (int tp : {1, 2, 3, 4}) {
+      const Result got = split(h, w, y, N, C, V, scale, tp);
+      EXPECT_NEAR(got.loss, want.loss, 1e-5 * std::abs(want.loss)) << "tp " << tp << " scale " << logit_scale;
+      EXPECT_LT(worst(got.dhidden, want.dhidden), 1e-6 * logit_scale) << "tp " << tp;
+      EXPECT_LT(worst(got.dweight, want.dweight), 1e-6 * logit_scale) << "tp " << tp;
+    }
+  }
+}
+
+TEST(CpuVocabParallelCrossEntropy, IgnoredRowsGiveZerosAndTargetsOutsideTheSliceNoTargetLogit) {
+  const int64_t V = 4;
+  std::vector<float> z = {1, 2, 3, 4, 5, 6, 7, 8};  // (2, 4)
+  const std::vector<int32_t> y = {-100, 9};          // row 1's target belongs to another slice
+  std::vector<float> m(2), sums(4);
+  trlhpc::cpu::vocab_parallel_ce_max(z.data(), 2, V, m.data());
+  EXPECT_EQ(m[1], 8.0f);
+  trlhpc::cpu::vocab_parallel_ce_sums(z.data(), y.data(), 2, V, 4, m.data(), sums.data());
+  EXPECT_EQ(sums[0], 0.0f);
+  EXPECT_EQ(sums[1], 0.0f);
+  EXPECT_EQ(sums[3], 0.0f);
+  trlhpc::cpu::vocab_parallel_ce_grad(z.data(), y.data(), 2, V, 4, m.data(), sums.data(), 1.0f);
+  for (int v = 0; v < 4; ++v) EXPECT_EQ(z[v], 0.0f);
+  EXPECT_NEAR(z[4] + z[5] + z[6] + z[7], 1.0f, 1e-6);  // whole softmax mass, no onehot subtracted here
+}
+
+}  // namespace

@@ -1,0 +1,147 @@
+// Sequence sharding for cp (zigzag) and sp (contiguous): the worked examples of sequence_shard.hpp,
+// padding of rows whose length does not split, and shard -> unshard round trips that give back the
+// padded batch with every token on exactly one rank.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <random>
+
+#include "trlhpc/core/error.hpp"
+#include "trlhpc/parallel/sequence_shard.hpp"
+
+namespace trlhpc {
+namespace {
+
+// Rows of packed documents of random (often odd) lengths, right padding at the end of some rows.
+Batch random_batch(int64_t rows, int64_t T, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Batch b;
+  b.rows = rows;
+  b.seq_len = T;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t t = 0;
+    int32_t doc = 0;
+    const int64_t used = T - static_cast<int64_t>(rng() % static_cast<uint64_t>(T / 2 + 1));
+    while (t < used) {
+      const int64_t len = std::min<int64_t>(used - t, 1 + static_cast<int64_t>(rng() % 7));
+      for (int64_t i = 0; i < len; ++i, ++t) {
+        b.input_ids.push_back(static_cast<int32_t>(1 + rng() % 50));
+        b.targets.push_back(i + 1 < len ? static_cast<int32_t>(rng() % 50) : kIgnoreIndex);
+        b.positions.push_back(static_cast<int32_t>(i));
+        b.doc_ids.push_back(doc);
+      }
+      ++doc;
+    }
+    for (; t < T; ++t) {
+      b.input_ids.push_back(0);
+      b.targets.push_back(kIgnoreIndex);
+      b.positions.push_back(0);
+      b.doc_ids.push_back(kPaddingDocId);
+    }
+  }
+  return b;
+}
+
+// input_ids 0..T-1 (one document, so positions equal the index): shows which tokens a shard keeps.
+Batch iota_batch(int64_t T) {
+  Batch b;
+  b.rows = 1;
+  b.seq_len = T;
+  b.input_ids.resize(static_cast<size_t>(T));
+  std::iota(b.input_ids.begin(), b.input_ids.end(), 0);
+  b.positions = b.input_ids;
+  b.targets.assign(static_cast<size_t>(T), 7);
+  b.doc_ids.assign(static_cast<size_t>(T), 0);
+  return b;
+}
+
+void expect_same(const Batch& a, const Batch& b) {
+  EXPECT_EQ(a.rows, b.rows);
+  EXPECT_EQ(a.seq_len, b.seq_len);
+  EXPECT_EQ(a.input_ids, b.input_ids);
+  EXPECT_EQ(a.targets, b.targets);
+  EXPECT_EQ(a.positions, b.positions);
+  EXPECT_EQ(a.doc_ids, b.doc_ids);
+}
+
+TEST(SequenceShard, ZigzagWorkedExample) {
+  const Batch b = iota_batch(8);
+  EXPECT_EQ(shard_sequence(b, {SequenceShardKind::kZigzag, 2, 0}).input_ids, (std::vector<int32_t>{0, 1, 6, 7}));
+  EXPECT_EQ(shard_sequence(b, {SequenceShardKind::kZigzag, 2, 1}).input_ids, (std::vector<int32_t>{2, 3, 4, 5}));
+  // cp 4: 8 chunks of 2; rank 1 keeps chunks 1 and 6.
+  const Batch b16 = iota_batch(16);
+  EXPECT_EQ(shard_sequence(b16, {SequenceShardKind::kZigzag, 4, 1}).positions,
+            (std::vector<int32_t>{2, 3, 12, 13}));
+}
+
+TEST(SequenceShard, ContiguousWorkedExample) {
+  const Batch b = iota_batch(8);
+  EXPECT_EQ(shard_sequence(b, {SequenceShardKind::kContiguous, 2, 0}).input_ids, (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(shard_sequence(b, {SequenceShardKind::kContiguous, 2, 1}).input_ids, (std::vector<int32_t>{4, 5, 6, 7}));
+  expect_same(shard_sequence(b, {SequenceShardKind::kContiguous, 1, 0}), b);  // sp = 1: the identity
+}
+
+TEST(SequenceShard, PadsRowsThatDoNotSplit) {
+  // T = 5 under cp 2 (4 chunks): padded to 8, padding carries no target and its own doc id.
+  const Batch b = iota_batch(5);
+  const Batch p = pad_sequence(b, 4);
+  ASSERT_EQ(p.seq_len, 8);
+  for (int64_t t = 5; t < 8; ++t) {
+    EXPECT_EQ(p.input_ids[static_cast<size_t>(t)], 0);
+    EXPECT_EQ(p.targets[static_cast<size_t>(t)], kIgnoreIndex);
+    EXPECT_EQ(p.positions[static_cast<size_t>(t)], 0);
+    EXPECT_EQ(p.doc_ids[static_cast<size_t>(t)], kPaddingDocId);
+  }
+  const Batch r1 = shard_sequence(b, {SequenceShardKind::kZigzag, 2, 1});
+  EXPECT_EQ(r1.seq_len, 4);
+  EXPECT_EQ(r1.input_ids, (std::vector<int32_t>{2, 3, 4, 0}));
+  EXPECT_EQ(r1.doc_ids, (std::vector<int32_t>{0, 0, 0, kPaddingDocId}));
+  // A row that already splits is not padded.
+  EXPECT_EQ(pad_sequence(iota_batch(12), 4).seq_len, 12);
+  EXPECT_EQ(shard_sequence(iota_batch(12), {SequenceShardKind::kContiguous, 3, 2}).input_ids,
+            (std::vector<int32_t>{8, 9, 10, 11}));
+}
+
+TEST(SequenceShard, RoundTripKeepsEveryTokenOnce) {
+  for (SequenceShardKind kind : {SequenceShardKind::kZigzag, SequenceShardKind::kContiguous})
+    for (int P : {1, 2, 3, 4, 8})
+      for (int64_t T : {1, 7, 16, 33, 64}) {
+        const Batch b = random_batch(3, T, static_cast<uint64_t>(T * 31 + P));
+        std::vector<Batch> shards;
+        int64_t targets = 0;
+        for (int r = 0; r < P; ++r) {
+          shards.push_back(shard_sequence(b, {kind, P, r}));
+          targets += shards.back().target_tokens();
+          EXPECT_EQ(shards.back().rows, 3);
+        }
+        const int64_t chunks = SequenceShard{kind, P, 0}.chunk_count();
+        const Batch padded = pad_sequence(b, chunks);
+        EXPECT_EQ(padded.seq_len % chunks, 0);
+        EXPECT_EQ(targets, b.target_tokens()) << "P " << P << " T " << T;
+        const Batch back = unshard_sequence(shards, kind);
+        SCOPED_TRACE("P " + std::to_string(P) + " T " + std::to_string(T));
+        expect_same(back, padded);
+      }
+}
+
+TEST(SequenceShard, ShardForDims) {
+  ParallelDims cp{1, 1, 4, 1, 1};
+  const SequenceShard z = sequence_shard_for(cp, 3, 0);
+  EXPECT_EQ(z.kind, SequenceShardKind::kZigzag);
+  EXPECT_EQ(z.size, 4);
+  EXPECT_EQ(z.kept_chunks(), (std::vector<int64_t>{3, 4}));
+  ParallelDims sp{1, 2, 1, 2, 1};
+  const SequenceShard c = sequence_shard_for(sp, 0, 1);
+  EXPECT_EQ(c.kind, SequenceShardKind::kContiguous);
+  EXPECT_EQ(c.kept_chunks(), (std::vector<int64_t>{1}));
+  const ParallelDims dp{1, 8, 1, 1, 1};
+  EXPECT_EQ(sequence_shard_for(dp, 0, 0).chunk_count(), 1);
+  // Chunk counts agree with what ParallelDims asks max_length to be a multiple of.
+  EXPECT_EQ(z.chunk_count(), cp.sequence_multiple());
+  EXPECT_EQ(c.chunk_count(), sp.sequence_multiple());
+  const ParallelDims both{1, 1, 2, 2, 1};
+  EXPECT_THROW(sequence_shard_for(both, 0, 0), RuntimeFailure);
+}
+
+}  // namespace
+}  // namespace trlhpc
