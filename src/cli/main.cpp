@@ -4,11 +4,13 @@
 // (MPI_Abort, so no rank is left waiting in a collective).
 #include <cstdio>
 #include <cstring>
+#include <iostream>
 #include <string>
 #include <vector>
 
 #include "trlhpc/cli/env_command.hpp"
 #include "trlhpc/cli/sft_options.hpp"
+#include "trlhpc/cli/tokenize_command.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 #include "trlhpc/train/sft_job.hpp"
@@ -19,6 +21,7 @@ constexpr const char* kUsage =
     "usage: trlhpc <command> [options]\n"
     "  sft       fine-tune a model (trlhpc sft --help)\n"
     "  env       versions, ranks, hosts, devices, mesh and groups (trlhpc env --help)\n"
+    "  tokenize  the tokens, pieces and loss mask training will see (trlhpc tokenize --help)\n"
     "  --version print the version\n"
     "Launch with one process, `mpirun -np N trlhpc ...` or `srun trlhpc ...`.\n";
 
@@ -45,6 +48,8 @@ int dispatch(int argc, char** argv, trlhpc::MpiEnvironment& mpi) {
   }
   if (command == "sft") return run_sft(argc, argv, mpi);
   if (command == "env") return trlhpc::run_env_command(argc - 1, argv + 1, mpi);
+  if (command == "tokenize")
+    return trlhpc::run_tokenize_command(std::vector<std::string>(argv + 2, argv + argc), mpi, std::cin, std::cout);
   throw trlhpc::UserError(command.empty() ? std::string("no command given\n") + kUsage
                                           : "unknown command '" + command + "'\n" + kUsage);
 }
