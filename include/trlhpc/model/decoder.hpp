@@ -19,7 +19,13 @@
 // the loss is the vocab-parallel cross-entropy (never a full-vocabulary logit row on any rank).
 //
 // UnitHooks let a sharding strategy act around each parameter unit (gather before use, free after,
-// reduce gradients as soon as a unit's backward is done) without the model knowing about it.
+// reduce gradients as soon as a unit's backward is done) without the model knowing about it. Order:
+//   forward   before/after_forward(0) embedding, then units 1..L, then before_forward(L+1) final norm
+//             (+ head); with tied embeddings before_forward(0) again, since the head reads unit 0;
+//   training  before_backward(L+1) (and before_backward(0) when tied) just before the loss, because
+//             the fused loss writes the head's gradient before the backward walk reaches that unit;
+//             after_backward(L+1), then before/after_backward(u) for u = L..1, then for 0. The final
+//             unit gets no after_forward in training. Hooks must tolerate the repeated calls.
 #include <cstdint>
 #include <memory>
 #include <vector>
