@@ -1,0 +1,133 @@
+#pragma once
+// The CUDA backend of Ops (ARCHITECTURE.md "The seams"): kernels in kernels/cuda, GEMMs on cuBLASLt,
+// all work ordered on one CUDA stream per backend, device memory from a caching allocator.
+//
+// Declared only in CUDA builds (TRLHPC_HAVE_CUDA): code of a CPU-only build never references it.
+// A CUDA build still runs without a GPU: ask trlhpc::cuda::visible_device_count() (device_query.cuh)
+// before calling make_cuda_ops, which throws RuntimeFailure when the device cannot be used.
+//
+// Semantics are exactly those of the CPU backend (include/trlhpc/kernels/cpu.hpp): same shapes, same
+// gradient convention (parameter grads +=, activation grads =, attention_bwd +=), same masks. Every
+// call is asynchronous on the backend's stream except those returning a host value
+// (sum_of_squares, cross_entropy_fwd_bwd) and the host copies, which synchronise.
+//
+// ---- Mixed precision (bf16 compute, fp32 master) ----------------------------------------------------
+// Tensors passed to the ops may be F32 or BF16 where the table below allows it; arithmetic is fp32
+// everywhere (accumulators, softmax and norm statistics, GEMM accumulation), BF16 is storage only.
+//   matmul                 a, b both F32 or both BF16; c F32 or BF16 (fp32 accumulate, beta on c in fp32)
+//   bias_add / bias_bwd    y, dy F32|BF16; bias, dbias F32
+//   add_inplace            (y, x) = (F32, F32) | (BF16, BF16) | (F32, BF16)
+//   scale_inplace, sum_of_squares  F32 | BF16
+//   embedding_fwd          table F32|BF16, out F32|BF16;  embedding_bwd: dout F32|BF16, dtable F32
+//   rmsnorm_fwd            x F32|BF16, y F32|BF16, weight and rstd F32
+//   rmsnorm_bwd            x F32|BF16, dy and dx the same dtype F32|BF16, weight/rstd/dweight F32
+//   rope, swiglu, attention_fwd/bwd/merge   one dtype F32|BF16 for every activation; lse F32
+//   cross_entropy_fwd_bwd  hidden and weight the same dtype; dhidden F32|BF16; dweight F32
+//   adamw_step             F32 (the master copy); see compute weights below
+//   cast (CudaOps)         F32 <-> BF16, round to nearest even
+// The ParameterStore keeps fp32 parameters, gradients and Adam moments; the decoder would run in bf16
+// as follows (this needs a decoder change, owned by src/model/, not made here):
+//   1. Ops gains `compute_dtype()` (F32 on the CPU backend), `compute_weight(master)` (identity on the
+//      CPU backend) and `cast(dst, src)`; CudaOps below already has all three.
+//   2. The decoder allocates the matmul inputs and outputs that are not on the residual stream in
+//      compute_dtype(): h1, q, k, v, attn, h2, gate, up, act, h_final, and their gradients dq, dk, dv,
+//      dattn, dact, dgate, dup. The residual stream and its gradient (x_in, x_mid, x_final, dx, dh,
+//      dtmp) stay F32, as under torch autocast: o_proj/down_proj write into the F32 residual with
+//      beta = 1, rmsnorm reads F32 and writes bf16, dh accumulates the three input-gradient GEMMs in F32.
+//   3. Every weight matrix (q/k/v/o/gate/up/down, the LM head or tied embedding) is read through
+//      compute_weight(param): a BF16 shadow of the same shape owned by the backend, created on first
+//      request. adamw_step refreshes it in the same pass that updates the master (the kernel writes
+//      bf16(p_new) next to p_new), so shadows never go stale; refresh_compute_weights() re-casts all
+//      of them after the masters change some other way (weights loaded, ZeRO-3 all-gather).
+//      Norm weights and biases are read in F32 directly (they are tiny).
+//   4. Before the o_proj and down_proj backward GEMMs the decoder casts dx to a BF16 scratch (cuBLASLt
+//      needs both operands in one dtype); weight gradients are GEMMs with BF16 operands and the F32
+//      master gradient as c (beta = 1), so accumulation across micro-batches stays fp32.
+// Until then a Decoder on this backend trains in fp32 (optionally with TF32 GEMMs, CudaOpsOptions).
+#if defined(TRLHPC_HAVE_CUDA)
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trlhpc/ops/ops.hpp"
+
+namespace trlhpc {
+
+struct CudaOpsOptions {
+  // Activations' dtype for a model that asks compute_dtype() (F32 or BF16; see the header comment).
+  DType compute_dtype = DType::F32;
+  // F32 x F32 GEMMs on TF32 tensor cores (10-bit mantissa inputs, fp32 accumulate): about 8x faster
+  // on Hopper, relative error ~1e-3 instead of ~1e-6.
+  bool allow_tf32 = false;
+  // Record a cudaEvent pair around every op and report per-op GPU time (op_timings()); for benchmarks.
+  bool time_ops = false;
+  // cuBLASLt workspace, allocated once and reused by every GEMM.
+  int64_t matmul_workspace_bytes = int64_t{32} << 20;
+};
+
+// Device memory of one backend, in bytes. "in use" counts blocks held by tensors and scratch buffers
+// at their size-class rounded size; "reserved" adds the blocks cached for reuse.
+struct DeviceMemoryStats {
+  int64_t in_use_bytes = 0, peak_in_use_bytes = 0;
+  int64_t reserved_bytes = 0, peak_reserved_bytes = 0;
+  int64_t device_mallocs = 0, device_frees = 0;  // cudaMalloc / cudaFree calls so far
+};
+
+// Summed GPU time of one op (CudaOpsOptions::time_ops).
+struct OpTiming {
+  std::string name;
+  int64_t calls = 0;
+  double milliseconds = 0;
+};
+
+// One piece of a multi-tensor AdamW step: param, grad, m, v are F32 tensors of equal numel.
+struct AdamWSegment {
+  Tensor param, grad, m, v;
+  AdamWHyper hyper;
+};
+
+class CudaOps : public Ops {
+ public:
+  virtual int device_index() const = 0;
+  DType compute_dtype() const { return compute_dtype_; }
+
+  // dst = src converted (F32 <-> BF16, or a plain copy for equal dtypes); equal numel.
+  virtual void cast(const Tensor& dst, const Tensor& src) = 0;
+  // The BF16 shadow of an F32 parameter (same shape), kept equal to bf16(master) (see above). With
+  // compute_dtype F32 it returns `master` itself.
+  virtual Tensor compute_weight(const Tensor& master) = 0;
+  // Re-casts every shadow from its master.
+  virtual void refresh_compute_weights() = 0;
+  // Several AdamW updates, up to 32 tensors per kernel launch (same math as adamw_step).
+  virtual void adamw_step_many(const std::vector<AdamWSegment>& segments) = 0;
+
+  // Waits for all queued work.
+  virtual void synchronize() = 0;
+  // The cudaStream_t (as void*) every op is queued on: a communicator working on the backend's tensors
+  // (NCCL) must order its stream after it (cudaEventRecord here, cudaStreamWaitEvent there) and back.
+  virtual void* stream_handle() const = 0;
+  virtual DeviceMemoryStats memory_stats() const = 0;
+  virtual void reset_peak_memory() = 0;
+  // Per-op GPU time since the last reset, sorted by time (synchronises). Empty unless time_ops.
+  virtual std::vector<OpTiming> op_timings() = 0;
+  virtual void reset_op_timings() = 0;
+
+ protected:
+  explicit CudaOps(DType compute_dtype) : compute_dtype_(compute_dtype) {}
+
+ private:
+  DType compute_dtype_;
+};
+
+// The CUDA backend on GPU `device` (an index among the visible devices), fp32 compute.
+std::unique_ptr<Ops> make_cuda_ops(int device);
+// The same with options, typed so callers reach the CudaOps extras.
+std::unique_ptr<CudaOps> make_cuda_backend(int device, const CudaOpsOptions& options = {});
+// The CudaOps behind an Ops, or nullptr for another backend.
+CudaOps* as_cuda_ops(Ops& ops);
+
+}  // namespace trlhpc
+
+#endif  // TRLHPC_HAVE_CUDA

@@ -1,0 +1,166 @@
+// Chunked fused LM head + cross-entropy (see cross_entropy.cuh).
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "cross_entropy.cuh"
+#include "device_math.cuh"
+#include "trlhpc/core/cuda_check.hpp"
+#include "trlhpc/core/error.hpp"
+
+namespace trlhpc::cuda {
+
+namespace {
+
+constexpr int32_t kIgnoreIndex = -100;
+constexpr int kSoftmaxThreads = 512;
+
+template <class T>
+constexpr cudaDataType_t data_type() {
+  return std::is_same<T, float>::value ? CUDA_R_32F : CUDA_R_16BF;
+}
+
+// dst (rows, C) = src rows index[0..rows) of a (?, C) matrix, converted to TO.
+template <class TI, class TO>
+__global__ void gather_rows_kernel(const TI* __restrict__ src, const int32_t* __restrict__ index, TO* __restrict__ dst,
+                                   int64_t rows, int64_t C) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * C; i += int64_t{gridDim.x} * blockDim.x)
+    dst[i] = from_float<TO>(to_float(src[static_cast<int64_t>(index[i / C]) * C + i % C]));
+}
+
+// dst rows index[0..rows) of a (?, C) matrix = src (rows, C).
+template <class TI, class TO>
+__global__ void scatter_rows_kernel(const TI* __restrict__ src, const int32_t* __restrict__ index,
+                                    TO* __restrict__ dst, int64_t rows, int64_t C) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * C; i += int64_t{gridDim.x} * blockDim.x)
+    dst[static_cast<int64_t>(index[i / C]) * C + i % C] = from_float<TO>(to_float(src[i]));
+}
+
+// Block r: the loss of logits row r (V) for target targets[rows[r]], into loss[r]; with want_grad,
+// dz row r = grad_scale (softmax - onehot). dz may alias logits (fp32): each element is read before
+// its own thread writes it.
+template <class TZ>
+__global__ void __launch_bounds__(kSoftmaxThreads)
+    softmax_loss_kernel(const float* logits, const int32_t* __restrict__ rows, const int32_t* __restrict__ targets,
+                        int64_t V, bool want_grad, float grad_scale, TZ* dz, double* __restrict__ loss) {
+  __shared__ float scratch[32];
+  const int64_t r = blockIdx.x;
+  const float* z = logits + r * V;  // (V)
+  const int32_t y = targets[rows[r]];
+  const float z_target = z[y];  // read before any thread overwrites the row with dz
+  // Online max and sum of exp(z - max) per thread (Milakov & Gimelshein 2018), then across the block.
+  float m = -INFINITY, s = 0.0f;
+  for (int64_t v = threadIdx.x; v < V; v += kSoftmaxThreads) {
+    const float x = z[v];
+    if (x > m) {
+      s = s * __expf(m - x) + 1.0f;
+      m = x;
+    } else {
+      s += __expf(x - m);
+    }
+  }
+  const int lane = threadIdx.x % 32;
+  float block_max = group_max(m, 32);
+  __syncthreads();
+  if (lane == 0) scratch[threadIdx.x / 32] = block_max;
+  __syncthreads();
+  block_max = group_max(lane < kSoftmaxThreads / 32 ? scratch[lane] : -INFINITY, 32);
+  const float sum = block_sum(m == -INFINITY ? 0.0f : s * __expf(m - block_max), scratch);
+  if (threadIdx.x == 0)
+    loss[r] = static_cast<double>(block_max) + log(static_cast<double>(sum)) - static_cast<double>(z_target);
+  if (!want_grad) return;
+  const float mult = grad_scale / sum;
+  for (int64_t v = threadIdx.x; v < V; v += kSoftmaxThreads) {
+    const float g = __expf(z[v] - block_max) * mult;
+    dz[r * V + v] = from_float<TZ>(v == y ? g - grad_scale : g);
+  }
+}
+
+}  // namespace
+
+template <class T, class TD>
+double cross_entropy_fwd_bwd(const T* hidden, const T* weight, const int32_t* targets, int64_t N, int64_t C, int64_t V,
+                             float grad_scale, TD* dhidden, float* dweight, int64_t chunk_tokens,
+                             int64_t* valid_tokens, Matmul& matmul, DeviceAllocator& allocator, cudaStream_t stream) {
+  TRLHPC_REQUIRE(chunk_tokens > 0,
+                 "cross_entropy_fwd_bwd: chunk_tokens must be positive, got " + std::to_string(chunk_tokens));
+  const bool want_grad = dhidden != nullptr;
+  std::vector<int32_t> host_targets(static_cast<size_t>(N));  // (N)
+  if (N > 0) {
+    TRLHPC_CHECK_CUDA(cudaMemcpyAsync(host_targets.data(), targets, static_cast<size_t>(N) * sizeof(int32_t),
+                                      cudaMemcpyDeviceToHost, stream));
+    TRLHPC_CHECK_CUDA(cudaStreamSynchronize(stream));
+  }
+  std::vector<int32_t> rows;  // (n_valid) valid token indices, in order
+  rows.reserve(static_cast<size_t>(N));
+  for (int64_t t = 0; t < N; ++t) {
+    const int32_t y = host_targets[static_cast<size_t>(t)];
+    if (y == kIgnoreIndex) continue;
+    TRLHPC_REQUIRE(y >= 0 && y < V, "cross_entropy_fwd_bwd: target " + std::to_string(y) + " of token " +
+                                        std::to_string(t) + " is outside [0, " + std::to_string(V) +
+                                        ") and is not the ignore index -100");
+    rows.push_back(static_cast<int32_t>(t));
+  }
+  const int64_t n_valid = static_cast<int64_t>(rows.size());
+  if (valid_tokens) *valid_tokens = n_valid;
+  if (want_grad && N > 0)  // ignored tokens get a zero gradient; valid rows are overwritten below
+    TRLHPC_CHECK_CUDA(cudaMemsetAsync(dhidden, 0, static_cast<size_t>(N * C) * sizeof(TD), stream));
+  if (n_valid == 0) return 0.0;
+
+  const int64_t chunk = std::min(chunk_tokens, n_valid);
+  DeviceBuffer<int32_t> rows_d(allocator, n_valid);  // (n_valid)
+  TRLHPC_CHECK_CUDA(cudaMemcpyAsync(rows_d.get(), rows.data(), static_cast<size_t>(n_valid) * sizeof(int32_t),
+                                    cudaMemcpyHostToDevice, stream));
+  DeviceBuffer<T> h_chunk(allocator, chunk * C);        // (chunk, C) gathered hidden rows
+  DeviceBuffer<float> logits(allocator, chunk * V);     // (chunk, V), then dz when T is fp32
+  constexpr bool kSeparateDz = !std::is_same<T, float>::value;
+  DeviceBuffer<T> dz_copy(allocator, want_grad && kSeparateDz ? chunk * V : 0);  // (chunk, V) bf16 dz
+  DeviceBuffer<float> dh_chunk(allocator, want_grad ? chunk * C : 0);           // (chunk, C)
+  DeviceBuffer<double> loss_rows(allocator, n_valid);                           // (n_valid)
+  T* dz = kSeparateDz ? dz_copy.get() : reinterpret_cast<T*>(logits.get());
+
+  for (int64_t c0 = 0; c0 < n_valid; c0 += chunk) {
+    const int64_t cm = std::min(chunk, n_valid - c0);
+    const int32_t* chunk_rows = rows_d.get() + c0;  // (cm)
+    gather_rows_kernel<<<grid_for(cm * C, 256), 256, 0, stream>>>(hidden, chunk_rows, h_chunk.get(), cm, C);
+    TRLHPC_CHECK_CUDA_LAUNCH("gather_rows_kernel");
+    // logits (cm, V) = h_chunk (cm, C) @ weight^T
+    matmul.run(h_chunk.get(), false, weight, true, logits.get(), data_type<T>(), CUDA_R_32F, cm, V, C, 1.0f, 0.0f,
+               stream);
+    softmax_loss_kernel<T><<<static_cast<unsigned>(cm), kSoftmaxThreads, 0, stream>>>(
+        logits.get(), chunk_rows, targets, V, want_grad, grad_scale, dz, loss_rows.get() + c0);
+    TRLHPC_CHECK_CUDA_LAUNCH("softmax_loss_kernel");
+    if (!want_grad) continue;
+    // dh_chunk (cm, C) = dz (cm, V) @ weight (V, C), scattered to the token rows
+    matmul.run(dz, false, weight, false, dh_chunk.get(), data_type<T>(), CUDA_R_32F, cm, C, V, 1.0f, 0.0f, stream);
+    scatter_rows_kernel<<<grid_for(cm * C, 256), 256, 0, stream>>>(dh_chunk.get(), chunk_rows, dhidden, cm, C);
+    TRLHPC_CHECK_CUDA_LAUNCH("scatter_rows_kernel");
+    // dweight (V, C) += dz^T (V, cm) @ h_chunk (cm, C)
+    if (dweight)
+      matmul.run(dz, true, h_chunk.get(), false, dweight, data_type<T>(), CUDA_R_32F, V, C, cm, 1.0f, 1.0f, stream);
+  }
+  std::vector<double> host_loss(static_cast<size_t>(n_valid));  // (n_valid)
+  TRLHPC_CHECK_CUDA(cudaMemcpyAsync(host_loss.data(), loss_rows.get(), static_cast<size_t>(n_valid) * sizeof(double),
+                                    cudaMemcpyDeviceToHost, stream));
+  TRLHPC_CHECK_CUDA(cudaStreamSynchronize(stream));
+  double total = 0.0;
+  for (double l : host_loss) total += l;
+  return total;
+}
+
+template double cross_entropy_fwd_bwd<float, float>(const float*, const float*, const int32_t*, int64_t, int64_t,
+                                                    int64_t, float, float*, float*, int64_t, int64_t*, Matmul&,
+                                                    DeviceAllocator&, cudaStream_t);
+template double cross_entropy_fwd_bwd<bf16, float>(const bf16*, const bf16*, const int32_t*, int64_t, int64_t, int64_t,
+                                                   float, float*, float*, int64_t, int64_t*, Matmul&,
+                                                   DeviceAllocator&, cudaStream_t);
+template double cross_entropy_fwd_bwd<bf16, bf16>(const bf16*, const bf16*, const int32_t*, int64_t, int64_t, int64_t,
+                                                  float, bf16*, float*, int64_t, int64_t*, Matmul&, DeviceAllocator&,
+                                                  cudaStream_t);
+template double cross_entropy_fwd_bwd<float, bf16>(const float*, const float*, const int32_t*, int64_t, int64_t,
+                                                   int64_t, float, bf16*, float*, int64_t, int64_t*, Matmul&,
+                                                   DeviceAllocator&, cudaStream_t);
+
+}  // namespace trlhpc::cuda

@@ -1,0 +1,32 @@
+#pragma once
+// Fused LM head + cross-entropy that never materialises the full logits, CUDA backend
+// (CPU: kernels/cpu/cross_entropy.cpp, same contract).
+//
+// hidden (N, C), weight (V, C) (the LM head or the tied embedding), targets (N), -100 = ignore.
+// logits z_t = hidden_t @ weight^T; for each valid token t: loss_t = logsumexp(z_t) - z_t[target_t].
+// Returns sum_t loss_t (double, added in token order on the host, as the CPU does). With dhidden set,
+// also the backward of grad_scale * sum_t loss_t:
+//   dz_t = grad_scale (softmax(z_t) - onehot(target_t)),  dhidden = dz @ weight (overwrite; 0 on ignored
+//   tokens),  dweight += dz^T @ hidden.
+// Per chunk of at most chunk_tokens valid tokens: gather hidden rows -> GEMM logits (chunk, V) fp32 ->
+// one block per row: online max/sum, loss, dz in place (fp32) or into a bf16 copy (bf16 operands) ->
+// GEMM dhidden rows (fp32, scattered) and GEMM dweight (+=). Ignored tokens cost no GEMM work.
+// The targets are read on the host first (to validate them and to know the valid count), so the call
+// synchronises once at its start and once at its end (the returned loss).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "device_allocator.cuh"
+#include "matmul.cuh"
+
+namespace trlhpc::cuda {
+
+// T (hidden, weight) in {float, bf16}; TD (dhidden) in {float, bf16}; dweight fp32. dhidden == nullptr:
+// forward only (dweight ignored). dweight == nullptr with dhidden set: no weight gradient.
+template <class T, class TD>
+double cross_entropy_fwd_bwd(const T* hidden, const T* weight, const int32_t* targets, int64_t N, int64_t C, int64_t V,
+                             float grad_scale, TD* dhidden, float* dweight, int64_t chunk_tokens,
+                             int64_t* valid_tokens, Matmul& matmul, DeviceAllocator& allocator, cudaStream_t stream);
+
+}  // namespace trlhpc::cuda

@@ -1,0 +1,93 @@
+// Vocab-parallel cross-entropy pieces (see vocab_parallel_cross_entropy.cuh).
+#include "device_math.cuh"
+#include "trlhpc/core/cuda_check.hpp"
+#include "vocab_parallel_cross_entropy.cuh"
+
+namespace trlhpc::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int32_t kIgnoreIndex = -100;
+
+__global__ void ce_max_kernel(const float* __restrict__ logits, int64_t V, float* __restrict__ row_max) {
+  __shared__ float scratch[32];
+  const float* z = logits + blockIdx.x * V;  // (V)
+  float m = -INFINITY;
+  for (int64_t v = threadIdx.x; v < V; v += kThreads) m = fmaxf(m, z[v]);
+  m = group_max(m, 32);
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = m;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    m = group_max(threadIdx.x < kThreads / 32 ? scratch[threadIdx.x] : -INFINITY, 32);
+    if (threadIdx.x == 0) row_max[blockIdx.x] = m;
+  }
+}
+
+__global__ void ce_sums_kernel(const float* __restrict__ logits, const int32_t* __restrict__ targets, int64_t V,
+                               int64_t vocab_start, const float* __restrict__ row_max, float* __restrict__ sums) {
+  __shared__ double scratch[32];
+  const int64_t r = blockIdx.x;
+  const int32_t y = targets[r];
+  if (y == kIgnoreIndex) {
+    if (threadIdx.x == 0) sums[2 * r] = sums[2 * r + 1] = 0.0f;
+    return;
+  }
+  const float* z = logits + r * V;  // (V)
+  const float m = row_max[r];
+  double s = 0.0;
+  for (int64_t v = threadIdx.x; v < V; v += kThreads) s += static_cast<double>(__expf(z[v] - m));
+  s = warp_sum(s);
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = s;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    s = warp_sum(threadIdx.x < kThreads / 32 ? scratch[threadIdx.x] : 0.0);
+    if (threadIdx.x == 0) {
+      sums[2 * r] = static_cast<float>(s);
+      sums[2 * r + 1] = y >= vocab_start && y < vocab_start + V ? z[y - vocab_start] : 0.0f;
+    }
+  }
+}
+
+__global__ void ce_grad_kernel(float* __restrict__ logits, const int32_t* __restrict__ targets, int64_t V,
+                               int64_t vocab_start, const float* __restrict__ row_max, const float* __restrict__ sums,
+                               float grad_scale) {
+  const int64_t r = blockIdx.x;
+  float* z = logits + r * V;  // (V)
+  const int32_t y = targets[r];
+  if (y == kIgnoreIndex) {
+    for (int64_t v = threadIdx.x; v < V; v += kThreads) z[v] = 0.0f;
+    return;
+  }
+  const float m = row_max[r], mult = grad_scale / sums[2 * r];
+  const bool owned = y >= vocab_start && y < vocab_start + V;
+  for (int64_t v = threadIdx.x; v < V; v += kThreads) {
+    const float g = mult * __expf(z[v] - m);
+    z[v] = owned && v == y - vocab_start ? g - grad_scale : g;
+  }
+}
+
+}  // namespace
+
+void vocab_parallel_ce_max(const float* logits, int64_t M, int64_t V, float* row_max, cudaStream_t stream) {
+  if (M <= 0) return;
+  ce_max_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(logits, V, row_max);
+  TRLHPC_CHECK_CUDA_LAUNCH("ce_max_kernel");
+}
+
+void vocab_parallel_ce_sums(const float* logits, const int32_t* targets, int64_t M, int64_t V, int64_t vocab_start,
+                            const float* row_max, float* sums, cudaStream_t stream) {
+  if (M <= 0) return;
+  ce_sums_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(logits, targets, V, vocab_start, row_max, sums);
+  TRLHPC_CHECK_CUDA_LAUNCH("ce_sums_kernel");
+}
+
+void vocab_parallel_ce_grad(float* logits, const int32_t* targets, int64_t M, int64_t V, int64_t vocab_start,
+                            const float* row_max, const float* sums, float grad_scale, cudaStream_t stream) {
+  if (M <= 0) return;
+  ce_grad_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(logits, targets, V, vocab_start, row_max, sums,
+                                                                     grad_scale);
+  TRLHPC_CHECK_CUDA_LAUNCH("ce_grad_kernel");
+}
+
+}  // namespace trlhpc::cuda

@@ -1,0 +1,23 @@
+#pragma once
+// Vocab-parallel cross-entropy pieces (Megatron-LM, Shoeybi et al. 2019, sec. 3) for the CUDA backend
+// (CPU: kernels/cpu/vocab_parallel_cross_entropy.cpp, same contract). A tp rank holds logits z (M, Vl)
+// for vocabulary ids [vocab_start, vocab_start + Vl); the caller all-reduces between the steps:
+//   1. max:  row_max[t] = max_v z[t, v]                                   (then all-reduce max)
+//   2. sums: sums[t] = (sum_v exp(z[t,v] - m_t), z[t, y_t] if owned else 0)   (then all-reduce sum)
+//   3. grad: z <- grad_scale (exp(z - m) / s - onehot_local(y))   in place: the dlogits
+// Ignored rows (target -100) get zero sums and a zero gradient. One block per row; the sum of
+// exponentials is accumulated in double and reduced in a fixed order.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace trlhpc::cuda {
+
+// logits (M, V) fp32, row_max (M), targets (M), sums (M, 2).
+void vocab_parallel_ce_max(const float* logits, int64_t M, int64_t V, float* row_max, cudaStream_t stream);
+void vocab_parallel_ce_sums(const float* logits, const int32_t* targets, int64_t M, int64_t V, int64_t vocab_start,
+                            const float* row_max, float* sums, cudaStream_t stream);
+void vocab_parallel_ce_grad(float* logits, const int32_t* targets, int64_t M, int64_t V, int64_t vocab_start,
+                            const float* row_max, const float* sums, float grad_scale, cudaStream_t stream);
+
+}  // namespace trlhpc::cuda

@@ -1,0 +1,99 @@
+// CUDA fused LM head + cross-entropy against the CPU backend: ignored targets, chunk sizes that do
+// and do not divide the valid tokens, forward only, fp32 and bf16 hidden/weight, fp32 and bf16
+// dhidden (dweight accumulates in fp32), no valid token at all, and a bad target.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "cuda_test_util.hpp"
+#include "trlhpc/core/error.hpp"
+
+namespace trlhpc::cuda_test {
+namespace {
+
+using testing::random_floats;
+
+std::vector<int32_t> random_targets(int64_t N, int64_t V, uint64_t seed) {
+  std::mt19937 gen(static_cast<uint32_t>(seed));
+  std::vector<int32_t> t(static_cast<size_t>(N));
+  for (auto& y : t) y = gen() % 3 == 0 ? -100 : static_cast<int32_t>(gen() % V);
+  return t;
+}
+
+TEST(CudaCrossEntropy, LossAndGradientsMatchCpu) {
+  TRLHPC_REQUIRE_GPU();
+  Backends be;
+  struct Case {
+    int64_t N, C, V, chunk;
+    DType dtype, dhidden;
+  };
+  for (const Case& cs : {Case{37, 24, 1000, 7, DType::F32, DType::F32}, Case{37, 24, 1000, 1000, DType::F32, DType::F32},
+                         Case{300, 64, 5003, 128, DType::F32, DType::F32},
+                         Case{300, 64, 5003, 128, DType::BF16, DType::F32},
+                         Case{300, 64, 5003, 100, DType::BF16, DType::BF16}}) {
+    const Pair hidden = both(be, random_floats(static_cast<size_t>(cs.N * cs.C), 1, 2.0f), {cs.N, cs.C}, cs.dtype);
+    const Pair weight = both(be, random_floats(static_cast<size_t>(cs.V * cs.C), 2), {cs.V, cs.C}, cs.dtype);
+    const Pair targets = both_i32(be, random_targets(cs.N, cs.V, 3), {cs.N});
+    const float scale = 1.0f / 250.0f;
+    const Pair dhidden = both_poisoned(be, {cs.N, cs.C}, cs.dhidden);
+    const Pair dweight = both(be, random_floats(static_cast<size_t>(cs.V * cs.C), 4), {cs.V, cs.C});  // accumulates
+    int64_t valid_cpu = -1, valid_gpu = -2;
+    const double loss_cpu = be.cpu->cross_entropy_fwd_bwd(hidden.cpu, weight.cpu, targets.cpu, scale, dhidden.cpu,
+                                                          dweight.cpu, cs.chunk, &valid_cpu);
+    const double loss_gpu = be.gpu->cross_entropy_fwd_bwd(hidden.gpu, weight.gpu, targets.gpu, scale, dhidden.gpu,
+                                                          dweight.gpu, cs.chunk, &valid_gpu);
+    const std::string where = "N " + std::to_string(cs.N) + " V " + std::to_string(cs.V) + " chunk " +
+                              std::to_string(cs.chunk) + " " + dtype_name(cs.dtype);
+    EXPECT_EQ(valid_gpu, valid_cpu) << where;
+    EXPECT_NEAR(loss_gpu, loss_cpu, 1e-5 * std::fabs(loss_cpu)) << where;
+    const double tol = cs.dtype == DType::BF16 || cs.dhidden == DType::BF16 ? kBf16Tolerance : kF32Tolerance;
+    EXPECT_TRUE(matches(be, dhidden, tol)) << "dhidden, " << where;
+    EXPECT_TRUE(matches(be, dweight, tol)) << "dweight, " << where;
+
+    // Forward only gives the same loss and touches no gradient.
+    int64_t valid = 0;
+    const double loss_fwd = be.gpu->cross_entropy_fwd_bwd(hidden.gpu, weight.gpu, targets.gpu, scale, Tensor(),
+                                                          Tensor(), cs.chunk, &valid);
+    EXPECT_NEAR(loss_fwd, loss_gpu, 1e-9 * std::fabs(loss_gpu)) << where;
+    EXPECT_EQ(valid, valid_cpu);
+  }
+}
+
+TEST(CudaCrossEntropy, NoValidTargetAndBadTarget) {
+  TRLHPC_REQUIRE_GPU();
+  Backends be;
+  const int64_t N = 5, C = 8, V = 11;
+  const Tensor hidden = upload(*be.gpu, random_floats(N * C, 1), {N, C});
+  const Tensor weight = upload(*be.gpu, random_floats(V * C, 2), {V, C});
+  const Tensor dweight = upload(*be.gpu, std::vector<float>(V * C, 0.0f), {V, C});
+  Tensor dhidden = poisoned(*be.gpu, {N, C});
+  int64_t valid = -1;
+  const Tensor ignored = upload_i32(*be.gpu, std::vector<int32_t>(N, -100), {N});
+  EXPECT_EQ(be.gpu->cross_entropy_fwd_bwd(hidden, weight, ignored, 1.0f, dhidden, dweight, 4, &valid), 0.0);
+  EXPECT_EQ(valid, 0);
+  EXPECT_TRUE(close_normalized(download(*be.gpu, dhidden), std::vector<float>(N * C, 0.0f), 0.0));
+  const Tensor bad = upload_i32(*be.gpu, {1, 2, 11, 3, -100}, {N});
+  EXPECT_THROW(be.gpu->cross_entropy_fwd_bwd(hidden, weight, bad, 1.0f, dhidden, dweight, 4, &valid), UserError);
+}
+
+TEST(CudaCrossEntropy, VocabParallelPiecesMatchCpu) {
+  TRLHPC_REQUIRE_GPU();
+  Backends be;
+  const int64_t M = 67, V = 1003, vocab_start = 500;  // this rank holds ids [500, 1503) of 3000
+  std::vector<int32_t> t = random_targets(M, 3000, 8);
+  const Pair targets = both_i32(be, t, {M});
+  const Pair logits = both(be, random_floats(static_cast<size_t>(M * V), 9, 8.0f), {M, V});
+  const Pair row_max = both_poisoned(be, {M}), sums = both_poisoned(be, {M, 2});
+  be.cpu->vocab_parallel_ce_max(logits.cpu, row_max.cpu);
+  be.gpu->vocab_parallel_ce_max(logits.gpu, row_max.gpu);
+  EXPECT_TRUE(matches(be, row_max, 0.0));
+  be.cpu->vocab_parallel_ce_sums(logits.cpu, targets.cpu, vocab_start, row_max.cpu, sums.cpu);
+  be.gpu->vocab_parallel_ce_sums(logits.gpu, targets.gpu, vocab_start, row_max.gpu, sums.gpu);
+  EXPECT_TRUE(matches(be, sums, kF32Tolerance));
+  be.cpu->vocab_parallel_ce_grad(logits.cpu, targets.cpu, vocab_start, row_max.cpu, sums.cpu, 0.01f);
+  be.gpu->vocab_parallel_ce_grad(logits.gpu, targets.gpu, vocab_start, row_max.gpu, sums.gpu, 0.01f);
+  EXPECT_TRUE(matches(be, logits, kF32Tolerance));
+}
+
+}  // namespace
+}  // namespace trlhpc::cuda_test
