@@ -1,5 +1,6 @@
 #pragma once
 // Loader for the fixtures written by tests/golden/make_golden.py.
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -18,7 +19,9 @@ struct GoldenFixture {
   nlohmann::json train;  // lr, weight_decay, max_grad_norm, losses, grad_norms
 
   static GoldenFixture load(const std::string& name) {
-    const std::string base = testing::tests_dir() + "/golden/" + name;
+    // TRLHPC_GOLDEN_DIR points the tests at freshly generated fixtures (tests/e2e/test_golden_live.sh).
+    const char* live = std::getenv("TRLHPC_GOLDEN_DIR");
+    const std::string base = (live ? std::string(live) : testing::tests_dir() + "/golden") + "/" + name;
     std::ifstream in(base + "/expected.json");
     if (!in) throw std::runtime_error("missing fixture " + base + "/expected.json (run tests/golden/make_golden.py)");
     const nlohmann::json j = nlohmann::json::parse(in);

@@ -1,6 +1,7 @@
 #include "trlhpc/train/sft_job.hpp"
 
 #include <omp.h>
+#include <sys/resource.h>
 
 #include <chrono>
 #include <cmath>
@@ -236,7 +237,12 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   }
   logger.finish();
   export_hf_model(trainer, model, c.output_dir, tokenizer_dir, is_main, groups);
-  logger.message("saved the model to " + c.output_dir);
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  int64_t peak_rss = static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+  groups.world().comm().all_reduce(std::span<int64_t>(&peak_rss, 1), ReduceOp::Max);
+  logger.message("saved the model to " + c.output_dir + "; peak resident memory per rank " + mib(peak_rss) +
+                 " (largest rank)");
   return 0;
 }
 

@@ -14,8 +14,8 @@ doc ids differ); row 1 is one document followed by right padding. transformers h
 eager attention, so the reference runs every document as its own sequence and sums the token losses;
 the loss is the mean over all target tokens, as CONTRACT.md defines it.
 """
+import argparse
 import json
-import math
 import os
 
 import torch
@@ -89,10 +89,13 @@ def decay_groups(model, weight_decay):
 
 
 def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=HERE, help="folder for the fixtures (default: tests/golden)")
+    out_root = ap.parse_args().out
     torch.manual_seed(1234)
     gen = torch.Generator().manual_seed(99)
     for name, (config, cls) in make_models().items():
-        out_dir = os.path.join(HERE, name)
+        out_dir = os.path.join(out_root, name)
         model = cls(config).eval()
         model.config.torch_dtype = torch.float32
         model.save_pretrained(os.path.join(out_dir, "model"), safe_serialization=True)
