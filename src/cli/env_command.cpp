@@ -1,5 +1,13 @@
 #include "trlhpc/cli/env_command.hpp"
 
+#include <filesystem>
+#include <optional>
+#include <set>
+
+#include "trlhpc/cli/accelerate_config.hpp"
+#include "trlhpc/model/model_config.hpp"
+#include "trlhpc/parallel/memory_plan.hpp"
+
 #include <mpi.h>
 
 #include <array>
@@ -30,6 +38,10 @@ using json = nlohmann::ordered_json;  // keeps the order things are added in
 
 struct EnvOptions {
   ParallelDims dims;
+  std::string accelerate_config;  // profile or file; flags given explicitly win over it
+  std::string model;              // config.json or HF directory, for the memory plan
+  std::string sharding = "none";
+  std::set<std::string> explicit_flags;
   std::string device = "auto";
   bool json = false;
   bool help = false;
@@ -45,6 +57,9 @@ EnvOptions parse_env_options(int argc, char** argv, std::string& help_text) {
       ("sp_size", po::value<int>(&o.dims.sp)->default_value(1), "Ulysses sequence parallel")
       ("tp_size", po::value<int>(&o.dims.tp)->default_value(1), "tensor parallel")
       ("device", po::value<std::string>(&o.device)->default_value("auto"), "auto|cpu|cuda")
+      ("accelerate_config", po::value<std::string>(&o.accelerate_config), "profile name or accelerate YAML file")
+      ("sharding", po::value<std::string>(&o.sharding)->default_value("none"), "none|zero1|zero2|zero3 (for the memory plan)")
+      ("model", po::value<std::string>(&o.model), "config.json or model directory: print per-rank memory")
       ("json", po::bool_switch(&o.json), "print one JSON object")
       ("help,h", po::bool_switch(&o.help), "this help");
   std::ostringstream help;
@@ -54,6 +69,8 @@ EnvOptions parse_env_options(int argc, char** argv, std::string& help_text) {
     po::variables_map vm;
     po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
     po::notify(vm);
+    for (const auto& [name, value] : vm)
+      if (!value.defaulted()) o.explicit_flags.insert(name);
   } catch (const po::error& e) {
     throw UserError(std::string("trlhpc env: ") + e.what() + "; see trlhpc env --help");
   }
@@ -236,16 +253,51 @@ int run_env_command(int argc, char** argv, MpiEnvironment& mpi, std::ostream& ou
     return 0;
   }
   // Pure checks first: every rank throws the same UserError before any communication.
-  const ParallelDims dims = options.dims.resolved(mpi.world_size());
+  ParallelDims requested = options.dims;
+  std::string sharding = options.sharding;
+  if (!options.accelerate_config.empty()) {
+    // The same reading as `trlhpc sft`: the file's sizes and sharding, unless the flag was given.
+    SftConfig c;
+    c.dp_replicate_size = requested.dp_replicate, c.dp_shard_size = requested.dp_shard, c.tp_size = requested.tp;
+    c.cp_size = requested.cp, c.sp_size = requested.sp, c.sharding = sharding;
+    apply_accelerate_config(read_accelerate_config(options.accelerate_config, mpi.world_size()), options.explicit_flags, c);
+    requested = ParallelDims{static_cast<int>(c.dp_replicate_size), static_cast<int>(c.dp_shard_size),
+                             static_cast<int>(c.cp_size), static_cast<int>(c.sp_size), static_cast<int>(c.tp_size)};
+    sharding = c.sharding;
+  }
+  const ParallelDims dims = requested.resolved(mpi.world_size());
+  const ShardingKind sharding_kind = parse_sharding(sharding);
+  std::optional<ModelConfig> model;
+  if (!options.model.empty())
+    model = ModelConfig::from_file(std::filesystem::is_directory(options.model) ? options.model + "/config.json" : options.model);
+  if (model) dims.validate_model(static_cast<int>(model->num_attention_heads), static_cast<int>(model->num_key_value_heads));
   const DeviceRequest request = parse_device_request(options.device);
   const Topology topo = Topology::discover(mpi, request);
   ProcessGroups groups(Mesh(dims), MPI_COMM_WORLD);
-  const json report = build_report(options, topo, groups);
+  json report = build_report(options, topo, groups);
+  if (mpi.world_rank() == 0 && model) {
+    const MemoryAccount m = plan_memory(*model, dims, sharding_kind);
+    report["memory_per_rank"] = {{"model", options.model}, {"parameters", model->parameter_count()},
+                                 {"sharding", sharding_name(sharding_kind)}, {"parameter_bytes", m.parameter_bytes},
+                                 {"gradient_bytes", m.gradient_bytes}, {"optimizer_bytes", m.optimizer_bytes}};
+  }
   if (mpi.world_rank() == 0) {
-    if (options.json)
+    if (options.json) {
       out << report.dump(2) << "\n";
-    else
+    } else {
       print_human(out, report);
+      if (report.contains("memory_per_rank")) {
+        const json& m = report["memory_per_rank"];
+        auto mib = [](const json& b) {
+          char text[32];
+          std::snprintf(text, sizeof text, "%.2f MiB", static_cast<double>(b.get<int64_t>()) / (1024.0 * 1024.0));
+          return std::string(text);
+        };
+        out << "\nMemory per rank (" << m["parameters"] << " parameters, sharding " << m["sharding"].get<std::string>()
+            << ", fp32): parameters " << mib(m["parameter_bytes"]) << ", gradients " << mib(m["gradient_bytes"])
+            << ", optimizer " << mib(m["optimizer_bytes"]) << " (activations not included)\n";
+      }
+    }
     out << std::flush;
   }
   return 0;
