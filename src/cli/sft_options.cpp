@@ -35,7 +35,8 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
       ("eval_dataset", po::value<std::string>(&c.eval_dataset), "held-out dataset for eval_loss")
       ("chat_template_path", po::value<std::string>(&c.chat_template_path), "Jinja chat template file overriding the tokenizer's")
       ("output_dir", po::value<std::string>(&c.output_dir)->default_value(c.output_dir), "where metrics, checkpoints and the model go")
-      ("skip_bad_rows", flag(&c.skip_bad_rows), "skip (and count) dataset rows that do not fit instead of failing");
+      ("skip_bad_rows", flag(&c.skip_bad_rows), "skip (and count) dataset rows that do not fit instead of failing")
+      ("dataset_cache_dir", po::value<std::string>(&c.dataset_cache_dir), "cache of tokenized datasets (default: <output_dir>/.dataset_cache; none: off)");
   po::options_description train("Training");
   train.add_options()
       ("max_steps", po::value<int64_t>(&c.max_steps)->default_value(c.max_steps), "optimizer steps (-1: use epochs)")

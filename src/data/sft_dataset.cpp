@@ -127,8 +127,8 @@ TokenizedExample RowTokenizer::tokenize(const DatasetRow& row) const {
   return {};
 }
 
-SftDataset SftDataset::build(const SftDataOptions& options, const data::Tokenizer* tokenizer) {
-  SftDataset ds;
+SftTokenizedExamples SftDataset::tokenize(const SftDataOptions& options, const data::Tokenizer* tokenizer) {
+  SftTokenizedExamples out;
   DatasetReader reader(resolve_dataset_files(options.dataset_name, options.split),
                        DatasetReaderOptions{options.skip_bad_rows});
   std::unique_ptr<RowTokenizer> row_tokenizer;
@@ -141,12 +141,33 @@ SftDataset SftDataset::build(const SftDataOptions& options, const data::Tokenize
     if (ex.input_ids.empty()) return;
     if (truncate && ex.length() > max_length) {
       truncate_example(ex, max_length);
-      ++ds.stats_.truncated;
+      ++out.stats.truncated;
     }
-    ds.examples_.push_back(std::move(ex));
+    out.examples.push_back(std::move(ex));
   });
-  if (ds.examples_.empty())
+  if (out.examples.empty())
     throw UserError("dataset " + options.dataset_name + " produced no non-empty example: check the rows and --dataset_text_field");
+  SftDataStats& st = out.stats;
+  st.form = dataset_form_name(scan.form.form);
+  st.rows_read = scan.rows;
+  st.rows_skipped = scan.skipped_malformed + scan.skipped_invalid;
+  st.examples = static_cast<int64_t>(out.examples.size());
+  for (const TokenizedExample& ex : out.examples) {
+    st.tokens += ex.length();
+    for (uint8_t m : ex.loss_mask) st.target_tokens += m;
+  }
+  return out;
+}
+
+SftDataset SftDataset::from_examples(const SftDataOptions& options, SftTokenizedExamples tokenized,
+                                     const data::Tokenizer* tokenizer) {
+  if (tokenized.examples.empty())
+    throw UserError("dataset " + options.dataset_name + " produced no non-empty example: check the rows and --dataset_text_field");
+  SftDataset ds;
+  ds.examples_ = std::move(tokenized.examples);
+  ds.stats_ = std::move(tokenized.stats);
+  const int32_t max_length = static_cast<int32_t>(options.max_length);
+  const PackingStrategy strategy = parse_packing_strategy(options.packing_strategy);
   const std::vector<int32_t> lengths = example_lengths(ds.examples_);
   // TRL shuffles the examples (seeded) before packing when shuffle_dataset is on, so documents that
   // sit next to each other in the file do not always share a row.
@@ -156,18 +177,12 @@ SftDataset SftDataset::build(const SftDataOptions& options, const data::Tokenize
   ds.collate_.padding_free = options.padding_free;
   ds.collate_.pad_to_multiple_of = static_cast<int32_t>(options.pad_to_multiple_of);
   ds.collate_.pad_token_id = tokenizer && tokenizer->pad_id() ? *tokenizer->pad_id() : 0;
-
-  SftDataStats& st = ds.stats_;
-  st.form = dataset_form_name(scan.form.form);
-  st.rows_read = scan.rows;
-  st.rows_skipped = scan.skipped_malformed + scan.skipped_invalid;
-  st.examples = static_cast<int64_t>(ds.examples_.size());
-  st.packed_rows = ds.num_rows();
-  for (const TokenizedExample& ex : ds.examples_) {
-    st.tokens += ex.length();
-    for (uint8_t m : ex.loss_mask) st.target_tokens += m;
-  }
+  ds.stats_.packed_rows = ds.num_rows();
   return ds;
+}
+
+SftDataset SftDataset::build(const SftDataOptions& options, const data::Tokenizer* tokenizer) {
+  return from_examples(options, tokenize(options, tokenizer), tokenizer);
 }
 
 Batch SftDataset::collate(std::span<const int64_t> row_indices) const { return trlhpc::collate(examples_, rows_, row_indices, collate_); }

@@ -13,6 +13,9 @@
 // input goes through the f operator (identity forward, all-reduce of dh1 / dh2 backward). o_proj and
 // down_proj are row-parallel: the g operator all-reduces their partial outputs in forward (identity
 // backward: dx is already whole on every rank); their biases are replicated and added once, after it.
+// tp > KVH: each rank holds one kv head shared by tp/KVH ranks; its local query heads all use it. The
+// rank's dk/dv are partial (its query heads only): the k/v weight/bias grads are summed over the
+// sharing sub-group; dh1 = dq Wq + dk Wk + dv Wv summed over all tp ranks is still the whole gradient.
 #include <cmath>
 #include <string>
 
@@ -175,8 +178,25 @@ void Decoder::layer_backward(int layer, const DeviceBatch& batch, const LayerAct
   ops_.rope_bwd(s.dq.reshape({N, c.num_attention_heads, c.head_dim}), batch.positions, inv_freq_);
   ops_.rope_bwd(s.dk.reshape({N, c.num_key_value_heads, c.head_dim}), batch.positions, inv_freq_);
   linear_weight_grad(ops_, s.dq, a.h1, g.wq, g.bq);
-  linear_weight_grad(ops_, s.dk, a.h1, g.wk, g.bk);
-  linear_weight_grad(ops_, s.dv, a.h1, g.wv, g.bv);
+  if (kv_comm_) {
+    // tp > KVH: this rank's dk/dv are the shared kv head's gradient from its own query heads only.
+    // Sum this micro-batch's k/v weight grads over the ranks sharing the head, then accumulate (the
+    // store's grads may already hold earlier micro-batches' summed grads), before after_backward.
+    const int64_t KD = c.num_key_value_heads * c.head_dim, C = c.hidden_size;
+    ops_.fill_zero(kv_grad_);
+    const Tensor dwk = kv_grad_.view({KD, C}, 0), dbk = kv_grad_.view({KD}, KD * C),
+                 dwv = kv_grad_.view({KD, C}, KD * C + KD), dbv = kv_grad_.view({KD}, 2 * KD * C + KD);
+    linear_weight_grad(ops_, s.dk, a.h1, dwk, g.bk.data() ? dbk : Tensor());
+    linear_weight_grad(ops_, s.dv, a.h1, dwv, g.bv.data() ? dbv : Tensor());
+    kv_all_reduce_sum(kv_grad_);
+    ops_.add_inplace(g.wk, dwk);
+    ops_.add_inplace(g.wv, dwv);
+    if (g.bk.data()) ops_.add_inplace(g.bk, dbk);
+    if (g.bv.data()) ops_.add_inplace(g.bv, dbv);
+  } else {
+    linear_weight_grad(ops_, s.dk, a.h1, g.wk, g.bk);
+    linear_weight_grad(ops_, s.dv, a.h1, g.wv, g.bv);
+  }
   ops_.matmul(s.dq, false, w.wq, false, s.dh);
   ops_.matmul(s.dk, false, w.wk, false, s.dh, 1.0f, 1.0f);
   ops_.matmul(s.dv, false, w.wv, false, s.dh, 1.0f, 1.0f);

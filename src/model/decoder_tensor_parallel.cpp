@@ -26,20 +26,36 @@ namespace {
 std::span<float> span_of(const Tensor& t) { return {t.f32(), static_cast<size_t>(t.numel())}; }
 }  // namespace
 
-void Decoder::set_tensor_parallel(Communicator* tp, TpLayout layout) {
+void Decoder::set_tensor_parallel(Communicator* tp, TpLayout layout, Communicator* kv_share) {
   TRLHPC_ASSERT(tp ? tp->size() == layout.size && tp->rank() == layout.rank : layout.size == 1,
                 "set_tensor_parallel: the communicator does not match tp rank " + std::to_string(layout.rank) + " of " +
                     std::to_string(layout.size));
   TRLHPC_ASSERT(params_.tp_layout().size == layout.size && params_.tp_layout().rank == layout.rank,
                 "set_tensor_parallel: the ParameterStore holds another tp layout's slices");
   local_ = tp_local_config(config_, layout.size);
+  const int64_t share = layout.size > config_.num_key_value_heads ? layout.size / config_.num_key_value_heads : 1;
+  TRLHPC_ASSERT(share == 1 ? kv_share == nullptr || kv_share->size() == 1
+                           : kv_share && kv_share->size() == share && kv_share->rank() == layout.rank % share,
+                "set_tensor_parallel: the kv-sharing sub-group does not match tp rank " + std::to_string(layout.rank) +
+                    " of " + std::to_string(layout.size) + " with " + std::to_string(config_.num_key_value_heads) +
+                    " kv heads");
   tp_comm_ = tp;
   tp_ = layout;
+  kv_comm_ = share > 1 ? kv_share : nullptr;
+  kv_grad_ = Tensor();
+  if (kv_comm_) {
+    const int64_t KD = local_.num_key_value_heads * local_.head_dim;
+    kv_grad_ = ops_.allocate({2 * (KD * local_.hidden_size + KD)});
+  }
   buffers_N_ = -1;  // activation shapes follow the local heads / F
 }
 
 void Decoder::tp_all_reduce_sum(const Tensor& t) {
   if (tp_comm_) tp_comm_->all_reduce(span_of(t), ReduceOp::Sum);
+}
+
+void Decoder::kv_all_reduce_sum(const Tensor& t) {
+  if (kv_comm_) kv_comm_->all_reduce(span_of(t), ReduceOp::Sum);
 }
 
 void Decoder::tp_all_reduce_max(const Tensor& t) {

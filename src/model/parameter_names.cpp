@@ -26,6 +26,9 @@ std::vector<ParameterSpec> parameter_specs(const ModelConfig& full_config, TpLay
   const int64_t C = config.hidden_size, F = config.intermediate_size, V = config.vocab_size;
   const int64_t q_out = config.num_attention_heads * config.head_dim;   // NH*HS (local heads)
   const int64_t kv_out = config.num_key_value_heads * config.head_dim;  // KVH*HS (local heads)
+  // tp ranks sharing one kv head when tp > KVH (validated: tp % KVH == 0), else 1.
+  const int kv_share = tp.size > full_config.num_key_value_heads
+                           ? static_cast<int>(tp.size / full_config.num_key_value_heads) : 1;
   std::vector<ParameterSpec> specs;
   specs.push_back({"model.embed_tokens.weight", {V, C}, ParameterKind::Embedding, 0, TpSplit::Rows});
 
@@ -46,8 +49,19 @@ std::vector<ParameterSpec> parameter_specs(const ModelConfig& full_config, TpLay
     };
     add("input_layernorm.weight", {C}, ParameterKind::Norm, TpSplit::Replicated);
     column_parallel("self_attn.q_proj", q_out, C, config.qkv_bias);
-    column_parallel("self_attn.k_proj", kv_out, C, config.qkv_bias);
-    column_parallel("self_attn.v_proj", kv_out, C, config.qkv_bias);
+    if (kv_share > 1) {  // tp > KVH: one kv head per rank, shared by kv_share ranks
+      for (const char* module : {"self_attn.k_proj", "self_attn.v_proj"}) {
+        add(std::string(module) + ".weight", {kv_out, C}, ParameterKind::Matrix, TpSplit::KvReplicated);
+        specs.back().tp_kv_share = kv_share;
+        if (config.qkv_bias) {
+          add(std::string(module) + ".bias", {kv_out}, ParameterKind::Bias, TpSplit::KvReplicated);
+          specs.back().tp_kv_share = kv_share;
+        }
+      }
+    } else {
+      column_parallel("self_attn.k_proj", kv_out, C, config.qkv_bias);
+      column_parallel("self_attn.v_proj", kv_out, C, config.qkv_bias);
+    }
     row_parallel("self_attn.o_proj", C, q_out, config.o_bias);
     add("post_attention_layernorm.weight", {C}, ParameterKind::Norm, TpSplit::Replicated);
     column_parallel("mlp.gate_proj", F, C, config.mlp_bias);

@@ -1,5 +1,7 @@
 #include "trlhpc/parallel/parallel_dims.hpp"
 
+#include <algorithm>
+
 #include "trlhpc/core/error.hpp"
 
 namespace trlhpc {
@@ -56,10 +58,13 @@ void ParallelDims::validate_model(int num_heads, int num_kv_heads) const {
   TRLHPC_REQUIRE(num_heads % tp == 0, "num_attention_heads " + std::to_string(num_heads) +
                                           " is not divisible by tp_size " + std::to_string(tp) +
                                           "; choose a tp_size that divides it");
-  TRLHPC_REQUIRE(num_kv_heads % tp == 0, "num_key_value_heads " + std::to_string(num_kv_heads) +
-                                             " is not divisible by tp_size " + std::to_string(tp) +
-                                             "; choose a tp_size that divides it");
-  const int local_heads = num_heads / tp, local_kv_heads = num_kv_heads / tp;
+  TRLHPC_REQUIRE(num_kv_heads % tp == 0 || tp % num_kv_heads == 0,
+                 "num_key_value_heads " + std::to_string(num_kv_heads) + " and tp_size " + std::to_string(tp) +
+                     " do not divide one another (kv heads are split over tp ranks, or each is replicated on "
+                     "tp_size / num_key_value_heads ranks); choose a tp_size that divides " +
+                     std::to_string(num_kv_heads) + " or is a multiple of it");
+  // tp > KVH: every tp rank holds one (replicated) kv head.
+  const int local_heads = num_heads / tp, local_kv_heads = std::max(1, num_kv_heads / tp);
   TRLHPC_REQUIRE(local_heads % sp == 0,
                  "num_attention_heads " + std::to_string(num_heads) + " / tp_size " + std::to_string(tp) + " = " +
                      std::to_string(local_heads) + " heads per tp rank is not divisible by sp_size " +

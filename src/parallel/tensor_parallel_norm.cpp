@@ -11,7 +11,7 @@ double tp_counted_sum_of_squares(Ops& ops, const ParameterUnit& unit, int64_t be
   const int64_t end = begin + data.numel();
   double total = 0;
   for (const ParameterSlot& slot : unit.slots) {
-    if (slot.spec.tp_replicated()) continue;
+    if (!slot.spec.tp_counted_on(tp_rank)) continue;
     const int64_t lo = std::max(begin, slot.offset), hi = std::min(end, slot.offset + slot.numel);
     if (lo < hi) total += ops.sum_of_squares(data.view({hi - lo}, lo - begin));
   }

@@ -4,6 +4,8 @@
 // A tp-split parameter (q/k/v/gate/up/o/down weights, column-parallel biases, vocab tables) holds
 // different elements on each tp rank: every tp rank counts its slice. A tp-replicated one (norm
 // weights, o_proj/down_proj biases) holds the same gradient on every tp rank: only tp rank 0 counts it.
+// A kv-replicated one (k/v when tp > KVH) holds the same gradient on the tp/KVH ranks sharing its kv
+// head (after the decoder's sub-group all-reduce): only the first rank of each sub-group counts it.
 // The strategies then sum over the tp group (and over fsdp for shards), so each model element is
 // counted exactly once. tp rank 0 counts everything it holds, so at tp = 1 this is the plain sum.
 #include <cstdint>

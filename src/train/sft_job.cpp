@@ -1,15 +1,19 @@
 #include "trlhpc/train/sft_job.hpp"
 
+#include <mpi.h>
 #include <omp.h>
 #include <sys/resource.h>
 
 #include <chrono>
 #include <cmath>
+#include <iostream>
+#include <stdexcept>
 #include <filesystem>
 #include <memory>
 #include <optional>
 
 #include "trlhpc/core/error.hpp"
+#include "trlhpc/data/dataset_cache.hpp"
 #include "trlhpc/data/sampler.hpp"
 #include "trlhpc/data/sft_dataset.hpp"
 #include "trlhpc/data/tokenizer.hpp"
@@ -88,6 +92,75 @@ std::string mib(int64_t bytes) {
   return buffer;
 }
 
+void broadcast_string(std::string& s) {
+  uint64_t size = s.size();
+  MPI_Bcast(&size, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  s.resize(size);
+  if (size > 0) MPI_Bcast(s.data(), static_cast<int>(size), MPI_CHAR, 0, MPI_COMM_WORLD);
+}
+
+// The dataset, through the preprocessing cache (dataset_cache.hpp): global rank 0 loads or tokenizes the
+// examples and writes the cache file, then broadcasts a status (and the error text when it failed, so
+// every rank raises the same error and none hangs); the other ranks read the file rank 0 names (shared
+// file system) and tokenize themselves only if that read misses. Packing runs on every rank.
+// cache_dir "none": every rank tokenizes itself, as without the cache.
+SftDataset load_dataset(const SftDataOptions& o, const data::Tokenizer* tokenizer, const std::string& cache_dir,
+                        MpiEnvironment& mpi, MetricsLogger& logger) {
+  if (cache_dir == "none") return SftDataset::build(o, tokenizer);
+  enum : int { kOk = 0, kUserError = 1, kOtherError = 2 };
+  int status = kOk;
+  std::string error, path;
+  uint64_t key = 0;
+  std::optional<SftTokenizedExamples> tokenized;
+  if (mpi.world_rank() == 0) {
+    try {
+      key = dataset_cache_key(o, tokenizer != nullptr);
+      const std::string candidate = dataset_cache_path(cache_dir, key);
+      std::string warning;
+      tokenized = read_dataset_cache(candidate, key, &warning);
+      if (!warning.empty()) logger.message(warning);
+      if (tokenized) {
+        path = candidate;
+        logger.message("dataset cache hit: " + candidate);
+      } else {
+        tokenized = SftDataset::tokenize(o, tokenizer);
+        std::string write_error;
+        if (write_dataset_cache(candidate, key, *tokenized, &write_error)) {
+          path = candidate;
+          logger.message("dataset cache written: " + candidate);
+        } else {
+          logger.message("dataset cache not written (" + write_error + "); every rank tokenizes");
+        }
+      }
+    } catch (const UserError& e) {
+      status = kUserError;
+      error = e.what();
+    } catch (const std::exception& e) {
+      status = kOtherError;
+      error = e.what();
+    }
+  }
+  MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (status != kOk) {
+    broadcast_string(error);
+    if (status == kUserError) throw UserError(error);
+    throw std::runtime_error(error);
+  }
+  broadcast_string(path);
+  MPI_Bcast(&key, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  if (mpi.world_rank() != 0) {
+    if (!path.empty()) {
+      std::string warning;
+      tokenized = read_dataset_cache(path, key, &warning);
+      if (!tokenized)
+        std::cerr << "rank " << mpi.world_rank() << ": "
+                  << (warning.empty() ? "dataset cache " + path + " not readable; tokenizing" : warning) << "\n";
+    }
+    if (!tokenized) tokenized = SftDataset::tokenize(o, tokenizer);
+  }
+  return SftDataset::from_examples(o, std::move(*tokenized), tokenizer);
+}
+
 }  // namespace
 
 int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
@@ -122,14 +195,19 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   const bool is_main = mpi.world_rank() == 0;
   MetricsLogger logger(c.output_dir, is_main, /*may_redraw=*/mpi.world_size() == 1);
 
-  // Data: every rank tokenizes the same files the same way (identical rows without communication).
+  // Data: rank 0 tokenizes (or loads the cache), the others read its cache file; every rank packs the
+  // same examples the same way (identical rows).
   const std::string tokenizer_dir = !c.tokenizer.empty() ? c.tokenizer : c.model_name_or_path;
   std::optional<data::Tokenizer> tokenizer;
   if (has_tokenizer_files(tokenizer_dir)) tokenizer = data::Tokenizer::from_directory(tokenizer_dir);
-  const SftDataset train = SftDataset::build(data_options(c, c.dataset_name, tokenizer_dir), tokenizer ? &*tokenizer : nullptr);
+  const std::string cache_dir = !c.dataset_cache_dir.empty()
+                                    ? c.dataset_cache_dir
+                                    : (std::filesystem::path(c.output_dir) / ".dataset_cache").string();
+  const SftDataset train =
+      load_dataset(data_options(c, c.dataset_name, tokenizer_dir), tokenizer ? &*tokenizer : nullptr, cache_dir, mpi, logger);
   std::optional<SftDataset> eval;
   if (!c.eval_dataset.empty())
-    eval = SftDataset::build(data_options(c, c.eval_dataset, tokenizer_dir), tokenizer ? &*tokenizer : nullptr);
+    eval = load_dataset(data_options(c, c.eval_dataset, tokenizer_dir), tokenizer ? &*tokenizer : nullptr, cache_dir, mpi, logger);
   const SftDataStats& st = train.stats();
   logger.message("dataset " + c.dataset_name + ": " + st.form + ", " + std::to_string(st.examples) + " examples, " +
                  std::to_string(st.tokens) + " tokens, " + std::to_string(st.packed_rows) + " rows" +

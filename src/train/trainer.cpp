@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "trlhpc/core/error.hpp"
+#include "trlhpc/model/tensor_parallel.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
 
 namespace trlhpc {
@@ -16,7 +17,14 @@ Trainer::Trainer(const ModelConfig& config, Ops& ops, ProcessGroups& groups, con
   strategy_ = make_data_parallel_strategy(options.data_parallel, *store_, groups, ops);
   decoder_ = std::make_unique<Decoder>(config, ops, *store_, options.gradient_checkpointing, options.loss_chunk_tokens);
   decoder_->set_hooks(strategy_.get());
-  decoder_->set_tensor_parallel(&groups.tp().comm(), tp);
+  if (tp.size > config.num_key_value_heads) {
+    // Each kv head is replicated on share = tp/KVH consecutive tp ranks: split the tp group by head.
+    validate_tensor_parallel(config, tp.size);
+    const int share = static_cast<int>(tp.size / config.num_key_value_heads);
+    kv_share_mpi_ = MpiComm::split(groups.tp().mpi_comm(), tp.rank / share, tp.rank);
+    kv_share_comm_ = std::make_unique<MpiCommunicator>(kv_share_mpi_.get());
+  }
+  decoder_->set_tensor_parallel(&groups.tp().comm(), tp, kv_share_comm_.get());
   optimizer_ = std::make_unique<AdamW>(*store_, strategy_->owned_ranges(), options.adamw, ops);
 }
 

@@ -85,7 +85,11 @@ TEST(BadDims, ContextAndUlyssesTogetherAreNotSupportedYet) {
 TEST(BadDims, HeadsMustSplitOverTpAndSp) {
   const ParallelDims tp2{1, 1, 1, 1, 2}, sp4{1, 1, 1, 4, 1}, sp8{1, 1, 1, 8, 1};
   expect_names(user_error_of([&] { tp2.validate_model(3, 3); }), {"num_attention_heads 3", "tp_size 2"});
-  expect_names(user_error_of([&] { tp2.validate_model(4, 1); }), {"num_key_value_heads 1", "tp_size 2"});
+  // kv heads split over tp (tp | KVH) or replicated on tp/KVH ranks (KVH | tp); neither is an error.
+  expect_names(user_error_of([&] { ParallelDims{1, 1, 1, 1, 4}.validate_model(12, 3); }),
+               {"num_key_value_heads 3", "tp_size 4"});
+  EXPECT_NO_THROW(tp2.validate_model(4, 1));
+  EXPECT_NO_THROW((ParallelDims{1, 1, 1, 1, 4}.validate_model(4, 2)));
   expect_names(user_error_of([&] { sp4.validate_model(6, 6); }), {"num_attention_heads 6", "= 6", "sp_size 4"});
   expect_names(user_error_of([&] { sp8.validate_model(8, 6); }), {"num_attention_heads 8 and num_key_value_heads 6"});
   expect_names(user_error_of([&] { ParallelDims{1, 1, 1, 4, 1}.validate_model(12, 3); }),

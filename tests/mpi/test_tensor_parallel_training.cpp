@@ -4,10 +4,13 @@
 // and without gradient checkpointing, must reproduce the single-process (MPI_COMM_SELF, tp 1) loss and
 // grad-norm curves and eval loss; the tp slices gathered after training must match the reference's
 // parameters. Models: tests/golden/qwen2_tiny (NH 4, KVH 2, V 96, qkv biases, untied: tp <= 2) and a
-// random-init llama with every bias and tied embeddings (NH 8, KVH 4, F 48, V 128: tp <= 4).
-//   np 1: tp 1;  np 2: tp 2 (DDP; ZeRO-3 + checkpointing);  np 4: tp 4, tp 2 x dp_shard 2 (ZeRO-3),
-//   tp 2 x dp_shard 2 (ZeRO-1, checkpointing);  np 8: tp 2 x dp_shard 2 x cp 2 (ZeRO-2), tp 4 x dp 2
-//   (DDP), tp 2 x dp_replicate 2 x dp_shard 2 (ZeRO-3).
+// random-init llama with every bias and tied embeddings (NH 8, KVH 4, F 48, V 128: tp <= 4), and
+// tests/golden/llama_tiny (NH 4, KVH 1, every bias, tied). tp > KVH replicates each kv head on tp/KVH
+// ranks (issue 6: qwen2_tiny at tp 4, llama_tiny at tp 2 and 4), whose k/v gradients are summed over
+// the sharing sub-group.
+//   np 1: tp 1;  np 2: tp 2 (DDP; ZeRO-3 + checkpointing);  np 4: tp 4 (DDP; ZeRO-3 + checkpointing),
+//   tp 2 x dp_shard 2 (ZeRO-3), tp 2 x dp_shard 2 (ZeRO-1, checkpointing);  np 8: tp 2 x dp_shard 2 x
+//   cp 2 (ZeRO-2), tp 4 x dp 2 (DDP; ZeRO-3), tp 2 x dp_replicate 2 x dp_shard 2 (ZeRO-3).
 // Bound: relative 1e-5 on loss, grad norm and eval loss; parameters 1e-3 normalised error per unit
 // (as the data-parallel test: Adam turns fp32 summation-order differences of near-zero gradients into
 // lr-sized steps). Rank 0 prints the worst deviations measured.
@@ -18,6 +21,7 @@
 #include <cstdlib>
 
 #include "test_data_parallel_support.hpp"
+#include "trlhpc/core/error.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
 #include "trlhpc/parallel/ring_attention.hpp"
 #include "trlhpc/parallel/sequence_shard.hpp"
@@ -36,19 +40,29 @@ struct TpCase {
   }
 };
 
-std::vector<TpCase> cases_for(int world, int64_t kv_heads) {
+std::vector<TpCase> cases_for(int world, const ModelConfig& config) {
   std::vector<TpCase> all;
+  auto valid = [&](int tp) {
+    try {
+      validate_tensor_parallel(config, tp);  // kv heads split (tp | KVH) or replicated (KVH | tp)
+      return true;
+    } catch (const UserError&) {
+      return false;
+    }
+  };
   auto add = [&](ParallelDims d, ShardingKind k, bool ckpt) {
-    if (d.tp <= kv_heads && d.world_size() == world) all.push_back({d, k, ckpt});
+    if (valid(d.tp) && d.world_size() == world) all.push_back({d, k, ckpt});
   };
   add({1, 1, 1, 1, 1}, ShardingKind::None, false);
   add({1, 1, 1, 1, 2}, ShardingKind::None, false);
   add({1, 1, 1, 1, 2}, ShardingKind::Zero3, true);
   add({1, 1, 1, 1, 4}, ShardingKind::None, false);
+  add({1, 1, 1, 1, 4}, ShardingKind::Zero3, true);
   add({1, 2, 1, 1, 2}, ShardingKind::Zero3, false);
   add({1, 2, 1, 1, 2}, ShardingKind::Zero1, true);
   add({1, 2, 2, 1, 2}, ShardingKind::Zero2, false);
   add({1, 2, 1, 1, 4}, ShardingKind::None, false);
+  add({1, 2, 1, 1, 4}, ShardingKind::Zero3, false);
   add({2, 2, 1, 1, 2}, ShardingKind::Zero3, true);
   return all;
 }
@@ -138,7 +152,7 @@ void expect_tp_layouts_match(const std::string& model, const ModelConfig& config
   options.seq_len = 16;  // divisible by 2*cp = 4
   const testing::Curve reference = testing::reference_curve(config, weights(TpLayout{}), options);
   double worst_loss = 0, worst_norm = 0, worst_eval = 0, worst_param = 0;
-  for (const TpCase& tc : cases_for(world, config.num_key_value_heads)) {
+  for (const TpCase& tc : cases_for(world, config)) {
     ProcessGroups groups(Mesh(tc.dims), MPI_COMM_WORLD);
     const testing::Curve curve = train_tp_curve(config, weights, groups, tc, options);
     for (size_t s = 0; s < curve.steps.size(); ++s) {
@@ -171,6 +185,12 @@ void expect_tp_layouts_match(const std::string& model, const ModelConfig& config
 TEST(TensorParallelTraining, Qwen2TinyMatchesTheSingleProcessCurve) {
   HfModelDir dir(testing::tests_dir() + "/golden/qwen2_tiny/model");
   expect_tp_layouts_match("qwen2_tiny", dir.config(), [&](TpLayout tp) { return weights_from_hf_dir(dir, tp); });
+}
+
+TEST(TensorParallelTraining, LlamaTinyWithOneKvHeadMatchesTheSingleProcessCurve) {
+  HfModelDir dir(testing::tests_dir() + "/golden/llama_tiny/model");  // KVH 1: replicated on every tp rank
+  ASSERT_EQ(dir.config().num_key_value_heads, 1);
+  expect_tp_layouts_match("llama_tiny", dir.config(), [&](TpLayout tp) { return weights_from_hf_dir(dir, tp); });
 }
 
 TEST(TensorParallelTraining, BiasedTiedLlamaMatchesTheSingleProcessCurve) {

@@ -1,7 +1,9 @@
 // Tests of the tensor-parallel index math (tensor_parallel.hpp) and of the tp-sliced parameter specs,
 // init and HF loading: for tp = 1, 2, 4 every rank's unit buffers hold exactly (bitwise) the slices of
 // a full load / full init, tp_assemble_full rebuilds the full tensors from the slices, the worked
-// example of the header holds, and indivisible sizes are UserErrors naming the numbers.
+// example of the header holds, and indivisible sizes are UserErrors naming the numbers. tp > KVH
+// (issue 6): each rank holds kv head r / (tp/KVH), bitwise the full tensor's slice, identical on the
+// ranks sharing it, written once by tp_assemble_full and counted once in the gradient norm.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -42,6 +44,7 @@ TEST(TensorParallelLayout, WorkedExampleOfTheHeader) {
 void expect_slices_of_full(const ModelConfig& config, const std::function<UnitRangeSource(TpLayout)>& source) {
   const UnitRangeSource full_source = source(TpLayout{});
   for (int tp : {1, 2, 4}) {
+    if (config.num_attention_heads % tp != 0) continue;
     for (int unit = 0; unit < parameter_unit_count(config); ++unit) {
       const std::vector<ParameterSpec> full_specs = unit_parameter_specs(config, unit);
       int64_t full_numel = 0;
@@ -71,6 +74,14 @@ void expect_slices_of_full(const ModelConfig& config, const std::function<UnitRa
         EXPECT_EQ(tp_full_shape(local, tp), full_specs[i].shape) << local.name;
         EXPECT_TRUE(std::equal(rebuilt.begin(), rebuilt.end(), full.begin() + off))
             << local.name << " tp " << tp;  // bitwise
+        if (local.tp_split == TpSplit::KvReplicated) {
+          // Every rank holds its kv head r / share: bitwise the full tensor's rows of that head.
+          const int64_t n = local.numel();
+          for (int r = 0; r < tp; ++r)
+            EXPECT_TRUE(std::equal(gathered[i].begin() + r * n, gathered[i].begin() + (r + 1) * n,
+                                   full.begin() + off + (r / local.tp_kv_share) * n))
+                << local.name << " tp " << tp << " rank " << r;
+        }
         off += full_specs[i].numel();
       }
     }
@@ -82,10 +93,51 @@ TEST(TensorParallelLayout, InitSlicesAreTheFullInit) {
   expect_slices_of_full(config, [&](TpLayout tp) { return weights_from_init(config, 11, tp); });
 }
 
+TEST(TensorParallelLayout, KvReplicatedInitSlicesAreTheFullInit) {
+  ModelConfig config = biased_config();
+  config.num_key_value_heads = 2;  // tp 4: each kv head on 2 ranks
+  expect_slices_of_full(config, [&](TpLayout tp) { return weights_from_init(config, 13, tp); });
+  config.num_key_value_heads = 1;  // tp 2, 4: the one kv head on every rank
+  expect_slices_of_full(config, [&](TpLayout tp) { return weights_from_init(config, 17, tp); });
+}
+
+TEST(TensorParallelLayout, KvReplicatedHfLoadSlicesAreTheFullTensors) {
+  for (const char* model : {"qwen2_tiny", "llama_tiny"}) {  // KVH 2 (tp 4 replicates), KVH 1 (tp 2, 4)
+    HfModelDir dir(testing::tests_dir() + "/golden/" + model + "/model");
+    expect_slices_of_full(dir.config(), [&](TpLayout tp) { return weights_from_hf_dir(dir, tp); });
+  }
+}
+
+TEST(TensorParallelLayout, KvReplicatedSpecsRangesAndNormCounting) {
+  ModelConfig c = biased_config();  // NH 8, HS 2, C 16
+  c.num_key_value_heads = 2;
+  for (int r = 0; r < 4; ++r) {
+    for (const ParameterSpec& s : parameter_specs(c, TpLayout{4, r})) {
+      if (s.name.find("k_proj") == std::string::npos && s.name.find("v_proj") == std::string::npos) {
+        EXPECT_NE(s.tp_split, TpSplit::KvReplicated) << s.name;
+        continue;
+      }
+      EXPECT_EQ(s.tp_split, TpSplit::KvReplicated) << s.name;
+      EXPECT_EQ(s.tp_kv_share, 2) << s.name;
+      EXPECT_EQ(s.shape[0], 2) << s.name;  // one head of HS 2 rows
+      EXPECT_EQ(tp_full_shape(s, 4)[0], 4) << s.name;
+      EXPECT_EQ(s.tp_counted_on(r), r % 2 == 0) << s.name << " rank " << r;
+      std::vector<std::vector<int64_t>> runs;
+      for_each_tp_global_range(s, TpLayout{4, r}, 0, s.numel(), [&](int64_t b, int64_t e, int64_t o) { runs.push_back({b, e, o}); });
+      const int64_t head = r / 2;
+      EXPECT_EQ(runs, (std::vector<std::vector<int64_t>>{{head * s.numel(), (head + 1) * s.numel(), 0}})) << s.name;
+    }
+  }
+  // tp == KVH stays a plain row split.
+  for (const ParameterSpec& s : parameter_specs(c, TpLayout{2, 1}))
+    if (s.name.find("k_proj") != std::string::npos) EXPECT_EQ(s.tp_split, TpSplit::Rows) << s.name;
+  EXPECT_EQ(tp_local_config(c, 4).num_key_value_heads, 1);
+}
+
 TEST(TensorParallelLayout, HfLoadSlicesAreTheFullTensors) {
-  HfModelDir dir(testing::tests_dir() + "/golden/qwen2_tiny/model");  // NH 4, KVH 2: tp 1, 2 (4 rejected)
+  HfModelDir dir(testing::tests_dir() + "/golden/qwen2_tiny/model");  // NH 4, KVH 2
   ModelConfig c = dir.config();
-  EXPECT_THROW(parameter_specs(c, TpLayout{4, 0}), UserError);
+  EXPECT_NO_THROW(parameter_specs(c, TpLayout{4, 0}));  // kv heads replicated on 2 ranks each
   // Only tp 1, 2 are valid for this model: check them through the same helper on a config view.
   const UnitRangeSource full = weights_from_hf_dir(dir);
   for (int r = 0; r < 2; ++r) {
@@ -138,6 +190,11 @@ TEST(TensorParallelLayout, IndivisibleSizesAreUserErrorsNamingTheNumbers) {
   c.intermediate_size = 26;
   EXPECT_NE(message(c, 4).find("intermediate_size 26"), std::string::npos) << message(c, 4);
   EXPECT_NO_THROW(validate_tensor_parallel(c, 2));
+  c.intermediate_size = 24;
+  c.num_attention_heads = 12;  // tp 6: KVH 4 neither divides nor is divisible by it
+  EXPECT_NE(message(c, 6).find("num_key_value_heads 4 and tp_size 6"), std::string::npos) << message(c, 6);
+  c.num_attention_heads = 8;
+  EXPECT_NO_THROW(validate_tensor_parallel(c, 8));  // tp 8 > KVH 4: each kv head on 2 ranks
 }
 
 }  // namespace

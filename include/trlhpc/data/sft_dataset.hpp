@@ -53,10 +53,22 @@ struct SftDataStats {
   std::string form;
 };
 
+// The examples of a dataset after tokenization and truncation, before packing (what the dataset cache
+// stores), with the counters known at that point (packed_rows stays 0).
+struct SftTokenizedExamples {
+  std::vector<TokenizedExample> examples;
+  SftDataStats stats;
+};
+
 class SftDataset {
  public:
-  // tokenizer may be null only for pre-tokenized datasets.
+  // tokenizer may be null only for pre-tokenized datasets. build = from_examples(tokenize(...)).
   static SftDataset build(const SftDataOptions& options, const data::Tokenizer* tokenizer);
+  // Reads and tokenizes (with truncation); UserError when no non-empty example comes out.
+  static SftTokenizedExamples tokenize(const SftDataOptions& options, const data::Tokenizer* tokenizer);
+  // Packing and collate set-up over already tokenized examples (deterministic: same rows on every rank).
+  static SftDataset from_examples(const SftDataOptions& options, SftTokenizedExamples tokenized,
+                                  const data::Tokenizer* tokenizer);
 
   const std::vector<TokenizedExample>& examples() const { return examples_; }
   const std::vector<PackedRow>& rows() const { return rows_; }

@@ -79,7 +79,11 @@ class Decoder {
   // Tensor parallel over `tp` (host-memory collectives for the CPU backend; not owned) as rank
   // layout.rank of layout.size; the ParameterStore must hold that layout's slices. Null / size 1 = the
   // whole model on this rank. Reallocates the activation buffers on the next call.
-  void set_tensor_parallel(Communicator* tp, TpLayout layout);
+  // When tp > num_key_value_heads each kv head is held by tp/KVH ranks: `kv_share` must then be the
+  // sub-group of the tp ranks holding this rank's kv head (ordered by tp rank; not owned); the k/v
+  // weight and bias gradients of each layer's backward are summed over it before the unit's
+  // after_backward hook (each rank's dk/dv come from its own query heads only). Null otherwise.
+  void set_tensor_parallel(Communicator* tp, TpLayout layout, Communicator* kv_share = nullptr);
   TpLayout tp_layout() const { return tp_; }
 
   // Forward + loss + backward; gradients accumulate into the store.
@@ -113,6 +117,8 @@ class Decoder {
   // Sum (or max) of `t` over the tp group, in place; a no-op without a tp communicator.
   void tp_all_reduce_sum(const Tensor& t);
   void tp_all_reduce_max(const Tensor& t);
+  // Sum of `t` over the kv-sharing sub-group, in place (tp > KVH only).
+  void kv_all_reduce_sum(const Tensor& t);
   // (N, V) full logits from every tp rank's (N, V/tp) columns (tests/export only).
   Tensor gather_vocab_logits(const Tensor& local);
   Tensor head_grad() const;
@@ -130,6 +136,8 @@ class Decoder {
   SequenceAttention* attention_ = nullptr;
   LocalAttention local_attention_;
   Communicator* tp_comm_ = nullptr;
+  Communicator* kv_comm_ = nullptr;  // tp > KVH: the ranks sharing this rank's kv head
+  Tensor kv_grad_;                   // tp > KVH: this micro-batch's k/v weight+bias grads (dWk, dbk, dWv, dbv)
   TpLayout tp_;
   Tensor inv_freq_;  // (HS/2)
   std::vector<LayerActivations> acts_;

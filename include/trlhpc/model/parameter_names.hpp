@@ -19,7 +19,8 @@
 // Linear weights are (out, in) as in PyTorch. With tie_word_embeddings the head is the embedding.
 // Under tensor parallelism (TpLayout, tp_layout.hpp) the names and order stay; shapes are this tp
 // rank's slices: q/k/v/gate/up and their biases and both vocab tables split in rows, o/down weights in
-// columns, norms and o/down biases replicated.
+// columns, norms and o/down biases replicated. When tp > KVH (tp % KVH == 0) k/v hold one kv head
+// (HS rows), TpSplit::KvReplicated, shared by tp/KVH ranks.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -42,10 +43,18 @@ struct ParameterSpec {
   ParameterKind kind;
   int unit;             // 0 = embedding, 1..L = decoder layer unit-1, L+1 = final norm + head
   TpSplit tp_split = TpSplit::Replicated;  // how tensor parallelism cuts it (shape is the local slice)
+  int tp_kv_share = 1;  // KvReplicated: tp ranks holding the same kv head (tp / KVH); 1 otherwise
 
   int64_t numel() const { return shape_numel(shape); }
   // Every tp rank holds the same values (and, after the f/g all-reduces, the same gradient).
   bool tp_replicated() const { return tp_split == TpSplit::Replicated; }
+  // Whether tp rank `tp_rank` counts this parameter's gradient in the global norm (each element once):
+  // replicated ones on rank 0 only, kv-replicated ones on the first rank of each sharing sub-group.
+  bool tp_counted_on(int tp_rank) const {
+    if (tp_split == TpSplit::Replicated) return tp_rank == 0;
+    if (tp_split == TpSplit::KvReplicated) return tp_rank % tp_kv_share == 0;
+    return true;
+  }
   bool weight_decay() const { return kind == ParameterKind::Matrix || kind == ParameterKind::Embedding; }
 };
 

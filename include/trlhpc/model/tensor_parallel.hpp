@@ -17,12 +17,12 @@
 
 namespace trlhpc {
 
-// Throws UserError naming the numbers unless num_attention_heads, num_key_value_heads,
-// intermediate_size and vocab_size all divide by tp_size (and tp_size >= 1). Pure: call it on every
-// rank before any collective.
+// Throws UserError naming the numbers unless num_attention_heads, intermediate_size and vocab_size
+// all divide by tp_size, num_key_value_heads divides by tp_size or divides it (kv heads replicated on
+// tp/KVH ranks), and tp_size >= 1. Pure: call it on every rank before any collective.
 void validate_tensor_parallel(const ModelConfig& config, int tp_size);
 
-// The per-rank architecture: NH/tp, KVH/tp, F/tp, V/tp (head_dim, C unchanged). Validates first.
+// The per-rank architecture: NH/tp, max(1, KVH/tp), F/tp, V/tp (head_dim, C unchanged). Validates first.
 ModelConfig tp_local_config(const ModelConfig& config, int tp_size);
 
 // The full (tp size 1) shape of a tp-local parameter.

@@ -12,6 +12,9 @@
 //                    biases are replicated and added once, after the reduction.
 //   vocab-parallel   embedding and LM head: rows of the (V, C) table, rank r owns [r*V/tp, (r+1)*V/tp).
 //   replicated       norm weights and the row-parallel biases: every tp rank holds the whole tensor.
+//   kv-replicated    k/v (weight rows and biases) when tp > num_key_value_heads (tp % KVH == 0): each
+//                    rank holds one kv head, rank r head r / (tp/KVH); the tp/KVH ranks sharing a head
+//                    hold the same slice and sum their (partial) gradients of it over that sub-group.
 // tp size 1 gives today's full shapes.
 namespace trlhpc {
 
@@ -24,6 +27,8 @@ enum class TpSplit {
   Replicated,  // whole tensor on every tp rank
   Rows,        // dim 0 split in tp equal blocks (column-parallel linears and their biases, vocab tables)
   Columns,     // dim 1 split in tp equal blocks (row-parallel linear weights)
+  KvReplicated,  // dim 0 split in KVH blocks (one kv head each), every block held by tp/KVH ranks:
+                 // rank r holds block r / tp_kv_share (ParameterSpec::tp_kv_share = tp/KVH)
 };
 
 }  // namespace trlhpc

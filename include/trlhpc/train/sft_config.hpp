@@ -18,6 +18,7 @@ struct SftConfig {
   std::string chat_template_path;
   std::string output_dir = "trlhpc-output";
   bool skip_bad_rows = false;
+  std::string dataset_cache_dir;    // tokenized-dataset cache; empty: <output_dir>/.dataset_cache; "none": off
 
   // Training.
   int64_t max_steps = -1;

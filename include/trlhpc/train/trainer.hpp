@@ -15,6 +15,8 @@
 #include "trlhpc/model/parameter_store.hpp"
 #include "trlhpc/optim/adamw.hpp"
 #include "trlhpc/parallel/data_parallel.hpp"
+#include "trlhpc/parallel/mpi_communicator.hpp"
+#include "trlhpc/runtime/mpi_comm.hpp"
 
 namespace trlhpc {
 
@@ -63,6 +65,8 @@ class Trainer {
   std::unique_ptr<ParameterStore> store_;
   std::unique_ptr<DataParallelStrategy> strategy_;
   std::unique_ptr<Decoder> decoder_;
+  MpiComm kv_share_mpi_;                             // tp > KVH: tp ranks sharing this rank's kv head
+  std::unique_ptr<MpiCommunicator> kv_share_comm_;   // over kv_share_mpi_
   std::unique_ptr<AdamW> optimizer_;
 };
 
