@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "trlhpc/core/error.hpp"
+#include "kernels/cpu/fast_exp.hpp"
 #include "trlhpc/kernels/cpu.hpp"
 
 namespace trlhpc::cpu {
@@ -47,23 +48,6 @@ constexpr int64_t kQueryTile = 64;
 constexpr int64_t kKeyTile = 64;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// exp(x) in fp32 to about 2 ulp for x in [-87, 88], exactly 0 below -87 (so exp(-inf) = 0), branch-free
-// so loops over it vectorise (Cephes expf: x = n ln2 + r, polynomial for exp(r), 2^n via exponent bits).
-inline float exp_approx(float x) {
-  const float xc = std::min(std::max(x, -87.0f), 88.0f);
-  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = xc - n * 0.693359375f;
-  r = r + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  const float two_n = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
-  return x < -87.0f ? 0.0f : p * two_n;
-}
 
 // SIMD width for the tile kernel, as a GCC/Clang vector type (lowered to the best ISA -march allows).
 #if defined(__AVX512F__)

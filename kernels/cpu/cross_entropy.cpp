@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "trlhpc/core/error.hpp"
+#include "kernels/cpu/fast_exp.hpp"
 #include "trlhpc/kernels/cpu.hpp"
 
 namespace trlhpc::cpu {
@@ -29,23 +30,6 @@ namespace {
 
 constexpr int32_t kIgnoreIndex = -100;
 
-// exp(x) in fp32 to about 2 ulp for x in [-87, 88], 0 below -87, branch-free so loops vectorise
-// (Cephes expf: Cody-Waite reduction x = n ln2 + r, polynomial for exp(r), 2^n in the exponent bits).
-inline float exp_approx(float x) {
-  const float xc = std::min(std::max(x, -87.0f), 88.0f);
-  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = xc - n * 0.693359375f;
-  r = r + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  const float two_n = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
-  return x < -87.0f ? 0.0f : p * two_n;
-}
 
 // Loss of one row of logits z (V) for target y. z is overwritten: with exp(z - max) for the forward
 // only, with grad_scale * (softmax(z) - onehot(y)) when the gradient is wanted.

@@ -11,31 +11,13 @@
 #include <bit>
 #include <cstdint>
 
+#include "kernels/cpu/fast_exp.hpp"
 #include "trlhpc/kernels/cpu.hpp"
 
 namespace trlhpc::cpu {
 
 namespace {
 
-// exp(x) in fp32 to about 2 ulp for x in [-87, 88], 0 below -87, branch-free (vectorises).
-// x = n ln2 + r with |r| <= ln2/2 (Cody-Waite split of ln2), exp(r) by the degree-7 Taylor-like
-// minimax polynomial of Cephes expf, 2^n assembled in the exponent bits. Round-to-nearest of
-// x/ln2 uses the 1.5 * 2^23 trick, which the compiler may not fold without -ffast-math.
-inline float exp_approx(float x) {
-  const float xc = std::min(std::max(x, -87.0f), 88.0f);
-  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = xc - n * 0.693359375f;
-  r = r + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  const float two_n = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
-  return x < -87.0f ? 0.0f : p * two_n;
-}
 
 }  // namespace
 
