@@ -16,11 +16,6 @@
 
 namespace trlhpc::cpu {
 
-namespace {
-
-
-}  // namespace
-
 void swiglu_fwd(const float* gate, const float* up, float* out, int64_t n) {
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) {
