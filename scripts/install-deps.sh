@@ -8,7 +8,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin            # MPI (MPI::MPI_CXX)
   libhdf5-openmpi-dev                   # parallel HDF5, openmpi flavour
   libboost-program-options-dev libyaml-cpp-dev nlohmann-json3-dev
-  libopenblas-dev libpcre2-dev libgtest-dev
+  libopenblas-dev libopenblas-openmp-dev libpcre2-dev libgtest-dev
 )
 
 missing=()
