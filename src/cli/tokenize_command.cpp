@@ -17,6 +17,19 @@ namespace po = boost::program_options;
 namespace trlhpc {
 namespace {
 
+// The decoded row with every run of trained tokens wrapped in [[ ]], decoded run by run.
+std::string marked_text(const data::Tokenizer& tok, const TokenizedExample& ex) {
+  std::string out;
+  for (size_t begin = 0; begin < ex.input_ids.size();) {
+    size_t end = begin;
+    while (end < ex.input_ids.size() && ex.loss_mask[end] == ex.loss_mask[begin]) ++end;
+    const std::string piece = tok.decode(std::span<const int32_t>(ex.input_ids.data() + begin, end - begin));
+    out += ex.loss_mask[begin] ? "[[" + piece + "]]" : piece;
+    begin = end;
+  }
+  return out;
+}
+
 nlohmann::ordered_json describe(const data::Tokenizer& tok, const TokenizedExample& ex, const std::string& text) {
   nlohmann::ordered_json line;
   line["input_ids"] = ex.input_ids;
@@ -35,6 +48,7 @@ int run_tokenize_command(const std::vector<std::string>& args, MpiEnvironment& m
   SftDataOptions o;
   std::string completion_only = "auto";
   bool add_special = true;
+  bool chat = false;
   po::options_description desc("trlhpc tokenize options");
   desc.add_options()("help,h", "print this help")
       ("tokenizer", po::value<std::string>(&o.tokenizer_dir)->required(), "tokenizer directory")
@@ -45,7 +59,8 @@ int run_tokenize_command(const std::vector<std::string>& args, MpiEnvironment& m
       ("max_length", po::value<int64_t>(&o.max_length)->default_value(0), "truncate to this many tokens (0: no truncation)")
       ("completion_only_loss", po::value<std::string>(&completion_only)->default_value("auto"), "true|false|auto")
       ("assistant_only_loss", po::value<bool>(&o.assistant_only_loss)->implicit_value(true)->default_value(false), "")
-      ("add_special_tokens", po::value<bool>(&add_special)->default_value(true), "stdin text: add BOS/EOS as the tokenizer does");
+      ("add_special_tokens", po::value<bool>(&add_special)->default_value(true), "stdin text: add BOS/EOS as the tokenizer does")
+      ("chat", po::bool_switch(&chat), "also print \"marked\": the rendered row with trained tokens wrapped in [[ ]]");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(desc)
@@ -83,7 +98,9 @@ int run_tokenize_command(const std::vector<std::string>& args, MpiEnvironment& m
       ex.input_ids.resize(static_cast<size_t>(o.max_length));
       ex.loss_mask.resize(static_cast<size_t>(o.max_length));
     }
-    out << describe(tok, ex, row_tokenizer->rendered_text(row)).dump() << "\n";
+    nlohmann::ordered_json line = describe(tok, ex, row_tokenizer->rendered_text(row));
+    if (chat) line["marked"] = marked_text(tok, ex);
+    out << line.dump() << "\n";
   });
   return 0;
 }

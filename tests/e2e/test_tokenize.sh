@@ -8,7 +8,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 head -n 25 "$ROOT/examples/tiny-chat/train.jsonl" > "$WORK/rows.jsonl"
-"$TRLHPC" tokenize --tokenizer "$ROOT/examples/tiny-chat" --dataset_name "$WORK/rows.jsonl" --assistant_only_loss > "$WORK/out.jsonl"
+"$TRLHPC" tokenize --tokenizer "$ROOT/examples/tiny-chat" --dataset_name "$WORK/rows.jsonl" --assistant_only_loss --chat > "$WORK/out.jsonl"
 python3 - "$WORK/rows.jsonl" "$WORK/out.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
@@ -30,7 +30,8 @@ failures = 0
 for i, (row, out) in enumerate(zip(rows, outs)):
     want = "".join(m["content"] + "<|im_end|>" for m in row["messages"] if m["role"] == "assistant")
     got = decode([t for t, m in zip(out["tokens"], out["loss_mask"]) if m])
-    if got != want or any(m["content"] not in out["text"] for m in row["messages"]):
+    marked_ok = all("[[" + m["content"] + "<|im_end|>]]" in out["marked"] for m in row["messages"] if m["role"] == "assistant")
+    if got != want or not marked_ok or any(m["content"] not in out["text"] for m in row["messages"]):
         failures += 1
         print(f"row {i}: trained text {got!r} != {want!r}")
 print(f"{len(rows) - failures} passed, {failures} failed")

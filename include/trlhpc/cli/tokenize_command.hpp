@@ -5,7 +5,8 @@
 //                   [--assistant_only_loss] [--completion_only_loss true|false] [--max_length N] ...
 //                                                         `trlhpc sft` tokenizes it (RowTokenizer)
 // One JSON line per row: {"input_ids", "tokens", "loss_mask"} plus "text" (the rendered chat template)
-// for conversational rows. Runs on rank 0 only when launched under mpirun.
+// for conversational rows, and with --chat "marked": the row with trained tokens wrapped in [[ ]].
+// Runs on rank 0 only when launched under mpirun.
 #include <iosfwd>
 #include <string>
 #include <vector>
