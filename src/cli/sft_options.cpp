@@ -76,6 +76,8 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
       ("dp_replicate_size", po::value<int64_t>(&c.dp_replicate_size)->default_value(c.dp_replicate_size), "")
       ("dp_shard_size", po::value<int64_t>(&c.dp_shard_size)->default_value(c.dp_shard_size), "-1: the rest of the world")
       ("tp_size", po::value<int64_t>(&c.tp_size)->default_value(c.tp_size), "")
+      ("tp_sequence_parallel", flag(&c.tp_sequence_parallel),
+       "shard norms/residual stream over tp too (reduce-scatter/all-gather instead of all-reduce)")
       ("cp_size", po::value<int64_t>(&c.cp_size)->default_value(c.cp_size), "")
       ("sp_size", po::value<int64_t>(&c.sp_size)->default_value(c.sp_size), "")
       ("sharding", po::value<std::string>(&c.sharding)->default_value(c.sharding), "none|zero1|zero2|zero3")

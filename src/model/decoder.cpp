@@ -53,13 +53,14 @@ Tensor Decoder::head_grad() const {
 
 void Decoder::ensure_buffers(int64_t N) {
   if (N == buffers_N_) return;
-  const int64_t L = config_.num_hidden_layers;
+  const int64_t L = config_.num_hidden_layers, Nl = local_tokens(N);
   for (int64_t l = 0; l < L; ++l) {
     LayerActivations& act = acts_[static_cast<size_t>(l)];
-    act.x_in = ops_.allocate({N, config_.hidden_size});
-    if (!checkpointing_) allocate_layer_activations(ops_, local_, N, act);
+    act = LayerActivations();
+    act.x_in = ops_.allocate({Nl, config_.hidden_size});
+    if (!checkpointing_) allocate_layer_activations(ops_, local_, N, Nl, act);
   }
-  scratch_->allocate(ops_, local_, N, checkpointing_);
+  scratch_->allocate(ops_, local_, N, Nl, checkpointing_);
   buffers_N_ = N;
 }
 
@@ -69,10 +70,11 @@ void Decoder::forward_to_final_hidden(const DeviceBatch& batch, bool keep_for_ba
   Scratch& s = *scratch_;
   hooks().before_forward(0);
   // Vocab-parallel embedding: rows outside this rank's slice come out zero, so the sum over tp is
-  // the full lookup (Megatron-LM sec. 3).
-  ops_.embedding_fwd(batch.input_ids, params_.param("model.embed_tokens.weight"), acts_[0].x_in,
+  // the full lookup (Megatron-LM sec. 3); under tp sequence parallel each rank keeps its rows of it.
+  const Tensor embedded = tp_sp_ ? s.row_out : acts_[0].x_in;  // (N, C) partial lookup
+  ops_.embedding_fwd(batch.input_ids, params_.param("model.embed_tokens.weight"), embedded,
                      tp_.rank * local_.vocab_size);
-  tp_all_reduce_sum(acts_[0].x_in);
+  reduce_tokens(embedded, acts_[0].x_in);
   hooks().after_forward(0);
   for (int64_t l = 0; l < L; ++l) {
     LayerActivations& act = checkpointing_ ? s.recompute : acts_[static_cast<size_t>(l)];
@@ -83,8 +85,9 @@ void Decoder::forward_to_final_hidden(const DeviceBatch& batch, bool keep_for_ba
   }
   const int final_unit = static_cast<int>(L + 1);
   hooks().before_forward(final_unit);
-  ops_.rmsnorm_fwd(s.x_final, params_.param("model.norm.weight"), s.h_final, s.rstd_final,
+  ops_.rmsnorm_fwd(s.x_final, params_.param("model.norm.weight"), s.h_final_local, s.rstd_final,
                    static_cast<float>(config_.rms_norm_eps));
+  if (tp_sp_) gather_tokens(s.h_final_local, s.h_final);  // the vocab-parallel head needs every token
   (void)keep_for_backward;
 }
 
@@ -102,14 +105,16 @@ LossResult Decoder::run(const DeviceBatch& batch, float grad_scale, bool backwar
     if (config_.tie_word_embeddings) hooks().before_backward(0);
   }
   LossResult result;
-  result = head_loss(batch, grad_scale, backward);
+  result = head_loss(batch, grad_scale, backward);  // backward: s.dh_local = dL/dh_final of this rank's rows
   if (!backward) {
     hooks().after_forward(final_unit);
     return result;
   }
   // Final norm backward: dx = d rmsnorm(x_final)
-  ops_.rmsnorm_bwd(s.x_final, params_.param("model.norm.weight"), s.rstd_final, s.dh, s.dx,
-                   params_.grad("model.norm.weight"));
+  const Tensor norm_grad = params_.grad("model.norm.weight");
+  ops_.rmsnorm_bwd(s.x_final, params_.param("model.norm.weight"), s.rstd_final, s.dh_local, s.dx,
+                   norm_grad_target(norm_grad, 0));
+  finish_norm_grads({norm_grad});
   hooks().after_backward(final_unit);
   for (int64_t l = L - 1; l >= 0; --l) {
     const int unit = static_cast<int>(l + 1);
@@ -124,7 +129,8 @@ LossResult Decoder::run(const DeviceBatch& batch, float grad_scale, bool backwar
     hooks().after_backward(unit);
   }
   hooks().before_backward(0);
-  ops_.embedding_bwd(batch.input_ids, s.dx, params_.grad("model.embed_tokens.weight"), tp_.rank * local_.vocab_size);
+  const Tensor dx_all = gather_tokens(s.dx, s.dx_full);  // (N, C): every token's row of the lookup
+  ops_.embedding_bwd(batch.input_ids, dx_all, params_.grad("model.embed_tokens.weight"), tp_.rank * local_.vocab_size);
   hooks().after_backward(0);
   return result;
 }

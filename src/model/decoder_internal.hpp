@@ -4,42 +4,50 @@
 
 namespace trlhpc {
 
-// What one layer keeps from its forward for its backward. Shapes for N tokens.
+// What one layer keeps from its forward for its backward. Shapes for N tokens, of which this rank
+// holds Nl outside the tp regions (Nl = N/tp under tp sequence parallel, else N).
 struct Decoder::LayerActivations {
-  Tensor x_in;   // (N, C) layer input (always kept, also under checkpointing)
-  Tensor h1;     // (N, C) input_layernorm output
-  Tensor rstd1;  // (N)
+  Tensor x_in;   // (Nl, C) layer input (always kept, also under checkpointing)
+  Tensor h1;     // (Nl, C) input_layernorm output
+  Tensor rstd1;  // (Nl)
   Tensor q;      // (N, NH*HS) after RoPE
   Tensor k;      // (N, KVH*HS) after RoPE
   Tensor v;      // (N, KVH*HS)
   Tensor attn;   // (N, NH*HS) attention output
   Tensor lse;    // (B, NH, T)
-  Tensor x_mid;  // (N, C) residual after attention
-  Tensor h2;     // (N, C) post_attention_layernorm output
-  Tensor rstd2;  // (N)
+  Tensor x_mid;  // (Nl, C) residual after attention
+  Tensor h2;     // (Nl, C) post_attention_layernorm output
+  Tensor rstd2;  // (Nl)
   Tensor gate;   // (N, F)
   Tensor up;     // (N, F)
   Tensor act;    // (N, F) silu(gate) * up
 };
 
-// Work buffers shared by all layers.
+// Work buffers shared by all layers. Under tp sequence parallel the *_local / (Nl, C) buffers hold this
+// rank's rows and the (N, C) ones the gathered or partial whole; otherwise each alias pair is one tensor.
 struct Decoder::Scratch {
-  Tensor x_final;          // (N, C) output of the last layer
-  Tensor h_final;          // (N, C) final norm output
-  Tensor rstd_final;       // (N)
-  Tensor dx;               // (N, C) gradient flowing down the residual stream
-  Tensor dh;               // (N, C) gradient w.r.t. a norm output
-  Tensor dtmp;             // (N, C)
+  Tensor x_final;          // (Nl, C) output of the last layer
+  Tensor h_final_local;    // (Nl, C) final norm output (= h_final without tp sequence parallel)
+  Tensor h_final;          // (N, C) final norm output of every token (the LM head's input)
+  Tensor rstd_final;       // (Nl)
+  Tensor dx;               // (Nl, C) gradient flowing down the residual stream
+  Tensor dh;               // (N, C) gradient w.r.t. a norm output (partial over tp before reduction)
+  Tensor dh_local;         // (Nl, C) its reduced rows (= dh without tp sequence parallel)
+  Tensor dtmp;             // (Nl, C)
+  Tensor h_full;           // (N, C) tp sequence parallel: all-gathered norm output
+  Tensor dx_full;          // (N, C) tp sequence parallel: all-gathered residual gradient
+  Tensor row_out;          // (N, C) tp sequence parallel: partial row-parallel / embedding output
   Tensor dq, dk, dv;       // (N, NH*HS), (N, KVH*HS), (N, KVH*HS)
   Tensor dattn;            // (N, NH*HS)
   Tensor dact, dgate, dup; // (N, F)
   LayerActivations recompute;  // checkpointing: the layer being recomputed
-  Tensor x_recompute_out;      // (N, C) checkpointing: output of the recomputed layer (unused)
+  Tensor x_recompute_out;      // (Nl, C) checkpointing: output of the recomputed layer (unused)
 
-  void allocate(Ops& ops, const ModelConfig& c, int64_t N, bool checkpointing);
+  // Nl < N: tp sequence parallel (the alias pairs become distinct tensors).
+  void allocate(Ops& ops, const ModelConfig& c, int64_t N, int64_t Nl, bool checkpointing);
 };
 
 // Allocates every LayerActivations buffer but x_in.
-void allocate_layer_activations(Ops& ops, const ModelConfig& c, int64_t N, Decoder::LayerActivations& act);
+void allocate_layer_activations(Ops& ops, const ModelConfig& c, int64_t N, int64_t Nl, Decoder::LayerActivations& act);
 
 }  // namespace trlhpc

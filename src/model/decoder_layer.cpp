@@ -16,6 +16,9 @@
 // tp > KVH: each rank holds one kv head shared by tp/KVH ranks; its local query heads all use it. The
 // rank's dk/dv are partial (its query heads only): the k/v weight/bias grads are summed over the
 // sharing sub-group; dh1 = dq Wq + dk Wk + dv Wv summed over all tp ranks is still the whole gradient.
+// Tp sequence parallel (decoder.hpp): x_in, h1, x_mid, h2 and dx hold this rank's N/tp rows; the
+// column-parallel inputs are all-gathered (gather_tokens), the row-parallel outputs and the f-operator
+// gradients reduce-scattered (reduce_tokens), and the norm weights' row-partial gradients summed.
 #include <cmath>
 #include <string>
 
@@ -80,33 +83,39 @@ void linear_weight_grad(Ops& ops, const Tensor& dy, const Tensor& x, const Tenso
 
 }  // namespace
 
-void allocate_layer_activations(Ops& ops, const ModelConfig& c, int64_t N, Decoder::LayerActivations& a) {
+void allocate_layer_activations(Ops& ops, const ModelConfig& c, int64_t N, int64_t Nl, Decoder::LayerActivations& a) {
   const int64_t C = c.hidden_size, F = c.intermediate_size, QD = c.num_attention_heads * c.head_dim,
                 KD = c.num_key_value_heads * c.head_dim;
-  a.h1 = ops.allocate({N, C});
-  a.rstd1 = ops.allocate({N});
+  a.h1 = ops.allocate({Nl, C});
+  a.rstd1 = ops.allocate({Nl});
   a.q = ops.allocate({N, QD});
   a.k = ops.allocate({N, KD});
   a.v = ops.allocate({N, KD});
   a.attn = ops.allocate({N, QD});
   a.lse = ops.allocate({N * c.num_attention_heads});
-  a.x_mid = ops.allocate({N, C});
-  a.h2 = ops.allocate({N, C});
-  a.rstd2 = ops.allocate({N});
+  a.x_mid = ops.allocate({Nl, C});
+  a.h2 = ops.allocate({Nl, C});
+  a.rstd2 = ops.allocate({Nl});
   a.gate = ops.allocate({N, F});
   a.up = ops.allocate({N, F});
   a.act = ops.allocate({N, F});
 }
 
-void Decoder::Scratch::allocate(Ops& ops, const ModelConfig& c, int64_t N, bool checkpointing) {
+void Decoder::Scratch::allocate(Ops& ops, const ModelConfig& c, int64_t N, int64_t Nl, bool checkpointing) {
   const int64_t C = c.hidden_size, F = c.intermediate_size, QD = c.num_attention_heads * c.head_dim,
                 KD = c.num_key_value_heads * c.head_dim;
-  x_final = ops.allocate({N, C});
+  const bool sharded = Nl < N;
+  x_final = ops.allocate({Nl, C});
   h_final = ops.allocate({N, C});
-  rstd_final = ops.allocate({N});
-  dx = ops.allocate({N, C});
+  h_final_local = sharded ? ops.allocate({Nl, C}) : h_final;
+  rstd_final = ops.allocate({Nl});
+  dx = ops.allocate({Nl, C});
   dh = ops.allocate({N, C});
-  dtmp = ops.allocate({N, C});
+  dh_local = sharded ? ops.allocate({Nl, C}) : dh;
+  dtmp = ops.allocate({Nl, C});
+  h_full = sharded ? ops.allocate({N, C}) : Tensor();
+  dx_full = sharded ? ops.allocate({N, C}) : Tensor();
+  row_out = sharded ? ops.allocate({N, C}) : Tensor();
   dq = ops.allocate({N, QD});
   dk = ops.allocate({N, KD});
   dv = ops.allocate({N, KD});
@@ -114,9 +123,11 @@ void Decoder::Scratch::allocate(Ops& ops, const ModelConfig& c, int64_t N, bool 
   dact = ops.allocate({N, F});
   dgate = ops.allocate({N, F});
   dup = ops.allocate({N, F});
+  recompute = LayerActivations();
+  x_recompute_out = Tensor();
   if (checkpointing) {
-    allocate_layer_activations(ops, c, N, recompute);
-    x_recompute_out = ops.allocate({N, C});
+    allocate_layer_activations(ops, c, N, Nl, recompute);
+    x_recompute_out = ops.allocate({Nl, C});
   }
 }
 
@@ -126,27 +137,32 @@ void Decoder::layer_forward(int layer, const DeviceBatch& batch, const Tensor& x
   const int64_t N = batch.B * batch.T;
   const LayerTensors w = layer_tensors(params_, c, layer, false);
   const float eps = static_cast<float>(c.rms_norm_eps);
+  Scratch& s = *scratch_;
 
   ops_.rmsnorm_fwd(x_in, w.ln1, a.h1, a.rstd1, eps);
-  linear(ops_, a.h1, w.wq, w.bq, a.q);
-  linear(ops_, a.h1, w.wk, w.bk, a.k);
-  linear(ops_, a.h1, w.wv, w.bv, a.v);
+  const Tensor h1 = gather_tokens(a.h1, s.h_full);  // (N, C)
+  linear(ops_, h1, w.wq, w.bq, a.q);
+  linear(ops_, h1, w.wk, w.bk, a.k);
+  linear(ops_, h1, w.wv, w.bv, a.v);
   ops_.rope_fwd(a.q.reshape({N, c.num_attention_heads, c.head_dim}), batch.positions, inv_freq_);
   ops_.rope_fwd(a.k.reshape({N, c.num_key_value_heads, c.head_dim}), batch.positions, inv_freq_);
   attention().forward(ops_, a.q, a.k, a.v, batch.positions, batch.doc_ids, a.attn, a.lse, attention_shape(c, batch));
-  // Row-parallel o_proj: partial sum over this rank's heads -> g (all-reduce) -> residual, bias once.
-  ops_.matmul(a.attn, false, w.wo, true, a.x_mid);
-  tp_all_reduce_sum(a.x_mid);
+  // Row-parallel o_proj: partial sum over this rank's heads -> g (sum over tp) -> residual, bias once.
+  const Tensor o_partial = tp_sp_ ? s.row_out : a.x_mid;  // (N, C)
+  ops_.matmul(a.attn, false, w.wo, true, o_partial);
+  reduce_tokens(o_partial, a.x_mid);
   ops_.add_inplace(a.x_mid, x_in);
   if (w.bo.data()) ops_.bias_add(a.x_mid, w.bo);
 
   ops_.rmsnorm_fwd(a.x_mid, w.ln2, a.h2, a.rstd2, eps);
-  linear(ops_, a.h2, w.wg, w.bg, a.gate);
-  linear(ops_, a.h2, w.wu, w.bu, a.up);
+  const Tensor h2 = gather_tokens(a.h2, s.h_full);  // (N, C)
+  linear(ops_, h2, w.wg, w.bg, a.gate);
+  linear(ops_, h2, w.wu, w.bu, a.up);
   ops_.swiglu_fwd(a.gate, a.up, a.act);
-  // Row-parallel down_proj: partial sum over this rank's F-slice -> g (all-reduce) -> residual, bias once.
-  ops_.matmul(a.act, false, w.wd, true, x_out);
-  tp_all_reduce_sum(x_out);
+  // Row-parallel down_proj: partial sum over this rank's F-slice -> g (sum over tp) -> residual, bias once.
+  const Tensor d_partial = tp_sp_ ? s.row_out : x_out;  // (N, C)
+  ops_.matmul(a.act, false, w.wd, true, d_partial);
+  reduce_tokens(d_partial, x_out);
   ops_.add_inplace(x_out, a.x_mid);
   if (w.bd.data()) ops_.bias_add(x_out, w.bd);
 }
@@ -157,27 +173,33 @@ void Decoder::layer_backward(int layer, const DeviceBatch& batch, const LayerAct
   const LayerTensors w = layer_tensors(params_, c, layer, false);
   const LayerTensors g = layer_tensors(params_, c, layer, true);
   Scratch& s = *scratch_;
+  const Tensor dln1 = norm_grad_target(g.ln1, 0), dln2 = norm_grad_target(g.ln2, 1);
 
-  // MLP block.
-  linear_weight_grad(ops_, dx, a.act, g.wd, g.bd);
-  ops_.matmul(dx, false, w.wd, false, s.dact);
+  // MLP block. dxf: the residual gradient of all N tokens (whole on every rank without sequence
+  // parallel; all-gathered with it), so the down_proj bias gradient is whole too.
+  Tensor dxf = gather_tokens(dx, s.dx_full);  // (N, C)
+  linear_weight_grad(ops_, dxf, a.act, g.wd, g.bd);
+  ops_.matmul(dxf, false, w.wd, false, s.dact);
   ops_.swiglu_bwd(a.gate, a.up, s.dact, s.dgate, s.dup);
-  linear_weight_grad(ops_, s.dgate, a.h2, g.wg, g.bg);
-  linear_weight_grad(ops_, s.dup, a.h2, g.wu, g.bu);
+  const Tensor h2 = gather_tokens(a.h2, s.h_full);  // (N, C)
+  linear_weight_grad(ops_, s.dgate, h2, g.wg, g.bg);
+  linear_weight_grad(ops_, s.dup, h2, g.wu, g.bu);
   ops_.matmul(s.dgate, false, w.wg, false, s.dh);
   ops_.matmul(s.dup, false, w.wu, false, s.dh, 1.0f, 1.0f);
-  tp_all_reduce_sum(s.dh);  // f operator of the column-parallel gate/up: sum the F-slices' input grads
-  ops_.rmsnorm_bwd(a.x_mid, w.ln2, a.rstd2, s.dh, s.dtmp, g.ln2);
+  reduce_tokens(s.dh, s.dh_local);  // f operator of the column-parallel gate/up: sum the F-slices' input grads
+  ops_.rmsnorm_bwd(a.x_mid, w.ln2, a.rstd2, s.dh_local, s.dtmp, dln2);
   ops_.add_inplace(dx, s.dtmp);
 
   // Attention block.
-  linear_weight_grad(ops_, dx, a.attn, g.wo, g.bo);
-  ops_.matmul(dx, false, w.wo, false, s.dattn);
+  dxf = gather_tokens(dx, s.dx_full);  // (N, C)
+  linear_weight_grad(ops_, dxf, a.attn, g.wo, g.bo);
+  ops_.matmul(dxf, false, w.wo, false, s.dattn);
   attention().backward(ops_, a.q, a.k, a.v, a.attn, a.lse, s.dattn, batch.positions, batch.doc_ids, s.dq, s.dk, s.dv,
                        attention_shape(c, batch));
   ops_.rope_bwd(s.dq.reshape({N, c.num_attention_heads, c.head_dim}), batch.positions, inv_freq_);
   ops_.rope_bwd(s.dk.reshape({N, c.num_key_value_heads, c.head_dim}), batch.positions, inv_freq_);
-  linear_weight_grad(ops_, s.dq, a.h1, g.wq, g.bq);
+  const Tensor h1 = gather_tokens(a.h1, s.h_full);  // (N, C)
+  linear_weight_grad(ops_, s.dq, h1, g.wq, g.bq);
   if (kv_comm_) {
     // tp > KVH: this rank's dk/dv are the shared kv head's gradient from its own query heads only.
     // Sum this micro-batch's k/v weight grads over the ranks sharing the head, then accumulate (the
@@ -186,23 +208,24 @@ void Decoder::layer_backward(int layer, const DeviceBatch& batch, const LayerAct
     ops_.fill_zero(kv_grad_);
     const Tensor dwk = kv_grad_.view({KD, C}, 0), dbk = kv_grad_.view({KD}, KD * C),
                  dwv = kv_grad_.view({KD, C}, KD * C + KD), dbv = kv_grad_.view({KD}, 2 * KD * C + KD);
-    linear_weight_grad(ops_, s.dk, a.h1, dwk, g.bk.data() ? dbk : Tensor());
-    linear_weight_grad(ops_, s.dv, a.h1, dwv, g.bv.data() ? dbv : Tensor());
+    linear_weight_grad(ops_, s.dk, h1, dwk, g.bk.data() ? dbk : Tensor());
+    linear_weight_grad(ops_, s.dv, h1, dwv, g.bv.data() ? dbv : Tensor());
     kv_all_reduce_sum(kv_grad_);
     ops_.add_inplace(g.wk, dwk);
     ops_.add_inplace(g.wv, dwv);
     if (g.bk.data()) ops_.add_inplace(g.bk, dbk);
     if (g.bv.data()) ops_.add_inplace(g.bv, dbv);
   } else {
-    linear_weight_grad(ops_, s.dk, a.h1, g.wk, g.bk);
-    linear_weight_grad(ops_, s.dv, a.h1, g.wv, g.bv);
+    linear_weight_grad(ops_, s.dk, h1, g.wk, g.bk);
+    linear_weight_grad(ops_, s.dv, h1, g.wv, g.bv);
   }
   ops_.matmul(s.dq, false, w.wq, false, s.dh);
   ops_.matmul(s.dk, false, w.wk, false, s.dh, 1.0f, 1.0f);
   ops_.matmul(s.dv, false, w.wv, false, s.dh, 1.0f, 1.0f);
-  tp_all_reduce_sum(s.dh);  // f operator of the column-parallel q/k/v: sum the heads' input grads
-  ops_.rmsnorm_bwd(acts_[static_cast<size_t>(layer)].x_in, w.ln1, a.rstd1, s.dh, s.dtmp, g.ln1);
+  reduce_tokens(s.dh, s.dh_local);  // f operator of the column-parallel q/k/v: sum the heads' input grads
+  ops_.rmsnorm_bwd(acts_[static_cast<size_t>(layer)].x_in, w.ln1, a.rstd1, s.dh_local, s.dtmp, dln1);
   ops_.add_inplace(dx, s.dtmp);
+  finish_norm_grads({g.ln1, g.ln2});
 }
 
 }  // namespace trlhpc

@@ -22,8 +22,11 @@ int64_t Decoder::activation_bytes() const {
   for (const LayerActivations& a : acts_) n += layer_bytes(a);
   const Scratch& s = *scratch_;
   for (const Tensor* t : {&s.x_final, &s.h_final, &s.rstd_final, &s.dx, &s.dh, &s.dtmp, &s.dq, &s.dk, &s.dv, &s.dattn,
-                          &s.dact, &s.dgate, &s.dup, &s.x_recompute_out})
+                          &s.dact, &s.dgate, &s.dup, &s.x_recompute_out, &s.h_full, &s.dx_full, &s.row_out})
     n += bytes_of(*t);
+  // Without tp sequence parallel these alias h_final / dh.
+  if (s.h_final_local.data() != s.h_final.data()) n += bytes_of(s.h_final_local);
+  if (s.dh_local.data() != s.dh.data()) n += bytes_of(s.dh_local);
   return n + layer_bytes(s.recompute);
 }
 

@@ -9,7 +9,9 @@
 //   (s, z_y) = all-reduce-sum(sum exp(z - m), z[y] from the rank that owns y)
 //   loss_t = m + log s - z_y
 //   dz = grad_scale (exp(z - m) / s - onehot(y))  local columns
-//   dh = all-reduce-sum(dz W)                     each rank's vocabulary slice contributes to dh
+//   dh = sum over tp of dz W                      each rank's vocabulary slice contributes to dh
+//                                                 (all-reduce, or reduce-scatter of the rows under
+//                                                 tp sequence parallel, once after the last chunk)
 //   dW += dz^T h                                  this rank's rows of the head gradient
 #include <cmath>
 #include <span>
@@ -26,7 +28,7 @@ namespace {
 std::span<float> span_of(const Tensor& t) { return {t.f32(), static_cast<size_t>(t.numel())}; }
 }  // namespace
 
-void Decoder::set_tensor_parallel(Communicator* tp, TpLayout layout, Communicator* kv_share) {
+void Decoder::set_tensor_parallel(Communicator* tp, TpLayout layout, Communicator* kv_share, bool sequence_parallel) {
   TRLHPC_ASSERT(tp ? tp->size() == layout.size && tp->rank() == layout.rank : layout.size == 1,
                 "set_tensor_parallel: the communicator does not match tp rank " + std::to_string(layout.rank) + " of " +
                     std::to_string(layout.size));
@@ -47,7 +49,52 @@ void Decoder::set_tensor_parallel(Communicator* tp, TpLayout layout, Communicato
     const int64_t KD = local_.num_key_value_heads * local_.head_dim;
     kv_grad_ = ops_.allocate({2 * (KD * local_.hidden_size + KD)});
   }
-  buffers_N_ = -1;  // activation shapes follow the local heads / F
+  // At tp size 1 every rank already holds all tokens: sequence parallel would only add copies.
+  tp_sp_ = sequence_parallel && layout.size > 1;
+  tp_norm_grad_ = tp_sp_ ? ops_.allocate({2, local_.hidden_size}) : Tensor();
+  buffers_N_ = -1;  // activation shapes follow the local heads / F (and the local tokens)
+}
+
+int64_t Decoder::local_tokens(int64_t N) const {
+  if (!tp_sp_) return N;
+  TRLHPC_REQUIRE(N % tp_.size == 0, "tp_sequence_parallel: a micro-batch of " + std::to_string(N) +
+                                        " tokens (rows x sequence length) does not split over tp_size " +
+                                        std::to_string(tp_.size) +
+                                        "; pad every row to a multiple of tp_size (ParallelDims::sequence_multiple)");
+  return N / tp_.size;
+}
+
+Tensor Decoder::gather_tokens(const Tensor& local, const Tensor& full) {
+  if (!tp_sp_) return local;
+  tp_comm_->all_gather(std::span<const float>(local.f32(), static_cast<size_t>(local.numel())), span_of(full));
+  return full;
+}
+
+void Decoder::reduce_tokens(const Tensor& partial, const Tensor& out) {
+  if (!tp_sp_) {
+    TRLHPC_ASSERT(partial.data() == out.data(), "reduce_tokens: without sequence parallel the sum is in place");
+    tp_all_reduce_sum(out);
+    return;
+  }
+  tp_comm_->reduce_scatter(std::span<const float>(partial.f32(), static_cast<size_t>(partial.numel())), span_of(out),
+                           ReduceOp::Sum);
+}
+
+Tensor Decoder::norm_grad_target(const Tensor& grad, int slot) {
+  if (!tp_sp_) return grad;
+  const int64_t C = local_.hidden_size;
+  const Tensor target = tp_norm_grad_.view({C}, slot * C);
+  ops_.fill_zero(target);
+  return target;
+}
+
+void Decoder::finish_norm_grads(std::initializer_list<Tensor> grads) {
+  if (!tp_sp_) return;
+  const int64_t C = local_.hidden_size, slots = static_cast<int64_t>(grads.size());
+  const Tensor partial = tp_norm_grad_.view({slots, C});
+  tp_all_reduce_sum(partial);
+  int64_t slot = 0;
+  for (const Tensor& grad : grads) ops_.add_inplace(grad, partial.view({C}, slot++ * C));
 }
 
 void Decoder::tp_all_reduce_sum(const Tensor& t) {
@@ -117,9 +164,10 @@ LossResult Decoder::vocab_parallel_loss(const DeviceBatch& batch, float grad_sca
     ops_.vocab_parallel_ce_grad(z, y, vocab_start, m, st, grad_scale);
     const Tensor dh = s.dh.view({cm, C}, n0 * C);
     ops_.matmul(z, false, W, false, dh);  // dh (cm, C) = dz (cm, Vl) W (Vl, C): this slice's share
-    tp_all_reduce_sum(dh);
     ops_.matmul(z, true, h, false, dW, 1.0f, 1.0f);  // dW (Vl, C) += dz^T h
   }
+  // Every vocabulary slice contributes to dh: sum over tp (into this rank's rows under sequence parallel).
+  if (backward) reduce_tokens(s.dh, s.dh_local);
   return result;
 }
 

@@ -76,14 +76,19 @@ void ParallelDims::validate_model(int num_heads, int num_kv_heads) const {
                      std::to_string(sp) + "; choose another sp_size");
 }
 
-int64_t ParallelDims::sequence_multiple() const { return (cp > 1 ? 2 * int64_t{cp} : 1) * sp; }
+int64_t ParallelDims::sequence_multiple() const {
+  return (cp > 1 ? 2 * int64_t{cp} : 1) * sp * (tp_sequence_parallel ? tp : 1);
+}
 
 void ParallelDims::validate_sequence(int64_t max_length, int64_t pad_to_multiple_of) const {
   const int64_t multiple = sequence_multiple();
   std::string why = "(";
   if (cp > 1) why += "2 x cp_size " + std::to_string(cp) + " x ";
-  why += "sp_size " + std::to_string(sp) + " = " + std::to_string(multiple) +
-         ": cp splits a sequence into 2*cp zigzag chunks, sp into sp equal chunks)";
+  why += "sp_size " + std::to_string(sp);
+  if (tp_sequence_parallel) why += " x tp_size " + std::to_string(tp);
+  why += " = " + std::to_string(multiple) + ": cp splits a sequence into 2*cp zigzag chunks, sp into sp equal chunks";
+  if (tp_sequence_parallel) why += ", --tp_sequence_parallel each rank's part into tp";
+  why += ")";
   TRLHPC_REQUIRE(max_length > 0, "--max_length must be positive (got " + std::to_string(max_length) + ")");
   TRLHPC_REQUIRE(max_length % multiple == 0,
                  "--max_length " + std::to_string(max_length) + " is not a multiple of " + std::to_string(multiple) +
@@ -98,7 +103,8 @@ int64_t ParallelDims::world_size() const { return int64_t{dp_replicate} * dp_sha
 
 std::string ParallelDims::to_string() const {
   return "dp_replicate " + std::to_string(dp_replicate) + " x dp_shard " + std::to_string(dp_shard) + " x cp " +
-         std::to_string(cp) + " x sp " + std::to_string(sp) + " x tp " + std::to_string(tp);
+         std::to_string(cp) + " x sp " + std::to_string(sp) + " x tp " + std::to_string(tp) +
+         (tp_sequence_parallel && tp > 1 ? " (sequence parallel)" : "");
 }
 
 }  // namespace trlhpc

@@ -177,7 +177,7 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   const LrSchedule schedule = parse_lr_schedule(c.lr_scheduler_type);
   const ParallelDims dims = ParallelDims{static_cast<int>(c.dp_replicate_size), static_cast<int>(c.dp_shard_size),
                                          static_cast<int>(c.cp_size), static_cast<int>(c.sp_size),
-                                         static_cast<int>(c.tp_size)}
+                                         static_cast<int>(c.tp_size), c.tp_sequence_parallel}
                                 .resolved(mpi.world_size());
   DataParallelOptions dp_options;
   dp_options.sharding = parse_sharding(c.sharding);
@@ -232,6 +232,7 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   options.max_grad_norm = c.max_grad_norm;
   options.gradient_checkpointing = c.gradient_checkpointing;
   options.loss_chunk_tokens = c.loss_chunk_tokens;
+  options.tp_sequence_parallel = c.tp_sequence_parallel;
   auto ops = make_cpu_ops();
   Trainer trainer(model, *ops, groups, options);
   // cp/sp: every rank of a cp or sp group gets the same rows (the sampler is keyed by the dp rank,
@@ -239,6 +240,9 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   const std::unique_ptr<SequenceAttention> sequence_attention = make_sequence_attention(groups);
   trainer.decoder().set_sequence_attention(sequence_attention.get());
   const SequenceShard shard = sequence_shard_for(dims, groups.cp().rank(), groups.sp().rank());
+  // This rank's tokens of a collated micro-batch: rows padded so that every cp/sp shard (and its tp
+  // parts under tp sequence parallel) splits evenly, then sharded over cp/sp.
+  auto rank_tokens = [&](const Batch& batch) { return shard_sequence(pad_sequence(batch, dims.sequence_multiple()), shard); };
   if (!c.model_name_or_path.empty()) {
     HfModelDir dir(c.model_name_or_path);
     trainer.load_weights(weights_from_hf_dir(dir, trainer.tp_layout()));
@@ -269,7 +273,7 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
     for (int64_t a = 0; a < c.gradient_accumulation_steps; ++a) {
       const Batch batch = train.collate(sampler.micro_batch(pos.epoch, pos.step, a, groups.dp().rank()));
       seq = std::max(seq, batch.seq_len);
-      micro.push_back(shard_sequence(batch, shard));
+      micro.push_back(rank_tokens(batch));
     }
     const double lr = scheduler.lr(step);
     const StepResult r = trainer.step(micro, lr);
@@ -303,13 +307,13 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
       for (int64_t i = rank; i < rows; i += dp) mine.push_back(i);
       for (size_t i = 0; i < mine.size(); i += static_cast<size_t>(c.per_device_train_batch_size)) {
         const size_t end = std::min(mine.size(), i + static_cast<size_t>(c.per_device_train_batch_size));
-        batches.push_back(shard_sequence(eval->collate(std::span<const int64_t>(mine.data() + i, end - i)), shard));
+        batches.push_back(rank_tokens(eval->collate(std::span<const int64_t>(mine.data() + i, end - i))));
       }
       // Every rank runs the same number of forwards (sharded strategies gather inside them): pad with
       // batches of one all-padding row, which carry no target.
       int64_t count = static_cast<int64_t>(batches.size());
       groups.dp().comm().all_reduce(std::span<int64_t>(&count, 1), ReduceOp::Max);
-      while (static_cast<int64_t>(batches.size()) < count) batches.push_back(shard_sequence(padding_batch(2), shard));
+      while (static_cast<int64_t>(batches.size()) < count) batches.push_back(rank_tokens(padding_batch(2)));
       logger.log_eval(step + 1, trainer.evaluate(batches), static_cast<double>(step + 1) / static_cast<double>(sampler.steps_per_epoch()));
     }
   }

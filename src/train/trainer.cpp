@@ -24,7 +24,7 @@ Trainer::Trainer(const ModelConfig& config, Ops& ops, ProcessGroups& groups, con
     kv_share_mpi_ = MpiComm::split(groups.tp().mpi_comm(), tp.rank / share, tp.rank);
     kv_share_comm_ = std::make_unique<MpiCommunicator>(kv_share_mpi_.get());
   }
-  decoder_->set_tensor_parallel(&groups.tp().comm(), tp, kv_share_comm_.get());
+  decoder_->set_tensor_parallel(&groups.tp().comm(), tp, kv_share_comm_.get(), options.tp_sequence_parallel);
   optimizer_ = std::make_unique<AdamW>(*store_, strategy_->owned_ranges(), options.adamw, ops);
 }
 

@@ -11,6 +11,10 @@
 //   np 1: tp 1;  np 2: tp 2 (DDP; ZeRO-3 + checkpointing);  np 4: tp 4 (DDP; ZeRO-3 + checkpointing),
 //   tp 2 x dp_shard 2 (ZeRO-3), tp 2 x dp_shard 2 (ZeRO-1, checkpointing);  np 8: tp 2 x dp_shard 2 x
 //   cp 2 (ZeRO-2), tp 4 x dp 2 (DDP; ZeRO-3), tp 2 x dp_replicate 2 x dp_shard 2 (ZeRO-3).
+// --tp_sequence_parallel (norms and residual stream split over tp, reduce-scatter/all-gather instead
+// of all-reduce): np 2: tp 2 (DDP; ZeRO-3 + checkpointing); np 4: tp 4 (DDP + checkpointing), tp 2 x
+// dp_shard 2 (ZeRO-2), tp 2 x sp 2 (Ulysses); np 8: tp 2 x dp_shard 2 x cp 2 (ZeRO-3 + checkpointing),
+// tp 4 x dp_shard 2 (ZeRO-1), tp 2 x dp_replicate 2 x dp_shard 2 (ZeRO-3).
 // Bound: relative 1e-5 on loss, grad norm and eval loss; parameters 1e-3 normalised error per unit
 // (as the data-parallel test: Adam turns fp32 summation-order differences of near-zero gradients into
 // lr-sized steps). Rank 0 prints the worst deviations measured.
@@ -25,6 +29,7 @@
 #include "trlhpc/model/tensor_parallel.hpp"
 #include "trlhpc/parallel/ring_attention.hpp"
 #include "trlhpc/parallel/sequence_shard.hpp"
+#include "trlhpc/parallel/ulysses_attention.hpp"
 
 namespace trlhpc {
 namespace {
@@ -42,16 +47,17 @@ struct TpCase {
 
 std::vector<TpCase> cases_for(int world, const ModelConfig& config) {
   std::vector<TpCase> all;
-  auto valid = [&](int tp) {
+  auto valid = [&](const ParallelDims& d) {
     try {
-      validate_tensor_parallel(config, tp);  // kv heads split (tp | KVH) or replicated (KVH | tp)
+      validate_tensor_parallel(config, d.tp);  // kv heads split (tp | KVH) or replicated (KVH | tp)
+      d.validate_model(static_cast<int>(config.num_attention_heads), static_cast<int>(config.num_key_value_heads));
       return true;
     } catch (const UserError&) {
       return false;
     }
   };
   auto add = [&](ParallelDims d, ShardingKind k, bool ckpt) {
-    if (valid(d.tp) && d.world_size() == world) all.push_back({d, k, ckpt});
+    if (valid(d) && d.world_size() == world) all.push_back({d, k, ckpt});
   };
   add({1, 1, 1, 1, 1}, ShardingKind::None, false);
   add({1, 1, 1, 1, 2}, ShardingKind::None, false);
@@ -64,6 +70,15 @@ std::vector<TpCase> cases_for(int world, const ModelConfig& config) {
   add({1, 2, 1, 1, 4}, ShardingKind::None, false);
   add({1, 2, 1, 1, 4}, ShardingKind::Zero3, false);
   add({2, 2, 1, 1, 2}, ShardingKind::Zero3, true);
+  // Tp sequence parallel.
+  add({1, 1, 1, 1, 2, true}, ShardingKind::None, false);
+  add({1, 1, 1, 1, 2, true}, ShardingKind::Zero3, true);
+  add({1, 1, 1, 1, 4, true}, ShardingKind::None, true);
+  add({1, 2, 1, 1, 2, true}, ShardingKind::Zero2, false);
+  add({1, 1, 1, 2, 2, true}, ShardingKind::None, false);
+  add({1, 2, 2, 1, 2, true}, ShardingKind::Zero3, true);
+  add({1, 2, 1, 1, 4, true}, ShardingKind::Zero1, false);
+  add({2, 2, 1, 1, 2, true}, ShardingKind::Zero3, false);
   return all;
 }
 
@@ -112,11 +127,17 @@ testing::Curve train_tp_curve(const ModelConfig& config, const std::function<Uni
   testing::Layout layout;
   layout.sharding = tc.sharding;
   layout.checkpointing = tc.checkpointing;
-  Trainer trainer(config, *ops, groups, testing::trainer_options(layout));
-  std::unique_ptr<SequenceAttention> ring;
-  if (groups.cp().size() > 1) ring = std::make_unique<RingAttention>(groups.cp().comm());
-  trainer.decoder().set_sequence_attention(ring.get());
+  TrainerOptions trainer_options = testing::trainer_options(layout);
+  trainer_options.tp_sequence_parallel = tc.dims.tp_sequence_parallel;
+  Trainer trainer(config, *ops, groups, trainer_options);
+  EXPECT_EQ(trainer.decoder().tp_sequence_parallel(), tc.dims.tp_sequence_parallel && tc.dims.tp > 1);
+  std::unique_ptr<SequenceAttention> sequence_attention;
+  if (groups.cp().size() > 1) sequence_attention = std::make_unique<RingAttention>(groups.cp().comm());
+  if (groups.sp().size() > 1) sequence_attention = std::make_unique<UlyssesAttention>(groups.sp().comm());
+  trainer.decoder().set_sequence_attention(sequence_attention.get());
   const SequenceShard shard = sequence_shard_for(tc.dims, groups.cp().rank(), groups.sp().rank());
+  // As sft_job: rows padded to the sequence multiple (a no-op for 16 tokens), then sharded over cp/sp.
+  auto rank_tokens = [&](const Batch& b) { return shard_sequence(pad_sequence(b, tc.dims.sequence_multiple()), shard); };
   trainer.load_weights(weights(trainer.tp_layout()));
   const int64_t D = groups.dp().size(), d = groups.dp().rank(), R = options.global_rows / D;
   testing::Curve curve;
@@ -124,11 +145,11 @@ testing::Curve train_tp_curve(const ModelConfig& config, const std::function<Uni
     std::vector<Batch> rows;
     for (int64_t i = 0; i < R; ++i)
       rows.push_back(testing::synthetic_row(options.seq_len, config.vocab_size, options.data_seed, s, d * R + i));
-    curve.steps.push_back(trainer.step({shard_sequence(testing::concat_rows(rows), shard)}, options.lr));
+    curve.steps.push_back(trainer.step({rank_tokens(testing::concat_rows(rows))}, options.lr));
   }
   std::vector<Batch> eval;
   for (int64_t row = d; row < options.global_rows; row += D)
-    eval.push_back(shard_sequence(testing::synthetic_row(options.seq_len, config.vocab_size, options.data_seed + 1, 0, row), shard));
+    eval.push_back(rank_tokens(testing::synthetic_row(options.seq_len, config.vocab_size, options.data_seed + 1, 0, row)));
   curve.eval_loss = trainer.evaluate(eval);
   curve.final_params = full_parameters(trainer, groups, config);
   return curve;

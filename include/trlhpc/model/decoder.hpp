@@ -18,6 +18,17 @@
 // o_proj / down_proj outputs in forward) operators; the embedding is a partial lookup + all-reduce;
 // the loss is the vocab-parallel cross-entropy (never a full-vocabulary logit row on any rank).
 //
+// Tensor-parallel sequence parallelism (`sequence_parallel` of set_tensor_parallel; Korthikanti et al.
+// 2022, "Reducing Activation Recomputation in Large Transformer Models", sec. 4.2.2): between the
+// column/row-parallel pairs (embedding output, residual stream, norms, the loss's hidden states) each tp
+// rank holds only rows [r*N/tp, (r+1)*N/tp) of the flattened (N = B*T, C) tokens instead of all N.
+// The all-reduce of g becomes a reduce-scatter into this rank's rows (forward) with an all-gather of
+// the gradient (backward); f becomes an all-gather of the norm output (forward, again in backward for
+// the weight gradients, as Megatron-LM does instead of keeping it) with a reduce-scatter of its
+// gradient. The norm weights' gradients then come from this rank's rows only and are summed over tp
+// before the unit's after_backward hook. Same volume as the all-reduces; the residual-stream and norm
+// activations shrink by tp. N must divide by tp (ParallelDims::sequence_multiple pads rows for it).
+//
 // UnitHooks let a sharding strategy act around each parameter unit (gather before use, free after,
 // reduce gradients as soon as a unit's backward is done) without the model knowing about it. Order:
 //   forward   before/after_forward(0) embedding, then units 1..L, then before_forward(L+1) final norm
@@ -27,6 +38,7 @@
 //             after_backward(L+1), then before/after_backward(u) for u = L..1, then for 0. The final
 //             unit gets no after_forward in training. Hooks must tolerate the repeated calls.
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -83,8 +95,11 @@ class Decoder {
   // sub-group of the tp ranks holding this rank's kv head (ordered by tp rank; not owned); the k/v
   // weight and bias gradients of each layer's backward are summed over it before the unit's
   // after_backward hook (each rank's dk/dv come from its own query heads only). Null otherwise.
-  void set_tensor_parallel(Communicator* tp, TpLayout layout, Communicator* kv_share = nullptr);
+  // `sequence_parallel`: shard the tokens outside the tp regions (above); ignored at tp size 1.
+  void set_tensor_parallel(Communicator* tp, TpLayout layout, Communicator* kv_share = nullptr,
+                           bool sequence_parallel = false);
   TpLayout tp_layout() const { return tp_; }
+  bool tp_sequence_parallel() const { return tp_sp_; }
 
   // Forward + loss + backward; gradients accumulate into the store.
   LossResult forward_backward(const DeviceBatch& batch, float grad_scale);
@@ -119,6 +134,20 @@ class Decoder {
   void tp_all_reduce_max(const Tensor& t);
   // Sum of `t` over the kv-sharing sub-group, in place (tp > KVH only).
   void kv_all_reduce_sum(const Tensor& t);
+  // Tokens this rank holds outside the tp regions: N / tp under tp sequence parallel, else N.
+  int64_t local_tokens(int64_t N) const;
+  // Input of a column-parallel block: all N rows. Under tp sequence parallel the all-gather of this
+  // rank's rows `local` (N/tp, C) into `full` (N, C), returned; otherwise `local` itself (already whole).
+  Tensor gather_tokens(const Tensor& local, const Tensor& full);
+  // Output of a row-parallel block: `partial` (N, C) summed over tp into this rank's rows `out`
+  // (reduce-scatter, (N/tp, C)); without sequence parallel `partial` is `out` and is all-reduced in place.
+  void reduce_tokens(const Tensor& partial, const Tensor& out);
+  // Where a replicated norm weight's gradient goes: straight into `grad`, or, under tp sequence
+  // parallel (partial over this rank's rows), into tp_norm_grad_ slot `slot`, zeroed.
+  Tensor norm_grad_target(const Tensor& grad, int slot);
+  // Under tp sequence parallel: sums the norm-gradient slots 0..grads.size()-1 over tp and adds slot i
+  // into grads[i] (the store's gradients, which may hold earlier micro-batches); a no-op otherwise.
+  void finish_norm_grads(std::initializer_list<Tensor> grads);
   // (N, V) full logits from every tp rank's (N, V/tp) columns (tests/export only).
   Tensor gather_vocab_logits(const Tensor& local);
   Tensor head_grad() const;
@@ -139,6 +168,8 @@ class Decoder {
   Communicator* kv_comm_ = nullptr;  // tp > KVH: the ranks sharing this rank's kv head
   Tensor kv_grad_;                   // tp > KVH: this micro-batch's k/v weight+bias grads (dWk, dbk, dWv, dbv)
   TpLayout tp_;
+  bool tp_sp_ = false;               // tp sequence parallel (tp > 1 only)
+  Tensor tp_norm_grad_;              // tp_sp_: (2, C) this micro-batch's partial norm-weight grads of one unit
   Tensor inv_freq_;  // (HS/2)
   std::vector<LayerActivations> acts_;
   std::unique_ptr<Scratch> scratch_;

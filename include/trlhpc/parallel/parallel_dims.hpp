@@ -21,6 +21,9 @@ struct ParallelDims {
   int cp = 1;
   int sp = 1;
   int tp = 1;
+  // --tp_sequence_parallel: the tokens outside the tp regions are split over tp too (decoder.hpp), so
+  // each rank's sequence shard must divide by tp. Not a mesh dimension: the groups ignore it.
+  bool tp_sequence_parallel = false;
 
   // Checks sizes (positive, or -1 for dp_shard), rejects cp > 1 together with sp > 1, infers
   // dp_shard, and requires dp_replicate * dp_shard * cp * sp * tp == world_size. Throws UserError.
@@ -33,11 +36,13 @@ struct ParallelDims {
   void validate_model(int num_heads, int num_kv_heads) const;
 
   // Sequence lengths must split evenly: into 2*cp zigzag chunks for cp, into sp contiguous chunks for
-  // sp. max_length (and pad_to_multiple_of when > 0) must be multiples of sequence_multiple().
+  // sp, and each rank's shard into tp parts under tp sequence parallel. max_length (and
+  // pad_to_multiple_of when > 0) must be multiples of sequence_multiple().
   // Call on resolved dims. Throws UserError.
   void validate_sequence(int64_t max_length, int64_t pad_to_multiple_of) const;
 
-  // 2*cp when cp > 1 (zigzag: rank r keeps chunks r and 2cp-1-r), times sp. 1 for cp = sp = 1.
+  // 2*cp when cp > 1 (zigzag: rank r keeps chunks r and 2cp-1-r), times sp, times tp under tp
+  // sequence parallel. 1 for cp = sp = 1 without it. Rows are padded to it before sharding.
   int64_t sequence_multiple() const;
 
   int64_t world_size() const;  // product of all five (dp_shard must be resolved)
@@ -45,7 +50,7 @@ struct ParallelDims {
   int fsdp() const { return dp_shard * cp * sp; }              // ranks a parameter is sharded over
   int loss() const { return dp_replicate * dp_shard * cp * sp; }  // ranks holding different tokens
 
-  // "dp_replicate 1 x dp_shard 4 x cp 1 x sp 1 x tp 2"
+  // "dp_replicate 1 x dp_shard 4 x cp 1 x sp 1 x tp 2", + " (sequence parallel)" under tp sequence parallel
   std::string to_string() const;
 
   bool operator==(const ParallelDims&) const = default;

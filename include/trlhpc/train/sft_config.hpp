@@ -54,6 +54,7 @@ struct SftConfig {
   // Parallelism.
   std::string accelerate_config;
   int64_t dp_replicate_size = 1, dp_shard_size = -1, tp_size = 1, cp_size = 1, sp_size = 1;
+  bool tp_sequence_parallel = false;  // Megatron sequence parallelism inside the tp group
   std::string sharding = "none";    // none (DDP) | zero1 | zero2 | zero3 (set from accelerate profiles)
   int64_t bucket_size_mb = 25;
   std::string device = "auto";

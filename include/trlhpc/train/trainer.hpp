@@ -28,6 +28,9 @@ struct TrainerOptions {
   double max_grad_norm = 1.0;  // 0 disables clipping
   bool gradient_checkpointing = false;
   int64_t loss_chunk_tokens = 1024;
+  // Megatron sequence parallelism inside the tp group (decoder.hpp); every micro-batch's tokens must
+  // then divide by tp (pad rows to ParallelDims::sequence_multiple).
+  bool tp_sequence_parallel = false;
 };
 
 struct StepResult {
