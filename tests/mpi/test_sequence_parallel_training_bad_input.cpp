@@ -1,6 +1,7 @@
 // Bad cp/sp input through the `trlhpc sft` path (option parsing + run_sft_job): query heads not
 // divisible by sp_size, max_length / pad_to_multiple_of not divisible by 2*cp_size, cp and sp both > 1,
-// and tp > 1 (not implemented) are UserErrors that name the numbers, identical on every rank, raised
+// a vocabulary that tp does not divide, and max_length not divisible by tp under --tp_sequence_parallel
+// are UserErrors that name the numbers, identical on every rank, raised
 // before any collective: each case is run a second time on world rank 0 alone, which would hang in a
 // collective (the other ranks wait at a barrier) if the check came after one.
 // Cases that need cp or sp = world size > 1 run for np >= 2; np 1 checks cp and sp together.
@@ -123,6 +124,22 @@ TEST(SequenceParallelBadInput, TensorParallelVocabularyMustDivide) {
   const auto args = base_args(dir + "/config.json", "tp_bad_vocab_out") +
                     std::vector<std::string>{"--tp_size", std::to_string(w)};
   expect_user_error(args, {"vocab_size " + vocab, "tp_size " + std::to_string(w)});
+  std::filesystem::remove_all(dir);
+}
+
+// --tp_sequence_parallel splits every rank's tokens over tp: max_length must divide by tp_size.
+TEST(SequenceParallelBadInput, TpSequenceParallelMaxLengthMustDivide) {
+  const int w = world_size();
+  if (w < 2) GTEST_SKIP() << "needs tp_size = world size > 1";
+  const std::string dir = testing::make_temp_dir("tp_sp_bad_len");
+  std::ofstream(dir + "/config.json")
+      << R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": )" << 16 * w
+      << R"(, "intermediate_size": )" << 32 * w << R"(, "num_hidden_layers": 1, "num_attention_heads": )" << 2 * w
+      << R"(, "num_key_value_heads": )" << w << R"(, "vocab_size": )" << 64 * w << R"(, "max_position_embeddings": 256})";
+  const std::string tp = std::to_string(w), max_length = std::to_string(16 * w + 1);
+  const auto args = base_args(dir + "/config.json", "tp_sp_bad_len_out") +
+                    std::vector<std::string>{"--tp_size", tp, "--tp_sequence_parallel", "--max_length", max_length};
+  expect_user_error(args, {"--max_length " + max_length, "multiple of " + tp, "tp_size " + tp, "--tp_sequence_parallel"});
   std::filesystem::remove_all(dir);
 }
 
