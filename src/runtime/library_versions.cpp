@@ -7,6 +7,8 @@
 #include <boost/version.hpp>
 #include <nlohmann/json.hpp>
 
+#include "trlhpc/runtime/cpu_blas.hpp"
+
 #ifdef TRLHPC_HAVE_CUDA
 #include "device_query.cuh"
 #include "trlhpc/runtime/cuda_library_versions.hpp"
@@ -75,6 +77,7 @@ std::vector<LibraryVersion> library_versions() {
   v.push_back({"MPI library", mpi_library_version()});
   v.push_back({"HDF5", hdf5_version()});
   v.push_back({"OpenBLAS", first_line(openblas_get_config())});
+  v.push_back({"OpenBLAS core", cpu_blas_core() + (cpu_blas_warning().empty() ? "" : " (pinned by OPENBLAS_CORETYPE: AVX-512 unused)")});
   v.push_back({"OpenMP", openmp_version()});
   v.push_back({"Boost", std::to_string(BOOST_VERSION / 100000) + "." + std::to_string(BOOST_VERSION / 100 % 1000) +
                             "." + std::to_string(BOOST_VERSION % 100)});

@@ -24,6 +24,7 @@
 #include "trlhpc/parallel/ring_attention.hpp"
 #include "trlhpc/parallel/sequence_shard.hpp"
 #include "trlhpc/parallel/ulysses_attention.hpp"
+#include "trlhpc/runtime/cpu_blas.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 #include "trlhpc/runtime/topology.hpp"
 #include "trlhpc/train/flops.hpp"
@@ -255,6 +256,7 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
                  "; per rank: parameters " + mib(memory.parameter_bytes) + ", gradients " + mib(memory.gradient_bytes) +
                  ", optimizer " + mib(memory.optimizer_bytes) + "; " + std::to_string(topology.cpu_threads()) +
                  " threads/rank; " + std::to_string(total_steps) + " steps");
+  if (const std::string warning = cpu_blas_warning(); !warning.empty()) logger.message("warning: " + warning);
 
   double peak = c.peak_flops > 0 ? c.peak_flops : measure_cpu_gemm_flops();
   groups.world().comm().all_reduce(std::span<double>(&peak, 1), ReduceOp::Min);  // every rank uses the same peak
