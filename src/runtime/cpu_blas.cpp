@@ -1,12 +1,11 @@
-// OpenBLAS kernel diagnostics (include/trlhpc/runtime/cpu_blas.hpp).
-//
-// openblas_get_corename is declared weak so that a BLAS without it links and reports "".
+// OpenBLAS kernel diagnostics (include/trlhpc/runtime/cpu_blas.hpp). The build requires OpenBLAS
+// (CMakeLists.txt), whose cblas.h declares openblas_get_corename.
 #include "trlhpc/runtime/cpu_blas.hpp"
+
+#include <cblas.h>
 
 #include <cctype>
 #include <cstdlib>
-
-extern "C" char* openblas_get_corename(void) __attribute__((weak));
 
 namespace trlhpc {
 namespace {
@@ -32,7 +31,6 @@ bool is_avx512_core(std::string name) {
 }  // namespace
 
 std::string cpu_blas_core() {
-  if (!openblas_get_corename) return "";
   const char* name = openblas_get_corename();
   return name ? name : "";
 }

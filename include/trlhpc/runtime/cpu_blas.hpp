@@ -11,7 +11,7 @@
 
 namespace trlhpc {
 
-// The OpenBLAS core in use ("Cooperlake", "Haswell", ...), or "" when the BLAS does not say.
+// The OpenBLAS core in use ("Cooperlake", "Haswell", ...).
 std::string cpu_blas_core();
 
 // Non-empty when OPENBLAS_CORETYPE names a core without AVX-512 while the CPU has AVX-512
