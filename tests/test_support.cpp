@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <random>
 #include <sstream>
 
@@ -72,6 +73,12 @@ double normalized_error(const float* got, const double* want, size_t n) {
     den += want[i] * want[i];
   }
   return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+}
+
+double normalized_error(const std::vector<float>& got, const std::vector<float>& want) {
+  const std::vector<double> wide(want.begin(), want.end());
+  return got.size() == want.size() ? normalized_error(got.data(), wide.data(), want.size())
+                                   : std::numeric_limits<double>::infinity();
 }
 
 }  // namespace trlhpc::testing

@@ -26,5 +26,6 @@ std::vector<float> random_floats(size_t n, uint64_t seed, float scale = 1.0f);
 ::testing::AssertionResult all_close(const float* got, const float* want, size_t n, double rtol, double atol);
 // Normalised error ||got - want|| / max(||want||, tiny).
 double normalized_error(const float* got, const double* want, size_t n);
+double normalized_error(const std::vector<float>& got, const std::vector<float>& want);  // sizes must match
 
 }  // namespace trlhpc::testing

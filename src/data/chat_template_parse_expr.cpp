@@ -52,23 +52,22 @@ ExprPtr Parser::parse_expression(bool with_conditional) {
   return expr;
 }
 
-ExprPtr Parser::parse_or() {
-  ExprPtr left = parse_and();
-  while (at_name("or")) {
+ExprPtr Parser::parse_binary_level(const std::function<ExprPtr()>& operand, std::initializer_list<const char*> ops,
+                                   bool keywords) {
+  ExprPtr left = operand();
+  while (true) {
+    const char* op = nullptr;
+    for (const char* candidate : ops)
+      if (keywords ? at_name(candidate) : at_operator(candidate)) op = candidate;
+    if (!op) return left;
     const Token at = next();
-    left = binary(at, "or", std::move(left), parse_and());
+    left = binary(at, op, std::move(left), operand());
   }
-  return left;
 }
 
-ExprPtr Parser::parse_and() {
-  ExprPtr left = parse_not();
-  while (at_name("and")) {
-    const Token at = next();
-    left = binary(at, "and", std::move(left), parse_not());
-  }
-  return left;
-}
+ExprPtr Parser::parse_or() { return parse_binary_level([this] { return parse_and(); }, {"or"}, true); }
+
+ExprPtr Parser::parse_and() { return parse_binary_level([this] { return parse_not(); }, {"and"}, true); }
 
 ExprPtr Parser::parse_not() {
   if (!at_name("not")) return parse_compare();
@@ -110,41 +109,15 @@ ExprPtr Parser::parse_compare() {
   return node ? std::move(node) : std::move(first);
 }
 
-ExprPtr Parser::parse_math1() {
-  ExprPtr left = parse_concat();
-  while (at_operator("+") || at_operator("-")) {
-    const Token at = next();
-    left = binary(at, at.value, std::move(left), parse_concat());
-  }
-  return left;
-}
+ExprPtr Parser::parse_math1() { return parse_binary_level([this] { return parse_concat(); }, {"+", "-"}, false); }
 
-ExprPtr Parser::parse_concat() {
-  ExprPtr left = parse_math2();
-  while (at_operator("~")) {
-    const Token at = next();
-    left = binary(at, "~", std::move(left), parse_math2());
-  }
-  return left;
-}
+ExprPtr Parser::parse_concat() { return parse_binary_level([this] { return parse_math2(); }, {"~"}, false); }
 
 ExprPtr Parser::parse_math2() {
-  ExprPtr left = parse_pow();
-  while (at_operator("*") || at_operator("/") || at_operator("//") || at_operator("%")) {
-    const Token at = next();
-    left = binary(at, at.value, std::move(left), parse_pow());
-  }
-  return left;
+  return parse_binary_level([this] { return parse_pow(); }, {"*", "/", "//", "%"}, false);
 }
 
-ExprPtr Parser::parse_pow() {
-  ExprPtr left = parse_unary();
-  while (at_operator("**")) {
-    const Token at = next();
-    left = binary(at, "**", std::move(left), parse_unary());
-  }
-  return left;
-}
+ExprPtr Parser::parse_pow() { return parse_binary_level([this] { return parse_unary(); }, {"**"}, false); }
 
 ExprPtr Parser::parse_unary(bool with_filter) {
   ExprPtr node;

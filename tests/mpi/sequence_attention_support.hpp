@@ -173,6 +173,48 @@ inline double scaled_error(const std::vector<float>& got, const std::vector<floa
   return worst / std::max(scale, 1e-30);
 }
 
+// This rank's tokens of the reference problem on the device, and output buffers of the same shapes.
+struct ShardedAttention {
+  AttentionShape shape;                  // B, Tl = T / P, Tl, NH, KVH, HS
+  Tensor q, k, v, dout, pos, doc;        // inputs: the tokens `index` of the reference arrays
+  Tensor o, lse, dq, dk, dv;             // outputs to be filled by the attention under test
+
+  ShardedAttention(Ops& ops, const FullAttention& f, const AttentionCase& c, const std::vector<int64_t>& index) {
+    const int64_t Tl = static_cast<int64_t>(index.size()) / c.B, QW = c.NH * c.HS, KW = c.KVH * c.HS;
+    shape = AttentionShape{c.B, Tl, Tl, c.NH, c.KVH, c.HS, 1.0f / std::sqrt(float(c.HS))};
+    q = upload(ops, take_tokens(f.q, QW, index)), k = upload(ops, take_tokens(f.k, KW, index));
+    v = upload(ops, take_tokens(f.v, KW, index)), dout = upload(ops, take_tokens(f.dout, QW, index));
+    pos = upload(ops, take_ids(f.rows.positions, index)), doc = upload(ops, take_ids(f.rows.doc_ids, index));
+    o = ops.allocate(q.shape()), lse = ops.allocate({c.B * c.NH * Tl});
+    dq = ops.allocate(q.shape()), dk = ops.allocate(k.shape()), dv = ops.allocate(v.shape());
+  }
+  void forward(Ops& ops, SequenceAttention& attention) const {
+    attention.forward(ops, q, k, v, pos, doc, o, lse, shape);
+  }
+  void backward(Ops& ops, SequenceAttention& attention) const {
+    attention.backward(ops, q, k, v, o, lse, dout, pos, doc, dq, dk, dv, shape);
+  }
+
+  // Expects o, lse (against `lse_want`, the reference in the attention's own lse layout), dq, dk and
+  // dv within `bound` of the reference (scaled_error); returns the worst of the five.
+  double expect_matches(Ops& ops, const FullAttention& f, const AttentionCase& c, const std::vector<int64_t>& index,
+                        const std::vector<float>& lse_want, double bound) const {
+    const int64_t QW = c.NH * c.HS, KW = c.KVH * c.HS;
+    const double errors[] = {scaled_error(download(ops, o), take_tokens(f.o, QW, index)),
+                             scaled_error(download(ops, lse), lse_want),
+                             scaled_error(download(ops, dq), take_tokens(f.dq, QW, index)),
+                             scaled_error(download(ops, dk), take_tokens(f.dk, KW, index)),
+                             scaled_error(download(ops, dv), take_tokens(f.dv, KW, index))};
+    const char* names[] = {"o", "lse", "dq", "dk", "dv"};
+    double worst = 0;
+    for (int i = 0; i < 5; ++i) {
+      EXPECT_LE(errors[i], bound) << names[i];
+      worst = std::max(worst, errors[i]);
+    }
+    return worst;
+  }
+};
+
 // The worst scaled error over the whole test, all-reduced and printed once by world rank 0.
 inline void report_worst_error(const char* what, double local_worst) {
   double worst = local_worst;

@@ -7,6 +7,7 @@
 
 #include "golden_fixture.hpp"
 #include "test_support.hpp"
+#include "trlhpc/data/batch.hpp"
 #include "trlhpc/io/hf_model_dir.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/train/trainer.hpp"
@@ -26,14 +27,7 @@ Batch rows_for_rank(const Batch& batch, int r, int P) {
     out.doc_ids.insert(out.doc_ids.end(), batch.doc_ids.begin() + a, batch.doc_ids.begin() + b);
     ++out.rows;
   }
-  if (out.rows == 0) {
-    out.rows = 1;
-    out.input_ids.assign(static_cast<size_t>(batch.seq_len), 0);
-    out.targets.assign(static_cast<size_t>(batch.seq_len), kIgnoreIndex);
-    out.positions.assign(static_cast<size_t>(batch.seq_len), 0);
-    out.doc_ids.assign(static_cast<size_t>(batch.seq_len), kPaddingDocId);
-  }
-  return out;
+  return out.rows > 0 ? out : padding_batch(batch.seq_len);
 }
 
 class GoldenTraining : public ::testing::TestWithParam<std::string> {};

@@ -50,33 +50,17 @@ TEST(RingAttention, MatchesLocalAttention) {
       const SequenceShard shard{SequenceShardKind::kZigzag, P, group.communicator->rank()};
       const FullAttention f = full_attention(*ops, c, shard.chunk_count());
       const std::vector<int64_t> index = local_to_global(c.B, f.rows.seq_len, shard);
-      const int64_t Tl = f.rows.seq_len / P, QW = c.NH * c.HS, KW = c.KVH * c.HS;
-      const AttentionShape s{c.B, Tl, Tl, c.NH, c.KVH, c.HS, 1.0f / std::sqrt(float(c.HS))};
-      const Tensor q = upload(*ops, take_tokens(f.q, QW, index)), k = upload(*ops, take_tokens(f.k, KW, index));
-      const Tensor v = upload(*ops, take_tokens(f.v, KW, index)), dout = upload(*ops, take_tokens(f.dout, QW, index));
-      const Tensor pos = upload(*ops, take_ids(f.rows.positions, index)), doc = upload(*ops, take_ids(f.rows.doc_ids, index));
-      const Tensor o = ops->allocate(q.shape()), lse = ops->allocate({c.B * c.NH * Tl});
-      const Tensor dq = ops->allocate(q.shape()), dk = ops->allocate(k.shape()), dv = ops->allocate(v.shape());
-
+      const ShardedAttention run(*ops, f, c, index);
       RingAttention ring(*group.communicator);
-      ring.forward(*ops, q, k, v, pos, doc, o, lse, s);
-      ring.backward(*ops, q, k, v, o, lse, dout, pos, doc, dq, dk, dv, s);
-      const double errors[] = {scaled_error(download(*ops, o), take_tokens(f.o, QW, index)),
-                               scaled_error(download(*ops, lse), ring_lse_layout(f, c, index)),
-                               scaled_error(download(*ops, dq), take_tokens(f.dq, QW, index)),
-                               scaled_error(download(*ops, dk), take_tokens(f.dk, KW, index)),
-                               scaled_error(download(*ops, dv), take_tokens(f.dv, KW, index))};
-      const char* names[] = {"o", "lse", "dq", "dk", "dv"};
-      for (int i = 0; i < 5; ++i) {
-        EXPECT_LE(errors[i], kBound) << names[i];
-        worst = std::max(worst, errors[i]);
-      }
+      run.forward(*ops, ring);
+      run.backward(*ops, ring);
+      worst = std::max(worst, run.expect_matches(*ops, f, c, index, ring_lse_layout(f, c, index), kBound));
 
       // A second backward (buffers reused) gives the same gradients: dq/dk/dv are overwritten.
-      const std::vector<float> dq1 = download(*ops, dq), dk1 = download(*ops, dk);
-      ring.backward(*ops, q, k, v, o, lse, dout, pos, doc, dq, dk, dv, s);
-      EXPECT_EQ(download(*ops, dq), dq1);
-      EXPECT_EQ(download(*ops, dk), dk1);
+      const std::vector<float> dq1 = download(*ops, run.dq), dk1 = download(*ops, run.dk);
+      run.backward(*ops, ring);
+      EXPECT_EQ(download(*ops, run.dq), dq1);
+      EXPECT_EQ(download(*ops, run.dk), dk1);
 
       const RingAttentionStats& st = ring.stats();
       EXPECT_EQ(st.chunk_pairs, 3 * c.B * 4 * P);  // forward + two backwards, 4P pairs per row each

@@ -40,15 +40,6 @@ std::string export_run(const HfModelDir& source, ProcessGroups& groups, Sharding
   return dir;
 }
 
-double normalised_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    num += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
-    den += static_cast<double>(want[i]) * want[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
-
 TEST(TensorParallelExport, SavedModelEqualsTheTp1Run) {
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -72,7 +63,7 @@ TEST(TensorParallelExport, SavedModelEqualsTheTp1Run) {
         EXPECT_EQ(g, src) << spec.name << ": a tp export without training must be the loaded model bit for bit";
         EXPECT_EQ(w, src) << spec.name;
       }
-      const double e = normalised_error(g, w);
+      const double e = testing::normalized_error(g, w);
       worst = std::max(worst, e);
       EXPECT_LE(e, 1e-3) << spec.name << " after " << steps << " steps";
     }

@@ -78,16 +78,6 @@ LayerResult run_layer(const ModelConfig& config, Communicator* tp_comm, TpLayout
   return r;
 }
 
-double normalised_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double d = static_cast<double>(got[i]) - want[i];
-    num += d * d;
-    den += static_cast<double>(want[i]) * want[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
-
 // The elements of the whole tensor `full` that tp rank `tp` holds of `local`, in local order.
 std::vector<float> tp_slice(const ParameterSpec& local, TpLayout tp, const std::vector<float>& full) {
   std::vector<float> out(static_cast<size_t>(local.numel()));
@@ -128,7 +118,7 @@ void expect_layer_matches(bool biases, bool tied, bool sequence_parallel) {
 
   double worst = 0;
   EXPECT_LE(testing::relative_difference(split.loss_sum, whole.loss_sum), 1e-6) << name << ": loss";
-  const double dl = normalised_error(split.logits, whole.logits);
+  const double dl = testing::normalized_error(split.logits, whole.logits);
   worst = std::max(worst, dl);
   EXPECT_LE(dl, 1e-5) << name << ": logits";
   ASSERT_EQ(split.specs.size(), whole.specs.size());
@@ -137,7 +127,7 @@ void expect_layer_matches(bool biases, bool tied, bool sequence_parallel) {
     ASSERT_EQ(local.name, whole.specs[i].name);
     ASSERT_EQ(shape_numel(tp_full_shape(local, tp.size)), whole.specs[i].numel()) << local.name;
     const std::vector<float> want = tp_slice(local, tp, whole.grads[i]);
-    const double dg = normalised_error(split.grads[i], want);
+    const double dg = testing::normalized_error(split.grads[i], want);
     worst = std::max(worst, dg);
     EXPECT_LE(dg, 1e-5) << name << ": gradient of " << local.name << " on tp rank " << tp.rank;
   }

@@ -155,15 +155,6 @@ testing::Curve train_tp_curve(const ModelConfig& config, const std::function<Uni
   return curve;
 }
 
-double normalised_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    num += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
-    den += static_cast<double>(want[i]) * want[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
-
 void expect_tp_layouts_match(const std::string& model, const ModelConfig& config,
                              const std::function<UnitRangeSource(TpLayout)>& weights) {
   int world = 1, rank = 0;
@@ -192,7 +183,7 @@ void expect_tp_layouts_match(const std::string& model, const ModelConfig& config
     EXPECT_LE(de, 1e-5) << model << " " << tc.name() << ": eval loss";
     for (size_t u = 0; u < curve.final_params.size(); ++u) {
       ASSERT_EQ(curve.final_params[u].size(), reference.final_params[u].size());
-      const double dp = normalised_error(curve.final_params[u], reference.final_params[u]);
+      const double dp = testing::normalized_error(curve.final_params[u], reference.final_params[u]);
       worst_param = std::max(worst_param, dp);
       EXPECT_LE(dp, 1e-3) << model << " " << tc.name() << " unit " << u;
     }

@@ -48,31 +48,15 @@ TEST(UlyssesAttention, MatchesLocalAttention) {
       const SequenceShard shard{SequenceShardKind::kContiguous, P, r};
       const FullAttention f = full_attention(*ops, c, shard.chunk_count());
       const std::vector<int64_t> index = local_to_global(c.B, f.rows.seq_len, shard);
-      const int64_t Tl = f.rows.seq_len / P, QW = c.NH * c.HS, KW = c.KVH * c.HS;
-      const AttentionShape s{c.B, Tl, Tl, c.NH, c.KVH, c.HS, 1.0f / std::sqrt(float(c.HS))};
-      const Tensor q = upload(*ops, take_tokens(f.q, QW, index)), k = upload(*ops, take_tokens(f.k, KW, index));
-      const Tensor v = upload(*ops, take_tokens(f.v, KW, index)), dout = upload(*ops, take_tokens(f.dout, QW, index));
-      const Tensor pos = upload(*ops, take_ids(f.rows.positions, index)), doc = upload(*ops, take_ids(f.rows.doc_ids, index));
-      const Tensor o = ops->allocate(q.shape()), lse = ops->allocate({c.B * c.NH * Tl});
-      const Tensor dq = ops->allocate(q.shape()), dk = ops->allocate(k.shape()), dv = ops->allocate(v.shape());
-
+      const ShardedAttention run(*ops, f, c, index);
       UlyssesAttention ulysses(*group.communicator);
-      ulysses.forward(*ops, q, k, v, pos, doc, o, lse, s);
-      ulysses.backward(*ops, q, k, v, o, lse, dout, pos, doc, dq, dk, dv, s);
-      const double errors[] = {scaled_error(download(*ops, o), take_tokens(f.o, QW, index)),
-                               scaled_error(download(*ops, lse), ulysses_lse_layout(f, c, P, r)),
-                               scaled_error(download(*ops, dq), take_tokens(f.dq, QW, index)),
-                               scaled_error(download(*ops, dk), take_tokens(f.dk, KW, index)),
-                               scaled_error(download(*ops, dv), take_tokens(f.dv, KW, index))};
-      const char* names[] = {"o", "lse", "dq", "dk", "dv"};
-      for (int i = 0; i < 5; ++i) {
-        EXPECT_LE(errors[i], kBound) << names[i];
-        worst = std::max(worst, errors[i]);
-      }
+      run.forward(*ops, ulysses);
+      run.backward(*ops, ulysses);
+      worst = std::max(worst, run.expect_matches(*ops, f, c, index, ulysses_lse_layout(f, c, P, r), kBound));
       // Buffers are reused and dq/dk/dv overwritten: a second backward gives the same gradients.
-      const std::vector<float> dk1 = download(*ops, dk);
-      ulysses.backward(*ops, q, k, v, o, lse, dout, pos, doc, dq, dk, dv, s);
-      EXPECT_EQ(download(*ops, dk), dk1);
+      const std::vector<float> dk1 = download(*ops, run.dk);
+      run.backward(*ops, ulysses);
+      EXPECT_EQ(download(*ops, run.dk), dk1);
       EXPECT_EQ(ulysses.stats().forward_calls, 1);
       EXPECT_EQ(ulysses.stats().backward_calls, 2);
     }

@@ -7,6 +7,8 @@
 //   compare      == != < <= > >= in `not in` (chained)
 //   + -   then  ~   then  * / // %   then  **
 //   unary - +, then primary with postfix .attr [index] [a:b:c] (call), then | filter, `is` test
+#include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,10 @@ class Parser {
   ExprPtr parse_concat();
   ExprPtr parse_math2();
   ExprPtr parse_pow();
+  // One left-associative binary level: operand (op operand)*, op one of `ops` (keywords such as "or"
+  // when `keywords`, operator tokens otherwise).
+  ExprPtr parse_binary_level(const std::function<ExprPtr()>& operand, std::initializer_list<const char*> ops,
+                             bool keywords);
   ExprPtr parse_unary(bool with_filter = true);
   ExprPtr parse_primary();
   ExprPtr parse_postfix(ExprPtr node);
