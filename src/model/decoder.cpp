@@ -139,6 +139,16 @@ LossResult Decoder::forward_backward(const DeviceBatch& batch, float grad_scale)
 
 LossResult Decoder::forward_loss(const DeviceBatch& batch) { return run(batch, 0.0f, false); }
 
+Tensor Decoder::layer_stack_output(const DeviceBatch& batch) {
+  forward_to_final_hidden(batch, false);
+  hooks().after_forward(static_cast<int>(config_.num_hidden_layers + 1));
+  const int64_t N = batch.B * batch.T;
+  const Tensor out = ops_.allocate({N, config_.hidden_size});  // (N, C)
+  if (tp_sp_) gather_tokens(scratch_->x_final, out);
+  else ops_.copy(out, scratch_->x_final);
+  return out;
+}
+
 Tensor Decoder::logits(const DeviceBatch& batch) {
   forward_to_final_hidden(batch, false);
   if (config_.tie_word_embeddings) hooks().before_forward(0);

@@ -3,7 +3,8 @@
 // The same weights (each tp rank loads its slices of the same deterministic init) and the same packed
 // batch (two rows, documents crossing no boundary but padding and a masked prompt) go through one
 // forward + backward; then on every rank
-//   outputs    the loss and every logit (tp ranks' vocabulary columns gathered) equal the whole layer's;
+//   outputs    the layer's output (the residual stream after it, every token), the loss and every
+//              logit (tp ranks' vocabulary columns gathered) equal the whole layer's;
 //   gradients  every tp-local gradient tensor equals its slice of the whole layer's gradient
 //              (column/row/vocab slices, and the summed gradient of a kv head replicated on tp/KVH ranks).
 // With and without --tp_sequence_parallel (norms and residual stream split over tp), with and without
@@ -50,6 +51,7 @@ ModelConfig one_layer(bool biases, bool tied) {
 // What one forward + backward produced on this rank: loss, full logits (N, V), every local gradient.
 struct LayerResult {
   double loss_sum = 0;
+  std::vector<float> layer_output;  // (N, C)
   std::vector<float> logits;
   std::vector<std::vector<float>> grads;  // in parameter_specs order of this rank's layout
   std::vector<ParameterSpec> specs;
@@ -72,6 +74,9 @@ LayerResult run_layer(const ModelConfig& config, Communicator* tp_comm, TpLayout
       r.grads.push_back(std::move(g));
       r.specs.push_back(slot.spec);
     }
+  const Tensor layer_output = decoder.layer_stack_output(device);
+  r.layer_output.resize(static_cast<size_t>(layer_output.numel()));
+  ops->copy_to_host(r.layer_output.data(), layer_output, r.layer_output.size() * sizeof(float));
   const Tensor logits = decoder.logits(device);
   r.logits.resize(static_cast<size_t>(logits.numel()));
   ops->copy_to_host(r.logits.data(), logits, r.logits.size() * sizeof(float));
@@ -118,6 +123,9 @@ void expect_layer_matches(bool biases, bool tied, bool sequence_parallel) {
 
   double worst = 0;
   EXPECT_LE(testing::relative_difference(split.loss_sum, whole.loss_sum), 1e-6) << name << ": loss";
+  const double dx = testing::normalized_error(split.layer_output, whole.layer_output);
+  worst = std::max(worst, dx);
+  EXPECT_LE(dx, 1e-5) << name << ": layer output";
   const double dl = testing::normalized_error(split.logits, whole.logits);
   worst = std::max(worst, dl);
   EXPECT_LE(dl, 1e-5) << name << ": logits";

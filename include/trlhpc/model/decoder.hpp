@@ -108,6 +108,9 @@ class Decoder {
   // Forward to the final hidden states (N, C) and the logits of the given rows (for tests/export);
   // logits is (N, V), only sensible for small inputs.
   Tensor logits(const DeviceBatch& batch);
+  // Forward to the residual stream after the last layer (before the final norm), (N, C) for every
+  // token on every tp rank (gathered under tp sequence parallel): a layer's output, for tests.
+  Tensor layer_stack_output(const DeviceBatch& batch);
   // Bytes of the activation and work buffers allocated for the last micro-batch shape (every layer's
   // saved activations plus the shared scratch), for memory reports. Grows linearly with B*T.
   int64_t activation_bytes() const;
