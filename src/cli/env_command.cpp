@@ -56,6 +56,7 @@ EnvOptions parse_env_options(int argc, char** argv, std::string& help_text) {
       ("cp_size", po::value<int>(&o.dims.cp)->default_value(1), "context parallel (ring attention)")
       ("sp_size", po::value<int>(&o.dims.sp)->default_value(1), "Ulysses sequence parallel")
       ("tp_size", po::value<int>(&o.dims.tp)->default_value(1), "tensor parallel")
+      ("tp_sequence_parallel", po::bool_switch(&o.dims.tp_sequence_parallel), "sequence parallelism inside tp (shown in the mesh)")
       ("device", po::value<std::string>(&o.device)->default_value("auto"), "auto|cpu|cuda")
       ("accelerate_config", po::value<std::string>(&o.accelerate_config), "profile name or accelerate YAML file")
       ("sharding", po::value<std::string>(&o.sharding)->default_value("none"), "none|zero1|zero2|zero3 (for the memory plan)")
@@ -145,6 +146,7 @@ json build_report(const EnvOptions& options, const Topology& topo, ProcessGroups
   json& m = report["mesh"];
   for (int a = 0; a < kNumMeshAxes; ++a) m[mesh_axis_name(static_cast<MeshAxis>(a))] = mesh.axis_size(static_cast<MeshAxis>(a));
   m["order"] = {"dp_replicate", "dp_shard", "cp", "sp", "tp"};
+  m["tp_sequence_parallel"] = options.dims.tp_sequence_parallel && mesh.axis_size(MeshAxis::Tp) > 1;
   report["ranks"] = json::array();
   for (int r = 0; r < world; ++r) {
     const int* facts = &ints[static_cast<size_t>(r) * RankFacts::kInts];
@@ -216,7 +218,8 @@ void print_human(std::ostream& out, const json& report) {
 
   const json& m = report["mesh"];
   out << "\nMesh (outer -> inner, tp fastest): dp_replicate " << m["dp_replicate"] << " x dp_shard " << m["dp_shard"]
-      << " x cp " << m["cp"] << " x sp " << m["sp"] << " x tp " << m["tp"] << " = " << report["world_size"]
+      << " x cp " << m["cp"] << " x sp " << m["sp"] << " x tp " << m["tp"]
+      << (m.value("tp_sequence_parallel", false) ? " (sequence parallel)" : "") << " = " << report["world_size"]
       << " ranks\n";
   rows = {{"rank", "host", "local", "device", "threads", "coords (dpr,dps,cp,sp,tp)"}};
   for (const auto& r : report["ranks"]) {

@@ -38,6 +38,8 @@ TEST(EnvCommand, JsonReportHasEveryRankAndItsGroups) {
   EXPECT_EQ(report["world_size"], w);
   EXPECT_EQ(report["mesh"]["tp"], tp);
   EXPECT_EQ(report["mesh"]["dp_shard"], w / tp);
+  EXPECT_EQ(report["mesh"]["tp_sequence_parallel"], false);
+  EXPECT_TRUE(report["versions"].contains("OpenBLAS core"));
   ASSERT_EQ(report["ranks"].size(), static_cast<size_t>(w));
   int ranks_on_nodes = 0;
   for (const auto& node : report["nodes"]) ranks_on_nodes += static_cast<int>(node["ranks"].size());
@@ -65,6 +67,16 @@ TEST(EnvCommand, HumanTableAndHelp) {
   for (const char* part : {"Versions", "MPI library", "World: ", "Mesh (outer -> inner", "Groups", "fsdp", "loss"})
     EXPECT_NE(text.find(part), std::string::npos) << part << " not in:\n" << text;
   EXPECT_NE(help.find("--tp_size"), std::string::npos) << help;
+  EXPECT_NE(help.find("--tp_sequence_parallel"), std::string::npos) << help;
+}
+
+TEST(EnvCommand, MeshLineNamesTpSequenceParallel) {
+  MpiEnvironment mpi(nullptr, nullptr);
+  const int tp = mpi.world_size() % 2 == 0 ? 2 : 1;
+  const std::string text = run_env(mpi, {"--tp_size", std::to_string(tp), "--tp_sequence_parallel"});
+  if (mpi.world_rank() != 0) return;
+  // At tp 1 there is nothing to split: the mesh line stays plain.
+  EXPECT_EQ(text.find("(sequence parallel)") != std::string::npos, tp > 1) << text;
 }
 
 TEST(EnvCommand, UnknownFlagIsAUserError) {
