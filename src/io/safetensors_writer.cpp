@@ -61,6 +61,7 @@ void SafetensorsWriter::append(const float* data, int64_t count) {
   TRLHPC_ASSERT(!finished_ && count >= 0 && written_elements_ + count <= total_elements_,
                 "appending " + std::to_string(count) + " elements past the planned " + std::to_string(total_elements_) +
                     " of " + path_);
+  if (count == 0) return;  // an empty tensor: nothing to write (and `data` may be null)
   if (dtype_ == DType::F32) {
     if (std::fwrite(data, sizeof(float), static_cast<size_t>(count), file_.get()) != static_cast<size_t>(count))
       throw_write_failure(temp_path_, "writing", errno);

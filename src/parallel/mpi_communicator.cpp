@@ -183,7 +183,7 @@ CommRequest MpiCommunicator::do_all_gather_variable(const void* in, void* out, c
   }
   // Split path: copy our own part, then every rank broadcasts its part in chunks.
   void* own = at(out, displs[static_cast<size_t>(rank_)], bytes);
-  if (own != in) std::memmove(own, in, counts[rank_] * bytes);
+  if (own != in && counts[rank_] > 0) std::memmove(own, in, counts[rank_] * bytes);  // empty parts may be null
   for (int root = 0; root < size_; ++root) {
     for_each_chunk(counts[root], max_elements_per_call_, [&](size_t offset, size_t n) {
       void* data = at(out, displs[static_cast<size_t>(root)] + offset, bytes);
