@@ -34,9 +34,10 @@ struct Decoder::Scratch {
   Tensor dh;               // (N, C) gradient w.r.t. a norm output (partial over tp before reduction)
   Tensor dh_local;         // (Nl, C) its reduced rows (= dh without tp sequence parallel)
   Tensor dtmp;             // (Nl, C)
-  Tensor h_full;           // (N, C) tp sequence parallel: all-gathered norm output
-  Tensor dx_full;          // (N, C) tp sequence parallel: all-gathered residual gradient
-  Tensor row_out;          // (N, C) tp sequence parallel: partial row-parallel / embedding output
+  // Tp sequence parallel: three names for one (N, C) buffer, each use consumed before the next begins.
+  Tensor h_full;           // (N, C) all-gathered norm output (q/k/v, gate/up inputs; their weight grads)
+  Tensor dx_full;          // (N, C) all-gathered residual gradient (o/down weight grads and input grads)
+  Tensor row_out;          // (N, C) partial row-parallel / embedding output before its reduce-scatter
   Tensor dq, dk, dv;       // (N, NH*HS), (N, KVH*HS), (N, KVH*HS)
   Tensor dattn;            // (N, NH*HS)
   Tensor dact, dgate, dup; // (N, F)

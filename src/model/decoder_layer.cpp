@@ -113,9 +113,8 @@ void Decoder::Scratch::allocate(Ops& ops, const ModelConfig& c, int64_t N, int64
   dh = ops.allocate({N, C});
   dh_local = sharded ? ops.allocate({Nl, C}) : dh;
   dtmp = ops.allocate({Nl, C});
-  h_full = sharded ? ops.allocate({N, C}) : Tensor();
-  dx_full = sharded ? ops.allocate({N, C}) : Tensor();
-  row_out = sharded ? ops.allocate({N, C}) : Tensor();
+  // Never live at the same time (each is consumed before the next gather or row-parallel product).
+  h_full = dx_full = row_out = sharded ? ops.allocate({N, C}) : Tensor();
   dq = ops.allocate({N, QD});
   dk = ops.allocate({N, KD});
   dv = ops.allocate({N, KD});

@@ -1,4 +1,6 @@
 // Decoder::activation_bytes: what the decoder's own buffers hold for the current micro-batch shape.
+#include <set>
+
 #include "src/model/decoder_internal.hpp"
 
 namespace trlhpc {
@@ -21,12 +23,13 @@ int64_t Decoder::activation_bytes() const {
   int64_t n = 0;
   for (const LayerActivations& a : acts_) n += layer_bytes(a);
   const Scratch& s = *scratch_;
-  for (const Tensor* t : {&s.x_final, &s.h_final, &s.rstd_final, &s.dx, &s.dh, &s.dtmp, &s.dq, &s.dk, &s.dv, &s.dattn,
-                          &s.dact, &s.dgate, &s.dup, &s.x_recompute_out, &s.h_full, &s.dx_full, &s.row_out})
-    n += bytes_of(*t);
-  // Without tp sequence parallel these alias h_final / dh.
-  if (s.h_final_local.data() != s.h_final.data()) n += bytes_of(s.h_final_local);
-  if (s.dh_local.data() != s.dh.data()) n += bytes_of(s.dh_local);
+  // Some scratch names share one buffer (h_final_local / dh_local without tp sequence parallel;
+  // h_full / dx_full / row_out with it): count each buffer once.
+  std::set<const void*> counted;
+  for (const Tensor* t : {&s.x_final, &s.h_final, &s.h_final_local, &s.rstd_final, &s.dx, &s.dh, &s.dh_local, &s.dtmp,
+                          &s.h_full, &s.dx_full, &s.row_out, &s.dq, &s.dk, &s.dv, &s.dattn, &s.dact, &s.dgate, &s.dup,
+                          &s.x_recompute_out})
+    if (counted.insert(t->data()).second) n += bytes_of(*t);
   return n + layer_bytes(s.recompute);
 }
 

@@ -32,14 +32,34 @@ Trainer::~Trainer() = default;
 
 void Trainer::load_weights(const UnitRangeSource& source) { strategy_->load_parameters(source); }
 
+int64_t Trainer::unsplittable_batches(const std::vector<Batch>& batches) const {
+  if (!decoder_->tp_sequence_parallel()) return 0;
+  const int64_t tp = decoder_->tp_layout().size;
+  int64_t bad = 0;
+  for (const Batch& b : batches) bad += b.tokens() % tp != 0;
+  return bad;
+}
+
+void Trainer::require_splittable(int64_t unsplittable) const {
+  // The count is summed over the loss group, so every rank raises the same error, before any
+  // collective of the forward could leave the others waiting.
+  if (unsplittable == 0) return;
+  throw UserError("tp_sequence_parallel: " + std::to_string(unsplittable) +
+                  " micro-batch(es) hold a token count (rows x sequence length) not divisible by tp_size " +
+                  std::to_string(decoder_->tp_layout().size) +
+                  "; pad every row to a multiple of ParallelDims::sequence_multiple() (trlhpc sft does)");
+}
+
 StepResult Trainer::step(const std::vector<Batch>& micro_batches, double lr) {
-  // N_global and the token count, summed over every rank that holds different tokens.
-  int64_t counts[2] = {0, 0};
+  // N_global and the token count, summed over every rank that holds different tokens, with the
+  // micro-batches that tp sequence parallel cannot split (checked on every rank at once).
+  int64_t counts[3] = {0, 0, unsplittable_batches(micro_batches)};
   for (const Batch& b : micro_batches) {
     counts[0] += b.target_tokens();
     for (int32_t d : b.doc_ids) counts[1] += d != kPaddingDocId;
   }
-  groups_.loss().comm().all_reduce(std::span<int64_t>(counts, 2));
+  groups_.loss().comm().all_reduce(std::span<int64_t>(counts, 3));
+  require_splittable(counts[2]);
   StepResult result;
   result.target_tokens = counts[0];
   result.tokens = counts[1];
@@ -67,6 +87,9 @@ StepResult Trainer::step(const std::vector<Batch>& micro_batches, double lr) {
 }
 
 double Trainer::evaluate(const std::vector<Batch>& batches) {
+  int64_t unsplittable = unsplittable_batches(batches);
+  groups_.loss().comm().all_reduce(std::span<int64_t>(&unsplittable, 1));
+  require_splittable(unsplittable);
   double sums[2] = {0, 0};  // loss sum, target tokens
   for (const Batch& b : batches) {
     const DeviceBatch batch = DeviceBatch::upload(b, ops_);

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `trlhpc sft --tp_size 2 --tp_sequence_parallel` on the bundled tiny-chat job (2 ranks, real tokenizer,
 # chat template, packing) trains to the losses of --tp_size 2 without it: packed rows, padding-free rows
-# (one row of all the micro-batch's tokens, padded by the job to a multiple of tp) and eval. The mesh
-# line names the mode. Bound: 1e-5 relative per logged loss (fp32 summation order only; measured
+# (one row of all the micro-batch's tokens, padded by the job to a multiple of tp, 2 micro-batches per
+# step) and eval. The mesh line names the mode. Bound: 1e-5 relative per logged loss (fp32 summation order only; measured
 # differences are printed).
 set -u
 TRLHPC=$1
@@ -40,12 +40,17 @@ assert worst <= 1e-5, worst
 PY
 }
 
+# padding_free also accumulates 2 micro-batches per step (the norm gradients, summed over tp for each
+# micro-batch, must not be summed again).
 for mode in packed padding_free; do
   extra=()
-  [ "$mode" = padding_free ] && extra=(--padding_free)
+  [ "$mode" = padding_free ] && extra=(--padding_free --gradient_accumulation_steps 2)
   run "$mode" "${extra[@]}"
   run "$mode.sp" "${extra[@]}" --tp_sequence_parallel
-  [ -f "$WORK/$mode/metrics.jsonl" ] && [ -f "$WORK/$mode.sp/metrics.jsonl" ] || continue
+  if [ ! -f "$WORK/$mode/metrics.jsonl" ] || [ ! -f "$WORK/$mode.sp/metrics.jsonl" ]; then
+    fail "$mode: a run wrote no metrics.jsonl"
+    continue
+  fi
   grep -q "tp 2 (sequence parallel)" "$WORK/$mode.sp.log" || fail "$mode: the mesh line does not name sequence parallel"
   echo "$mode: tp 2 vs tp 2 + --tp_sequence_parallel"
   close_losses "$mode" "$mode.sp" || fail "$mode: losses differ"

@@ -140,6 +140,14 @@ TEST(SequenceParallelBadInput, TpSequenceParallelMaxLengthMustDivide) {
   const auto args = base_args(dir + "/config.json", "tp_sp_bad_len_out") +
                     std::vector<std::string>{"--tp_size", tp, "--tp_sequence_parallel", "--max_length", max_length};
   expect_user_error(args, {"--max_length " + max_length, "multiple of " + tp, "tp_size " + tp, "--tp_sequence_parallel"});
+  if (w >= 4) {
+    // With cp 2 as well: 2 x cp 2 x tp (w/2) zigzag chunks; a max_length that suits cp alone is refused.
+    const std::string half = std::to_string(w / 2), multiple = std::to_string(4 * (w / 2)), len = std::to_string(4 * (w / 2) + 4);
+    const auto with_cp = base_args(dir + "/config.json", "tp_sp_cp_bad_len_out") +
+                         std::vector<std::string>{"--tp_size", half, "--cp_size", "2", "--tp_sequence_parallel",
+                                                  "--max_length", len};
+    expect_user_error(with_cp, {"--max_length " + len, "multiple of " + multiple, "cp_size 2", "tp_size " + half});
+  }
   std::filesystem::remove_all(dir);
 }
 

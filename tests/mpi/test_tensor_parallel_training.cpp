@@ -9,12 +9,15 @@
 // ranks (issue 6: qwen2_tiny at tp 4, llama_tiny at tp 2 and 4), whose k/v gradients are summed over
 // the sharing sub-group.
 //   np 1: tp 1;  np 2: tp 2 (DDP; ZeRO-3 + checkpointing);  np 4: tp 4 (DDP; ZeRO-3 + checkpointing),
-//   tp 2 x dp_shard 2 (ZeRO-3), tp 2 x dp_shard 2 (ZeRO-1, checkpointing);  np 8: tp 2 x dp_shard 2 x
+//   tp 2 x dp_shard 2 (ZeRO-3), tp 2 x dp_shard 2 (ZeRO-1, checkpointing, 2 micro-batches);  np 8: tp 2 x dp_shard 2 x
 //   cp 2 (ZeRO-2), tp 4 x dp 2 (DDP; ZeRO-3), tp 2 x dp_replicate 2 x dp_shard 2 (ZeRO-3).
 // --tp_sequence_parallel (norms and residual stream split over tp, reduce-scatter/all-gather instead
-// of all-reduce): np 2: tp 2 (DDP; ZeRO-3 + checkpointing); np 4: tp 4 (DDP + checkpointing), tp 2 x
-// dp_shard 2 (ZeRO-2), tp 2 x sp 2 (Ulysses); np 8: tp 2 x dp_shard 2 x cp 2 (ZeRO-3 + checkpointing),
-// tp 4 x dp_shard 2 (ZeRO-1), tp 2 x dp_replicate 2 x dp_shard 2 (ZeRO-3).
+// of all-reduce): np 2: tp 2 (DDP; ZeRO-3 + checkpointing; both with 2 micro-batches); np 4: tp 4 (DDP
+// + checkpointing, 2 micro-batches), tp 2 x dp_shard 2 (ZeRO-2, 2 micro-batches), tp 2 x sp 2 (Ulysses); np 8: tp 2 x
+// dp_shard 2 x cp 2 (ZeRO-3 + checkpointing), tp 4 x dp_shard 2 (ZeRO-1), tp 2 x dp_replicate 2 x
+// dp_shard 2 (ZeRO-3, 2 micro-batches). Accumulation under DDP (where the store's gradients carry
+// earlier micro-batches; ZeRO-2/3 hand each micro-batch a fresh unit buffer) checks that the row-partial
+// norm gradients and the kv-shared k/v gradients are summed over tp for the current micro-batch only.
 // Bound: relative 1e-5 on loss, grad norm and eval loss; parameters 1e-3 normalised error per unit
 // (as the data-parallel test: Adam turns fp32 summation-order differences of near-zero gradients into
 // lr-sized steps). Rank 0 prints the worst deviations measured.
@@ -40,8 +43,10 @@ struct TpCase {
   ParallelDims dims;
   ShardingKind sharding;
   bool checkpointing;
+  int accumulation = 1;  // micro-batches per step (the dp rank's rows split evenly)
   std::string name() const {
-    return dims.to_string() + ", " + sharding_name(sharding) + (checkpointing ? ", checkpointing" : "");
+    return dims.to_string() + ", " + sharding_name(sharding) + (checkpointing ? ", checkpointing" : "") +
+           (accumulation > 1 ? ", accumulation " + std::to_string(accumulation) : "");
   }
 };
 
@@ -56,8 +61,8 @@ std::vector<TpCase> cases_for(int world, const ModelConfig& config) {
       return false;
     }
   };
-  auto add = [&](ParallelDims d, ShardingKind k, bool ckpt) {
-    if (valid(d) && d.world_size() == world) all.push_back({d, k, ckpt});
+  auto add = [&](ParallelDims d, ShardingKind k, bool ckpt, int accumulation = 1) {
+    if (valid(d) && d.world_size() == world) all.push_back({d, k, ckpt, accumulation});
   };
   add({1, 1, 1, 1, 1}, ShardingKind::None, false);
   add({1, 1, 1, 1, 2}, ShardingKind::None, false);
@@ -65,20 +70,20 @@ std::vector<TpCase> cases_for(int world, const ModelConfig& config) {
   add({1, 1, 1, 1, 4}, ShardingKind::None, false);
   add({1, 1, 1, 1, 4}, ShardingKind::Zero3, true);
   add({1, 2, 1, 1, 2}, ShardingKind::Zero3, false);
-  add({1, 2, 1, 1, 2}, ShardingKind::Zero1, true);
+  add({1, 2, 1, 1, 2}, ShardingKind::Zero1, true, 2);
   add({1, 2, 2, 1, 2}, ShardingKind::Zero2, false);
   add({1, 2, 1, 1, 4}, ShardingKind::None, false);
   add({1, 2, 1, 1, 4}, ShardingKind::Zero3, false);
   add({2, 2, 1, 1, 2}, ShardingKind::Zero3, true);
   // Tp sequence parallel.
-  add({1, 1, 1, 1, 2, true}, ShardingKind::None, false);
-  add({1, 1, 1, 1, 2, true}, ShardingKind::Zero3, true);
-  add({1, 1, 1, 1, 4, true}, ShardingKind::None, true);
-  add({1, 2, 1, 1, 2, true}, ShardingKind::Zero2, false);
+  add({1, 1, 1, 1, 2, true}, ShardingKind::None, false, 2);
+  add({1, 1, 1, 1, 2, true}, ShardingKind::Zero3, true, 2);
+  add({1, 1, 1, 1, 4, true}, ShardingKind::None, true, 2);
+  add({1, 2, 1, 1, 2, true}, ShardingKind::Zero2, false, 2);
   add({1, 1, 1, 2, 2, true}, ShardingKind::None, false);
   add({1, 2, 2, 1, 2, true}, ShardingKind::Zero3, true);
   add({1, 2, 1, 1, 4, true}, ShardingKind::Zero1, false);
-  add({2, 2, 1, 1, 2, true}, ShardingKind::Zero3, false);
+  add({2, 2, 1, 1, 2, true}, ShardingKind::Zero3, false, 2);
   return all;
 }
 
@@ -142,10 +147,16 @@ testing::Curve train_tp_curve(const ModelConfig& config, const std::function<Uni
   const int64_t D = groups.dp().size(), d = groups.dp().rank(), R = options.global_rows / D;
   testing::Curve curve;
   for (int64_t s = 0; s < options.steps; ++s) {
-    std::vector<Batch> rows;
-    for (int64_t i = 0; i < R; ++i)
-      rows.push_back(testing::synthetic_row(options.seq_len, config.vocab_size, options.data_seed, s, d * R + i));
-    curve.steps.push_back(trainer.step({rank_tokens(testing::concat_rows(rows))}, options.lr));
+    // The dp rank's R rows as `accumulation` micro-batches of R / accumulation rows each.
+    std::vector<Batch> micro;
+    const int64_t per_micro = R / tc.accumulation;
+    for (int64_t a = 0; a < tc.accumulation; ++a) {
+      std::vector<Batch> rows;
+      for (int64_t i = a * per_micro; i < (a + 1) * per_micro; ++i)
+        rows.push_back(testing::synthetic_row(options.seq_len, config.vocab_size, options.data_seed, s, d * R + i));
+      micro.push_back(rank_tokens(testing::concat_rows(rows)));
+    }
+    curve.steps.push_back(trainer.step(micro, options.lr));
   }
   std::vector<Batch> eval;
   for (int64_t row = d; row < options.global_rows; row += D)
@@ -208,6 +219,42 @@ TEST(TensorParallelTraining, LlamaTinyWithOneKvHeadMatchesTheSingleProcessCurve)
 TEST(TensorParallelTraining, BiasedTiedLlamaMatchesTheSingleProcessCurve) {
   const ModelConfig config = biased_llama();
   expect_tp_layouts_match("llama_biased_tied", config, [&](TpLayout tp) { return weights_from_init(config, 5, tp); });
+}
+
+// A micro-batch whose token count tp sequence parallel cannot split, on one dp rank only: every rank
+// raises the same UserError (the check is summed over the loss group before any collective of the
+// forward), in training and in evaluation, instead of the other ranks waiting in a collective.
+TEST(TensorParallelTraining, UnsplittableMicroBatchIsTheSameErrorOnEveryRank) {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (world % 2 != 0) GTEST_SKIP() << "needs tp 2";
+  const ModelConfig config = biased_llama();
+  ProcessGroups groups(Mesh(ParallelDims{1, world / 2, 1, 1, 2, true}.resolved(world)), MPI_COMM_WORLD);
+  auto ops = make_cpu_ops();
+  TrainerOptions options;
+  options.tp_sequence_parallel = true;
+  Trainer trainer(config, *ops, groups, options);
+  trainer.load_weights(weights_from_init(config, 5, trainer.tp_layout()));
+  // dp rank 0 gets 7 tokens (odd), the others 8.
+  const Batch batch = testing::synthetic_row(groups.dp().rank() == 0 ? 7 : 8, config.vocab_size, 3, 0, groups.dp().rank());
+  for (int evaluation = 0; evaluation < 2; ++evaluation) {
+    std::string message;
+    try {
+      if (evaluation) trainer.evaluate({batch});
+      else trainer.step({batch}, 1e-3);
+    } catch (const UserError& e) {
+      message = e.what();
+    }
+    EXPECT_NE(message.find("1 micro-batch(es)"), std::string::npos) << message;
+    EXPECT_NE(message.find("tp_size 2"), std::string::npos) << message;
+    // The same text on every rank.
+    int length = static_cast<int>(message.size());
+    MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    std::string root(static_cast<size_t>(length), '\0');
+    if (groups.world_rank() == 0) root = message;
+    MPI_Bcast(root.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
+    EXPECT_EQ(message, root);
+  }
 }
 
 }  // namespace

@@ -117,6 +117,11 @@ TEST(ParallelDims, InfersDpShardFromTheWorld) {
   EXPECT_EQ((ParallelDims{1, 1, 1, 1, 1}.sequence_multiple()), 1);
   EXPECT_EQ((ParallelDims{1, 1, 4, 1, 1}.sequence_multiple()), 8);
   EXPECT_EQ((ParallelDims{1, 1, 1, 4, 1}.sequence_multiple()), 4);
+  // Tp sequence parallel splits each rank's part over tp as well.
+  EXPECT_EQ((ParallelDims{1, 1, 1, 1, 2, true}.sequence_multiple()), 2);
+  EXPECT_EQ((ParallelDims{1, 1, 2, 1, 2, true}.sequence_multiple()), 8);
+  EXPECT_EQ((ParallelDims{1, 1, 1, 2, 4, true}.sequence_multiple()), 8);
+  EXPECT_EQ((ParallelDims{1, 1, 2, 1, 2, false}.sequence_multiple()), 4);
 }
 
 }  // namespace

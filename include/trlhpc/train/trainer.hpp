@@ -62,6 +62,11 @@ class Trainer {
   MemoryAccount memory() const { return strategy_->memory(optimizer_.get()); }
 
  private:
+  // Batches whose token count tp sequence parallel cannot split evenly (0 without it), and the
+  // UserError for a non-zero count summed over the loss group.
+  int64_t unsplittable_batches(const std::vector<Batch>& batches) const;
+  void require_splittable(int64_t unsplittable) const;
+
   Ops& ops_;
   ProcessGroups& groups_;
   TrainerOptions options_;
