@@ -27,10 +27,6 @@ ParallelDims ParallelDims::resolved(int world_size) const {
   TRLHPC_REQUIRE(dp_shard >= 1 || dp_shard == -1,
                  "--dp_shard_size must be a positive integer or -1 to use the remaining ranks (got " +
                      std::to_string(dp_shard) + ")");
-  TRLHPC_REQUIRE(cp == 1 || sp == 1,
-                 "cp_size " + std::to_string(cp) + " and sp_size " + std::to_string(sp) +
-                     " are both > 1: combining context parallelism (ring attention) with Ulysses sequence "
-                     "parallelism is not supported yet; set one of them to 1");
   ParallelDims out = *this;
   const int64_t others = int64_t{dp_replicate} * cp * sp * tp;
   if (dp_shard == -1) {

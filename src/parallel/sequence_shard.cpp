@@ -23,7 +23,7 @@ void check_arrays(const Batch& b) {
 }  // namespace
 
 int64_t SequenceShard::chunk_count() const {
-  return kind == SequenceShardKind::kZigzag ? 2 * int64_t{size} : int64_t{size};
+  return (kind == SequenceShardKind::kZigzag ? 2 * int64_t{size} : int64_t{size}) * inner_size;
 }
 
 std::vector<int64_t> SequenceShard::kept_chunks() const {
@@ -34,9 +34,7 @@ std::vector<int64_t> SequenceShard::kept_chunks() const {
 }
 
 SequenceShard sequence_shard_for(const ParallelDims& dims, int cp_rank, int sp_rank) {
-  TRLHPC_ASSERT(dims.cp == 1 || dims.sp == 1, "cp " + std::to_string(dims.cp) + " and sp " + std::to_string(dims.sp) +
-                                                  " both > 1 (ParallelDims::resolved rejects this)");
-  if (dims.cp > 1) return SequenceShard{SequenceShardKind::kZigzag, dims.cp, cp_rank};
+  if (dims.cp > 1) return SequenceShard{SequenceShardKind::kZigzag, dims.cp, cp_rank, dims.sp, sp_rank};
   return SequenceShard{SequenceShardKind::kContiguous, dims.sp, sp_rank};
 }
 
@@ -59,6 +57,11 @@ Batch pad_sequence(const Batch& batch, int64_t multiple) {
 }
 
 Batch shard_sequence(const Batch& batch, const SequenceShard& shard) {
+  if (shard.inner_size > 1) {
+    // Outer shard of the row padded for both splits, then its contiguous part for the inner rank.
+    const Batch outer = shard_sequence(pad_sequence(batch, shard.chunk_count()), {shard.kind, shard.size, shard.rank});
+    return shard_sequence(outer, {SequenceShardKind::kContiguous, shard.inner_size, shard.inner_rank});
+  }
   const int64_t chunks = shard.chunk_count();
   const Batch padded = pad_sequence(batch, chunks);
   const int64_t T = padded.seq_len, chunk = T / chunks;

@@ -78,7 +78,8 @@ struct UlyssesAttention::Workspace {
   }
 };
 
-UlyssesAttention::UlyssesAttention(Communicator& sp) : comm_(sp) {}
+UlyssesAttention::UlyssesAttention(Communicator& sp, std::unique_ptr<SequenceAttention> inner)
+    : comm_(sp), inner_(std::move(inner)) {}
 UlyssesAttention::~UlyssesAttention() = default;
 
 int64_t UlyssesAttention::workspace_bytes() const { return ws_ ? ws_->bytes() : 0; }
@@ -187,9 +188,9 @@ void UlyssesAttention::forward(Ops& ops, const Tensor& q, const Tensor& k, const
   sequence_to_heads(ops, comm_, w, v, w.KVH, w.kv_runs, w.KVHl, w.vh, stats_);
   stats_.comm_seconds += since(t0);
   t0 = Clock::now();
-  const Tensor lse_heads = lse.view({w.B, w.NHl, w.T()});
-  ops.attention_fwd(w.qh, w.kh, w.vh, w.pos_full, w.pos_full, w.doc_full, w.doc_full, w.oh, lse_heads,
-                    head_sharded_shape(w, s));
+  SequenceAttention& inner = inner_ ? *inner_ : local_;
+  inner.forward(ops, w.qh, w.kh, w.vh, w.pos_full, w.doc_full, w.oh, lse.view({w.B, w.NHl, w.T()}),
+                head_sharded_shape(w, s));
   stats_.compute_seconds += since(t0);
   t0 = Clock::now();
   heads_to_sequence(ops, comm_, w, w.oh, w.NH, w.q_runs, w.NHl, o, stats_);
@@ -211,9 +212,9 @@ void UlyssesAttention::backward(Ops& ops, const Tensor& q, const Tensor& k, cons
   sequence_to_heads(ops, comm_, w, dout, w.NH, w.q_runs, w.NHl, w.doh, stats_);
   stats_.comm_seconds += since(t0);
   t0 = Clock::now();
-  for (const Tensor* t : {&w.dqh, &w.dkh, &w.dvh}) ops.fill_zero(*t);
-  ops.attention_bwd(w.qh, w.kh, w.vh, w.oh, lse.view({w.B, w.NHl, w.T()}), w.doh, w.pos_full, w.pos_full, w.doc_full,
-                    w.doc_full, w.dqh, w.dkh, w.dvh, head_sharded_shape(w, s));
+  SequenceAttention& inner = inner_ ? *inner_ : local_;  // overwrites dqh, dkh, dvh
+  inner.backward(ops, w.qh, w.kh, w.vh, w.oh, lse.view({w.B, w.NHl, w.T()}), w.doh, w.pos_full, w.doc_full, w.dqh,
+                 w.dkh, w.dvh, head_sharded_shape(w, s));
   stats_.compute_seconds += since(t0);
   t0 = Clock::now();
   heads_to_sequence(ops, comm_, w, w.dqh, w.NH, w.q_runs, w.NHl, dq, stats_);

@@ -21,9 +21,8 @@
 #include "trlhpc/model/tensor_parallel.hpp"
 #include "trlhpc/optim/lr_scheduler.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
-#include "trlhpc/parallel/ring_attention.hpp"
+#include "trlhpc/parallel/sequence_attention_for.hpp"
 #include "trlhpc/parallel/sequence_shard.hpp"
-#include "trlhpc/parallel/ulysses_attention.hpp"
 #include "trlhpc/runtime/cpu_blas.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 #include "trlhpc/runtime/topology.hpp"
@@ -77,14 +76,6 @@ SftDataOptions data_options(const SftConfig& c, const std::string& dataset, cons
   o.shuffle = c.shuffle_dataset;
   o.seed = c.seed;
   return o;
-}
-
-// The attention of this layout (ARCHITECTURE.md "Sequence parallel"): ring attention over the cp
-// group, Ulysses over the sp group, or null for the decoder's LocalAttention when cp = sp = 1.
-std::unique_ptr<SequenceAttention> make_sequence_attention(ProcessGroups& groups) {
-  if (groups.cp().size() > 1) return std::make_unique<RingAttention>(groups.cp().comm());
-  if (groups.sp().size() > 1) return std::make_unique<UlyssesAttention>(groups.sp().comm());
-  return nullptr;
 }
 
 std::string mib(int64_t bytes) {
@@ -238,7 +229,7 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   Trainer trainer(model, *ops, groups, options);
   // cp/sp: every rank of a cp or sp group gets the same rows (the sampler is keyed by the dp rank,
   // which they share) and keeps its shard of each row's tokens.
-  const std::unique_ptr<SequenceAttention> sequence_attention = make_sequence_attention(groups);
+  const std::unique_ptr<SequenceAttention> sequence_attention = sequence_attention_for(groups);
   trainer.decoder().set_sequence_attention(sequence_attention.get());
   const SequenceShard shard = sequence_shard_for(dims, groups.cp().rank(), groups.sp().rank());
   // This rank's tokens of a collated micro-batch: rows padded so that every cp/sp shard (and its tp

@@ -1,6 +1,7 @@
 // Context parallel (ring attention) and Ulysses sequence parallel through the trainer: 10 AdamW steps
-// of qwen2_tiny (NH 4, KVH 2) on cp 2/4 and sp 2/4, alone and under dp (DDP and ZeRO), reproduce the
-// single-process loss and grad-norm curves, computed in the same test on MPI_COMM_SELF.
+// of qwen2_tiny (NH 4, KVH 2) on cp 2/4 and sp 2/4, the cp x sp hybrid (Ulysses inside ring attention:
+// cp 2 x sp 2, cp 2 x sp 4), alone and under dp (DDP and ZeRO), reproduce the single-process loss and
+// grad-norm curves, computed in the same test on MPI_COMM_SELF.
 //
 // Every layout whose size divides the world runs (the world splits into groups of that size that each
 // train the whole curve), so np 1 checks the reference path and np 8 runs every layout. The global
@@ -18,9 +19,8 @@
 #include "test_support.hpp"
 #include "trlhpc/io/hf_model_dir.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
-#include "trlhpc/parallel/ring_attention.hpp"
+#include "trlhpc/parallel/sequence_attention_for.hpp"
 #include "trlhpc/parallel/sequence_shard.hpp"
-#include "trlhpc/parallel/ulysses_attention.hpp"
 #include "trlhpc/train/trainer.hpp"
 
 namespace trlhpc {
@@ -85,13 +85,6 @@ struct SpLayout {
   }
 };
 
-// The layout's attention, as sft_job chooses it: ring over cp, Ulysses over sp, else local.
-std::unique_ptr<SequenceAttention> sequence_attention(ProcessGroups& groups) {
-  if (groups.cp().size() > 1) return std::make_unique<RingAttention>(groups.cp().comm());
-  if (groups.sp().size() > 1) return std::make_unique<UlyssesAttention>(groups.sp().comm());
-  return nullptr;
-}
-
 std::vector<StepResult> train_curve(const ModelConfig& config, const UnitRangeSource& weights, const SpLayout& layout,
                                     MPI_Comm comm) {
   int size = 1;
@@ -109,7 +102,7 @@ std::vector<StepResult> train_curve(const ModelConfig& config, const UnitRangeSo
   options.loss_chunk_tokens = 7;
   Trainer trainer(config, *ops, groups, options);
   trainer.load_weights(weights);
-  const std::unique_ptr<SequenceAttention> attention = sequence_attention(groups);
+  const std::unique_ptr<SequenceAttention> attention = sequence_attention_for(groups);  // as sft_job
   trainer.decoder().set_sequence_attention(attention.get());
   const SequenceShard shard = sequence_shard_for(dims, groups.cp().rank(), groups.sp().rank());
 
@@ -158,6 +151,12 @@ TEST(SequenceParallelTraining, LayoutsMatchSingleProcessCurves) {
       {.dp_replicate = 2, .dp_shard = 2, .sp = 2, .sharding = SK::Zero3},
       {.dp_replicate = 2, .dp_shard = 2, .cp = 2, .checkpointing = true, .packed = false},
       {.dp_shard = 2, .cp = 4, .sharding = SK::Zero1},
+      // cp x sp hybrid: Ulysses inside, ring across.
+      {.cp = 2, .sp = 2},
+      {.cp = 2, .sp = 2, .checkpointing = true, .packed = false},
+      {.cp = 2, .sp = 2, .accumulation = 2},
+      {.dp_shard = 2, .cp = 2, .sp = 2, .sharding = SK::Zero3},
+      {.cp = 2, .sp = 4},  // KVH 2 < sp 4: kv heads repeated, ring over the repeated heads
   };
   double worst_loss = 0, worst_norm = 0;
   for (const SpLayout& layout : layouts) {

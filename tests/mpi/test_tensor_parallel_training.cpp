@@ -30,9 +30,8 @@
 #include "test_data_parallel_support.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
-#include "trlhpc/parallel/ring_attention.hpp"
+#include "trlhpc/parallel/sequence_attention_for.hpp"
 #include "trlhpc/parallel/sequence_shard.hpp"
-#include "trlhpc/parallel/ulysses_attention.hpp"
 
 namespace trlhpc {
 namespace {
@@ -136,9 +135,7 @@ testing::Curve train_tp_curve(const ModelConfig& config, const std::function<Uni
   trainer_options.tp_sequence_parallel = tc.dims.tp_sequence_parallel;
   Trainer trainer(config, *ops, groups, trainer_options);
   EXPECT_EQ(trainer.decoder().tp_sequence_parallel(), tc.dims.tp_sequence_parallel && tc.dims.tp > 1);
-  std::unique_ptr<SequenceAttention> sequence_attention;
-  if (groups.cp().size() > 1) sequence_attention = std::make_unique<RingAttention>(groups.cp().comm());
-  if (groups.sp().size() > 1) sequence_attention = std::make_unique<UlyssesAttention>(groups.sp().comm());
+  const std::unique_ptr<SequenceAttention> sequence_attention = sequence_attention_for(groups);
   trainer.decoder().set_sequence_attention(sequence_attention.get());
   const SequenceShard shard = sequence_shard_for(tc.dims, groups.cp().rank(), groups.sp().rank());
   // As sft_job: rows padded to the sequence multiple (a no-op for 16 tokens), then sharded over cp/sp.

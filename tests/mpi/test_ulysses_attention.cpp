@@ -8,7 +8,9 @@
 
 #include "sequence_attention_support.hpp"
 #include "trlhpc/ops/ops.hpp"
+#include "trlhpc/parallel/ring_attention.hpp"
 #include "trlhpc/parallel/ulysses_attention.hpp"
+#include "trlhpc/runtime/mpi_comm.hpp"
 
 namespace trlhpc {
 namespace {
@@ -61,6 +63,56 @@ TEST(UlyssesAttention, MatchesLocalAttention) {
       EXPECT_EQ(ulysses.stats().backward_calls, 2);
     }
   report_worst_error("Ulysses vs local (o, lse, dq, dk, dv)", worst);
+}
+
+// The reference lse as the hybrid holds it: the sp rank's heads [head0, head0 + NHl) over its cp
+// shard's tokens `cp_index`, in the ring's (B, 2, NHl, Tc) layout.
+std::vector<float> hybrid_lse_layout(const FullAttention& f, const AttentionCase& c, const std::vector<int64_t>& cp_index,
+                                     int64_t NHl, int64_t head0) {
+  const int64_t T = f.rows.seq_len, Tl = static_cast<int64_t>(cp_index.size()) / c.B, Tc = Tl / 2;
+  std::vector<float> out(static_cast<size_t>(c.B * NHl * Tl));
+  for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t ch = 0; ch < 2; ++ch)
+      for (int64_t j = 0; j < NHl; ++j)
+        for (int64_t i = 0; i < Tc; ++i) {
+          const int64_t t = cp_index[static_cast<size_t>(b * Tl + ch * Tc + i)] - b * T;
+          out[static_cast<size_t>(((b * 2 + ch) * NHl + j) * Tc + i)] =
+              f.lse[static_cast<size_t>((b * c.NH + head0 + j) * T + t)];
+        }
+  return out;
+}
+
+// cp x sp hybrid (Ulysses inside, ring across): each rank holds an sp part of its zigzag cp shard; the
+// all-to-all reassembles the cp shard for NH/sp heads and ring attention runs over the cp group.
+// Ranks g of a group of cp * sp: cp rank g / sp, sp rank g % sp (the mesh's order: sp inner).
+TEST(UlyssesAttention, OverRingAttentionMatchesLocalAttention) {
+  auto ops = make_cpu_ops();
+  double worst = 0;
+  for (const auto [cp, sp] : {std::pair{2, 2}, std::pair{2, 4}, std::pair{4, 2}}) {
+    if (world_size() % (cp * sp) != 0) continue;
+    for (const AttentionCase& c : cases()) {
+      if (c.NH % sp != 0 || (c.KVH % sp != 0 && sp % c.KVH != 0)) continue;
+      SCOPED_TRACE("cp " + std::to_string(cp) + " x sp " + std::to_string(sp) + ", case " + c.name);
+      RankGroup group(cp * sp);
+      const int g = group.communicator->rank(), cp_rank = g / sp, sp_rank = g % sp;
+      const MpiComm sp_mpi = MpiComm::split(group.comm.get(), cp_rank, sp_rank);
+      const MpiComm cp_mpi = MpiComm::split(group.comm.get(), sp_rank, cp_rank);
+      MpiCommunicator sp_comm(sp_mpi.get()), cp_comm(cp_mpi.get());
+      const SequenceShard shard{SequenceShardKind::kZigzag, cp, cp_rank, sp, sp_rank};
+      const FullAttention f = full_attention(*ops, c, shard.chunk_count());
+      const std::vector<int64_t> index = local_to_global(c.B, f.rows.seq_len, shard);
+      const std::vector<int64_t> cp_index =
+          local_to_global(c.B, f.rows.seq_len, SequenceShard{SequenceShardKind::kZigzag, cp, cp_rank});
+      const ShardedAttention run(*ops, f, c, index);
+      UlyssesAttention hybrid(sp_comm, std::make_unique<RingAttention>(cp_comm));
+      run.forward(*ops, hybrid);
+      run.backward(*ops, hybrid);
+      const int64_t NHl = c.NH / sp;
+      worst = std::max(worst, run.expect_matches(*ops, f, c, index, hybrid_lse_layout(f, c, cp_index, NHl, sp_rank * NHl),
+                                                 kBound));
+    }
+  }
+  report_worst_error("Ulysses over ring vs local (o, lse, dq, dk, dv)", worst);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Sequence sharding for cp (zigzag) and sp (contiguous): the worked examples of sequence_shard.hpp,
+// Sequence sharding for cp (zigzag), sp (contiguous) and both: the worked examples of sequence_shard.hpp,
 // padding of rows whose length does not split, and shard -> unshard round trips that give back the
 // padded batch with every token on exactly one rank.
 #include <gtest/gtest.h>
@@ -139,8 +139,39 @@ TEST(SequenceShard, ShardForDims) {
   // Chunk counts agree with what ParallelDims asks max_length to be a multiple of.
   EXPECT_EQ(z.chunk_count(), cp.sequence_multiple());
   EXPECT_EQ(c.chunk_count(), sp.sequence_multiple());
+  // cp x sp hybrid: zigzag over cp, then contiguous over sp.
   const ParallelDims both{1, 1, 2, 2, 1};
-  EXPECT_THROW(sequence_shard_for(both, 0, 0), RuntimeFailure);
+  const SequenceShard h = sequence_shard_for(both, 1, 0);
+  EXPECT_EQ(h.kind, SequenceShardKind::kZigzag);
+  EXPECT_EQ(h.size, 2);
+  EXPECT_EQ(h.rank, 1);
+  EXPECT_EQ(h.inner_size, 2);
+  EXPECT_EQ(h.inner_rank, 0);
+  EXPECT_EQ(h.chunk_count(), both.sequence_multiple());
+}
+
+// The worked example of sequence_shard.hpp (T = 16, cp 2, sp 2), and for other sizes: the sp parts of
+// a cp rank, concatenated in sp order, are that cp rank's zigzag shard (what Ulysses reassembles for
+// the ring), padded for both splits.
+TEST(SequenceShard, HybridSplitsTheZigzagShardContiguously) {
+  const Batch b16 = iota_batch(16);
+  EXPECT_EQ(shard_sequence(b16, {SequenceShardKind::kZigzag, 2, 0, 2, 0}).input_ids, (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(shard_sequence(b16, {SequenceShardKind::kZigzag, 2, 0, 2, 1}).input_ids,
+            (std::vector<int32_t>{12, 13, 14, 15}));
+  EXPECT_EQ(shard_sequence(b16, {SequenceShardKind::kZigzag, 2, 1, 2, 0}).input_ids, (std::vector<int32_t>{4, 5, 6, 7}));
+  for (int cp : {2, 4})
+    for (int sp : {2, 3, 4})
+      for (int64_t T : {5, 24, 61}) {
+        SCOPED_TRACE("cp " + std::to_string(cp) + " sp " + std::to_string(sp) + " T " + std::to_string(T));
+        const Batch b = random_batch(2, T, static_cast<uint64_t>(T * 7 + cp * 3 + sp));
+        const Batch padded = pad_sequence(b, 2 * cp * sp);
+        for (int r = 0; r < cp; ++r) {
+          const Batch want = shard_sequence(padded, {SequenceShardKind::kZigzag, cp, r});
+          std::vector<Batch> parts;
+          for (int q = 0; q < sp; ++q) parts.push_back(shard_sequence(b, {SequenceShardKind::kZigzag, cp, r, sp, q}));
+          expect_same(unshard_sequence(parts, SequenceShardKind::kContiguous), want);
+        }
+      }
 }
 
 }  // namespace

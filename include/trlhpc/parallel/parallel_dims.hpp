@@ -25,8 +25,9 @@ struct ParallelDims {
   // each rank's sequence shard must divide by tp. Not a mesh dimension: the groups ignore it.
   bool tp_sequence_parallel = false;
 
-  // Checks sizes (positive, or -1 for dp_shard), rejects cp > 1 together with sp > 1, infers
-  // dp_shard, and requires dp_replicate * dp_shard * cp * sp * tp == world_size. Throws UserError.
+  // Checks sizes (positive, or -1 for dp_shard), infers dp_shard, and requires
+  // dp_replicate * dp_shard * cp * sp * tp == world_size. cp and sp may both be > 1 (Ulysses inside
+  // ring attention). Throws UserError.
   ParallelDims resolved(int world_size) const;
 
   // Attention heads must split evenly: num_heads and num_kv_heads by tp (column-parallel q/k/v), and

@@ -15,6 +15,10 @@
 // Worked example, T = 8, P = 2, zigzag: chunks of 2 tokens c0=[0 1] c1=[2 3] c2=[4 5] c3=[6 7];
 //   rank 0 keeps c0, c3 = tokens [0 1 6 7], rank 1 keeps c1, c2 = tokens [2 3 4 5].
 // Contiguous, P = 2: rank 0 keeps [0 1 2 3], rank 1 keeps [4 5 6 7].
+// cp x sp hybrid (Ulysses inside ring attention): the zigzag cp shard is split again into sp
+// contiguous parts; Ulysses' all-to-all reassembles the cp shard (in sp rank order) for its heads, so
+// the ring sees exactly its zigzag tokens. T = 16, cp 2, sp 2: cp rank 0 keeps [0..3, 12..15], its sp
+// rank 0 [0 1 2 3] and sp rank 1 [12 13 14 15].
 //
 // Targets are shifted before sharding (batch.hpp), so the loss of a token never needs its neighbour;
 // positions and doc ids travel with the tokens, so the attention mask (doc_q == doc_k && pos_q >=
@@ -38,16 +42,18 @@ struct SequenceShard {
   SequenceShardKind kind = SequenceShardKind::kContiguous;
   int size = 1;  // P: ranks sharing each sequence (cp or sp group size)
   int rank = 0;  // this rank's index in that group
+  int inner_size = 1;  // cp x sp hybrid: the sp group splitting this shard again, contiguously
+  int inner_rank = 0;
 
-  // Chunks a row is cut into (2P zigzag, P contiguous); T must be a multiple of it.
+  // Chunks a row is cut into (2P zigzag, P contiguous, times inner_size); T must be a multiple of it.
   int64_t chunk_count() const;
-  // Global chunk indices this rank keeps, in local order: {r, 2P-1-r} zigzag, {r} contiguous.
+  // Global chunk indices the outer shard keeps, in local order: {r, 2P-1-r} zigzag, {r} contiguous.
   std::vector<int64_t> kept_chunks() const;
 };
 
 // The shard of a rank at cp coordinate `cp_rank` and sp coordinate `sp_rank` of resolved `dims`:
-// zigzag over cp when cp > 1, else contiguous over sp (the identity when sp = 1 as well).
-// cp > 1 together with sp > 1 is rejected by ParallelDims::resolved and asserted here.
+// zigzag over cp when cp > 1 (split again contiguously over sp when sp > 1 too), else contiguous over
+// sp (the identity when sp = 1 as well).
 SequenceShard sequence_shard_for(const ParallelDims& dims, int cp_rank, int sp_rank);
 
 // Right-pads every row to the next multiple of `multiple` (>= 1) with padding tokens; a copy when T

@@ -19,7 +19,13 @@
 // guarantees one of the two.
 //
 // lse layout (B*NH*T/P floats of the decoder's buffer): (B, NH/P, T), this rank's heads over the
-// whole row, as the head-sharded primitive writes it.
+// whole row, as the head-sharded primitive writes it; with an inner attention, whatever layout that
+// one uses for (B, T, NH/P) queries.
+//
+// Inner attention (cp x sp hybrid, as in USP, Fang & Zhao 2024): what runs on the head-sharded
+// tensors. By default LocalAttention (the "whole row" is on this rank); with RingAttention over the cp
+// group the "whole row" is this rank's zigzag cp shard (sequence_shard.hpp splits it again over sp), and
+// the ring brings the other cp shards' K/V for the NH/P heads: Ulysses inside, ring across.
 #include <cstdint>
 #include <memory>
 
@@ -37,8 +43,9 @@ struct UlyssesAttentionStats {
 
 class UlyssesAttention final : public SequenceAttention {
  public:
-  // `sp` is the sp group's communicator (not owned; outlives this object).
-  explicit UlyssesAttention(Communicator& sp);
+  // `sp` is the sp group's communicator (not owned; outlives this object). `inner` runs attention on
+  // the head-sharded tensors (owned; null: LocalAttention).
+  explicit UlyssesAttention(Communicator& sp, std::unique_ptr<SequenceAttention> inner = nullptr);
   ~UlyssesAttention() override;
 
   void forward(Ops& ops, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& pos, const Tensor& doc,
@@ -57,6 +64,8 @@ class UlyssesAttention final : public SequenceAttention {
   Workspace& workspace(Ops& ops, const AttentionShape& s);
 
   Communicator& comm_;
+  std::unique_ptr<SequenceAttention> inner_;  // null: local_
+  LocalAttention local_;
   UlyssesAttentionStats stats_;
   std::unique_ptr<Workspace> ws_;  // buffers sized for the last shape seen
 };

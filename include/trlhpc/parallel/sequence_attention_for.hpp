@@ -1,0 +1,15 @@
+#pragma once
+// The SequenceAttention of a layout (ARCHITECTURE.md "Sequence parallel"): ring attention over the cp
+// group, Ulysses over the sp group, Ulysses with ring attention inside when both are > 1, or null (the
+// decoder's LocalAttention) when cp = sp = 1. Pair it with sequence_shard_for (sequence_shard.hpp).
+#include <memory>
+
+#include "trlhpc/model/sequence_attention.hpp"
+#include "trlhpc/parallel/process_groups.hpp"
+
+namespace trlhpc {
+
+// The groups must outlive the returned object.
+std::unique_ptr<SequenceAttention> sequence_attention_for(ProcessGroups& groups);
+
+}  // namespace trlhpc

@@ -1,0 +1,18 @@
+// include/trlhpc/parallel/sequence_attention_for.hpp
+#include "trlhpc/parallel/sequence_attention_for.hpp"
+
+#include "trlhpc/parallel/ring_attention.hpp"
+#include "trlhpc/parallel/ulysses_attention.hpp"
+
+namespace trlhpc {
+
+std::unique_ptr<SequenceAttention> sequence_attention_for(ProcessGroups& groups) {
+  const bool ring = groups.cp().size() > 1, ulysses = groups.sp().size() > 1;
+  if (ring && ulysses)
+    return std::make_unique<UlyssesAttention>(groups.sp().comm(), std::make_unique<RingAttention>(groups.cp().comm()));
+  if (ring) return std::make_unique<RingAttention>(groups.cp().comm());
+  if (ulysses) return std::make_unique<UlyssesAttention>(groups.sp().comm());
+  return nullptr;
+}
+
+}  // namespace trlhpc
