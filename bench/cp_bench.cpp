@@ -1,6 +1,6 @@
 // cp_bench: context parallel (ring attention) and Ulysses sequence parallel throughput.
 //
-//   mpirun -np P cp_bench --mode cp|sp [--seq 4096] [--iters 3]
+//   mpirun -np P cp_bench --mode cp|sp|hybrid [--seq 4096] [--iters 3]   (hybrid: cp 2 x sp P/2)
 //
 // With P ranks sharing one row of --seq tokens (one causal document), on cp = P (zigzag shards, ring
 // attention) or sp = P (contiguous shards, Ulysses):
@@ -29,9 +29,10 @@
 #include <vector>
 
 #include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/core/error.hpp"
 #include "trlhpc/parallel/ring_attention.hpp"
+#include "trlhpc/parallel/sequence_attention_for.hpp"
 #include "trlhpc/parallel/sequence_shard.hpp"
-#include "trlhpc/parallel/ulysses_attention.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 #include "trlhpc/train/trainer.hpp"
 
@@ -108,18 +109,20 @@ struct Row {
 Row run(const std::string& mode, int64_t T, int iters) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  const bool cp = mode == "cp";
-  const ParallelDims dims = ParallelDims{1, 1, cp ? world : 1, cp ? 1 : world, 1}.resolved(world);
+  const bool cp = mode == "cp", hybrid = mode == "hybrid";
+  if (hybrid && (world < 4 || world % 2 != 0)) throw UserError("--mode hybrid needs an even number of ranks >= 4 (cp 2 x sp np/2)");
+  const ParallelDims dims = hybrid ? ParallelDims{1, 1, 2, world / 2, 1}.resolved(world)
+                                   : ParallelDims{1, 1, cp ? world : 1, cp ? 1 : world, 1}.resolved(world);
   ProcessGroups groups(Mesh(dims), MPI_COMM_WORLD);
   auto ops = make_cpu_ops();
   const SequenceShard shard = sequence_shard_for(dims, groups.cp().rank(), groups.sp().rank());
   std::unique_ptr<RingAttention> ring;
-  std::unique_ptr<UlyssesAttention> ulysses;
+  std::unique_ptr<SequenceAttention> other;  // Ulysses, or Ulysses with ring attention inside (hybrid)
   SequenceAttention* attention = nullptr;
   if (cp)
     attention = (ring = std::make_unique<RingAttention>(groups.cp().comm())).get();
   else
-    attention = (ulysses = std::make_unique<UlyssesAttention>(groups.sp().comm())).get();
+    attention = (other = sequence_attention_for(groups)).get();
   Row row;
 
   // Attention alone.
@@ -195,7 +198,7 @@ int main(int argc, char** argv) {
   int64_t seq = 4096;
   int iters = 3;
   po::options_description desc("cp_bench");
-  desc.add_options()("mode", po::value(&mode), "cp (ring attention) or sp (Ulysses)")("seq", po::value(&seq),
+  desc.add_options()("mode", po::value(&mode), "cp (ring attention), sp (Ulysses) or hybrid (cp 2 x sp np/2)")("seq", po::value(&seq),
                                                                                        "tokens in the row")(
       "iters", po::value(&iters), "timed repetitions (median)");
   po::variables_map vm;
@@ -205,7 +208,9 @@ int main(int argc, char** argv) {
   const trlhpc::Row r = trlhpc::run(mode, seq, iters);
   if (mpi.world_rank() == 0) {
     const double tokens = static_cast<double>(seq);
-    std::printf("| %s %d | %lld | %.3f | %.3f | %.0f | %.3f | %.3f | %.0f |", mode.c_str(), mpi.world_size(),
+    const std::string layout =
+        mode == "hybrid" ? "cp 2 x sp " + std::to_string(mpi.world_size() / 2) : mode + " " + std::to_string(mpi.world_size());
+    std::printf("| %s | %lld | %.3f | %.3f | %.0f | %.3f | %.3f | %.0f |", layout.c_str(),
                 static_cast<long long>(seq), r.attention, r.attention_cpu, tokens / r.attention, r.step, r.step_cpu,
                 tokens / r.step);
     if (mode == "cp")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Context parallel (ring attention) and Ulysses (sp) at cp/sp = 1, 2, 4 on one 4096-token row, one
-# thread per rank. Prints the markdown table for bench/RESULTS.md
+# Context parallel (ring attention) and Ulysses (sp) at cp/sp = 1, 2, 4, and the cp 2 x sp 2 hybrid,
+# on one 4096-token row, one thread per rank. Prints the markdown table for bench/RESULTS.md
 # ("## Context and sequence parallel (this machine)").
 #   bench/cp_bench.sh [BUILD_DIR] [extra cp_bench flags...]
 set -euo pipefail
@@ -16,3 +16,4 @@ for mode in cp sp; do
     mpirun "${mpirun_flags[@]}" -np "$np" "$build/bench/cp_bench" --mode "$mode" "$@"
   done
 done
+mpirun "${mpirun_flags[@]}" -np 4 "$build/bench/cp_bench" --mode hybrid "$@"  # cp 2 x sp 2
