@@ -33,6 +33,7 @@
 #include "trlhpc/parallel/ring_attention.hpp"
 #include "trlhpc/parallel/sequence_attention_for.hpp"
 #include "trlhpc/parallel/sequence_shard.hpp"
+#include "trlhpc/parallel/ulysses_attention.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 #include "trlhpc/train/trainer.hpp"
 
@@ -110,7 +111,9 @@ Row run(const std::string& mode, int64_t T, int iters) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   const bool cp = mode == "cp", hybrid = mode == "hybrid";
-  if (hybrid && (world < 4 || world % 2 != 0)) throw UserError("--mode hybrid needs an even number of ranks >= 4 (cp 2 x sp np/2)");
+  // The attention below has 8 heads: sp must divide them.
+  if (hybrid && (world < 4 || world % 2 != 0 || 8 % (world / 2) != 0))
+    throw UserError("--mode hybrid needs 4, 8 or 16 ranks (cp 2 x sp np/2, sp dividing the 8 heads)");
   const ParallelDims dims = hybrid ? ParallelDims{1, 1, 2, world / 2, 1}.resolved(world)
                                    : ParallelDims{1, 1, cp ? world : 1, cp ? 1 : world, 1}.resolved(world);
   ProcessGroups groups(Mesh(dims), MPI_COMM_WORLD);
@@ -123,6 +126,8 @@ Row run(const std::string& mode, int64_t T, int iters) {
     attention = (ring = std::make_unique<RingAttention>(groups.cp().comm())).get();
   else
     attention = (other = sequence_attention_for(groups)).get();
+  if (!attention)  // sp 1: Ulysses over a group of one, as the sp row of size 1 has always measured
+    attention = (other = std::make_unique<UlyssesAttention>(groups.sp().comm())).get();
   Row row;
 
   // Attention alone.
@@ -205,7 +210,13 @@ int main(int argc, char** argv) {
   po::store(po::parse_command_line(argc, argv, desc), vm);
   po::notify(vm);
   trlhpc::MpiEnvironment mpi(&argc, &argv);
-  const trlhpc::Row r = trlhpc::run(mode, seq, iters);
+  trlhpc::Row r;
+  try {
+    r = trlhpc::run(mode, seq, iters);
+  } catch (const trlhpc::UserError& e) {  // raised on every rank alike, before any collective
+    if (mpi.world_rank() == 0) std::fprintf(stderr, "cp_bench: %s\n", e.what());
+    return 1;
+  }
   if (mpi.world_rank() == 0) {
     const double tokens = static_cast<double>(seq);
     const std::string layout =

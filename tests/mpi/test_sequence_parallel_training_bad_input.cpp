@@ -4,7 +4,7 @@
 // are UserErrors that name the numbers, identical on every rank, raised
 // before any collective: each case is run a second time on world rank 0 alone, which would hang in a
 // collective (the other ranks wait at a barrier) if the check came after one.
-// Cases that need cp or sp = world size > 1 run for np >= 2; np 1 checks cp and sp together.
+// Cases that need cp or sp = world size > 1 run for np >= 2; cp and sp together need np a multiple of 4.
 #include <gtest/gtest.h>
 #include <mpi.h>
 

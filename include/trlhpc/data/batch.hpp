@@ -5,6 +5,7 @@
 // documents per row, positions restarting at each document). Targets are already shifted: target[t]
 // is the id the model must predict from token t (input_ids[t+1] of the same document when that token
 // is trained on, else -100), so sequence sharding for cp/sp never needs a neighbour's tokens.
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

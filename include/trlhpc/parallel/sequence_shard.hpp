@@ -48,6 +48,7 @@ struct SequenceShard {
   // Chunks a row is cut into (2P zigzag, P contiguous, times inner_size); T must be a multiple of it.
   int64_t chunk_count() const;
   // Global chunk indices the outer shard keeps, in local order: {r, 2P-1-r} zigzag, {r} contiguous.
+  // Chunks of the outer split (2P or P of them), not of chunk_count(): inner_size does not enter.
   std::vector<int64_t> kept_chunks() const;
 };
 
