@@ -157,6 +157,7 @@ TEST(SequenceParallelTraining, LayoutsMatchSingleProcessCurves) {
       {.cp = 2, .sp = 2, .accumulation = 2},
       {.dp_shard = 2, .cp = 2, .sp = 2, .sharding = SK::Zero3},
       {.cp = 2, .sp = 4},  // KVH 2 < sp 4: kv heads repeated, ring over the repeated heads
+      {.dp_replicate = 2, .cp = 2, .sp = 2, .accumulation = 2},
   };
   double worst_loss = 0, worst_norm = 0;
   for (const SpLayout& layout : layouts) {
