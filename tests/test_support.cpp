@@ -81,4 +81,33 @@ double normalized_error(const std::vector<float>& got, const std::vector<float>&
                                    : std::numeric_limits<double>::infinity();
 }
 
+Batch random_packed_batch(int64_t rows, int64_t T, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Batch b;
+  b.rows = rows;
+  b.seq_len = T;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t t = 0;
+    int32_t doc = 0;
+    const int64_t used = T - static_cast<int64_t>(rng() % static_cast<uint64_t>(T / 2 + 1));
+    while (t < used) {
+      const int64_t len = std::min<int64_t>(used - t, 1 + static_cast<int64_t>(rng() % 7));
+      for (int64_t i = 0; i < len; ++i, ++t) {
+        b.input_ids.push_back(static_cast<int32_t>(1 + rng() % 50));
+        b.targets.push_back(i + 1 < len ? static_cast<int32_t>(rng() % 50) : kIgnoreIndex);
+        b.positions.push_back(static_cast<int32_t>(i));
+        b.doc_ids.push_back(doc);
+      }
+      ++doc;
+    }
+    for (; t < T; ++t) {
+      b.input_ids.push_back(0);
+      b.targets.push_back(kIgnoreIndex);
+      b.positions.push_back(0);
+      b.doc_ids.push_back(kPaddingDocId);
+    }
+  }
+  return b;
+}
+
 }  // namespace trlhpc::testing

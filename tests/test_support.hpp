@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "trlhpc/data/batch.hpp"
+
 namespace trlhpc::testing {
 
 // Folder of the real models/datasets (../shared/data); TRLHPC_SHARED_DATA overrides.
@@ -27,5 +29,9 @@ std::vector<float> random_floats(size_t n, uint64_t seed, float scale = 1.0f);
 // Normalised error ||got - want|| / max(||want||, tiny).
 double normalized_error(const float* got, const double* want, size_t n);
 double normalized_error(const std::vector<float>& got, const std::vector<float>& want);  // sizes must match
+
+// Rows of packed documents of random (often odd) lengths 1..7 with positions from 0, random ids and
+// targets (the last token of each document without one), right padding at the end of some rows.
+Batch random_packed_batch(int64_t rows, int64_t T, uint64_t seed);
 
 }  // namespace trlhpc::testing

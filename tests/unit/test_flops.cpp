@@ -3,32 +3,11 @@
 // examples and random packed batches; and the FLOPs formula's parts.
 #include <gtest/gtest.h>
 
-#include <random>
-
+#include "test_support.hpp"
 #include "trlhpc/train/flops.hpp"
 
 namespace trlhpc {
 namespace {
-
-// Rows of packed documents (lengths 1..9, positions from 0) with right padding on some rows.
-Batch packed_batch(int64_t rows, int64_t T, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  Batch b;
-  b.rows = rows;
-  b.seq_len = T;
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t used = T - static_cast<int64_t>(rng() % static_cast<uint64_t>(T / 3 + 1));
-    int64_t t = 0;
-    for (int32_t doc = 0; t < used; ++doc) {
-      const int64_t len = std::min<int64_t>(used - t, 1 + static_cast<int64_t>(rng() % 9));
-      for (int64_t i = 0; i < len; ++i, ++t) b.positions.push_back(static_cast<int32_t>(i)), b.doc_ids.push_back(doc);
-    }
-    for (; t < T; ++t) b.positions.push_back(0), b.doc_ids.push_back(kPaddingDocId);
-  }
-  b.input_ids.assign(b.positions.size(), 1);
-  b.targets.assign(b.positions.size(), kIgnoreIndex);
-  return b;
-}
 
 // What the attention primitive allows, pair by pair.
 int64_t brute_force_pairs(const Batch& b) {
@@ -54,7 +33,7 @@ TEST(Flops, AttendedPairsWorkedExamples) {
 
 TEST(Flops, AttendedPairsEqualTheMaskCount) {
   for (uint64_t seed = 1; seed <= 20; ++seed) {
-    const Batch b = packed_batch(3, 5 + static_cast<int64_t>(seed) * 3, seed);
+    const Batch b = testing::random_packed_batch(3, 5 + static_cast<int64_t>(seed) * 3, seed);
     EXPECT_EQ(attended_pairs(b), brute_force_pairs(b)) << "seed " << seed;
   }
 }

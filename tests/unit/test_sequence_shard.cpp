@@ -7,40 +7,11 @@
 #include <random>
 
 #include "trlhpc/core/error.hpp"
+#include "test_support.hpp"
 #include "trlhpc/parallel/sequence_shard.hpp"
 
 namespace trlhpc {
 namespace {
-
-// Rows of packed documents of random (often odd) lengths, right padding at the end of some rows.
-Batch random_batch(int64_t rows, int64_t T, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  Batch b;
-  b.rows = rows;
-  b.seq_len = T;
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t t = 0;
-    int32_t doc = 0;
-    const int64_t used = T - static_cast<int64_t>(rng() % static_cast<uint64_t>(T / 2 + 1));
-    while (t < used) {
-      const int64_t len = std::min<int64_t>(used - t, 1 + static_cast<int64_t>(rng() % 7));
-      for (int64_t i = 0; i < len; ++i, ++t) {
-        b.input_ids.push_back(static_cast<int32_t>(1 + rng() % 50));
-        b.targets.push_back(i + 1 < len ? static_cast<int32_t>(rng() % 50) : kIgnoreIndex);
-        b.positions.push_back(static_cast<int32_t>(i));
-        b.doc_ids.push_back(doc);
-      }
-      ++doc;
-    }
-    for (; t < T; ++t) {
-      b.input_ids.push_back(0);
-      b.targets.push_back(kIgnoreIndex);
-      b.positions.push_back(0);
-      b.doc_ids.push_back(kPaddingDocId);
-    }
-  }
-  return b;
-}
 
 // input_ids 0..T-1 (one document, so positions equal the index): shows which tokens a shard keeps.
 Batch iota_batch(int64_t T) {
@@ -106,7 +77,7 @@ TEST(SequenceShard, RoundTripKeepsEveryTokenOnce) {
   for (SequenceShardKind kind : {SequenceShardKind::kZigzag, SequenceShardKind::kContiguous})
     for (int P : {1, 2, 3, 4, 8})
       for (int64_t T : {1, 7, 16, 33, 64}) {
-        const Batch b = random_batch(3, T, static_cast<uint64_t>(T * 31 + P));
+        const Batch b = testing::random_packed_batch(3, T, static_cast<uint64_t>(T * 31 + P));
         std::vector<Batch> shards;
         int64_t targets = 0;
         for (int r = 0; r < P; ++r) {
@@ -163,7 +134,7 @@ TEST(SequenceShard, HybridSplitsTheZigzagShardContiguously) {
     for (int sp : {2, 3, 4})
       for (int64_t T : {5, 24, 61}) {
         SCOPED_TRACE("cp " + std::to_string(cp) + " sp " + std::to_string(sp) + " T " + std::to_string(T));
-        const Batch b = random_batch(2, T, static_cast<uint64_t>(T * 7 + cp * 3 + sp));
+        const Batch b = testing::random_packed_batch(2, T, static_cast<uint64_t>(T * 7 + cp * 3 + sp));
         const Batch padded = pad_sequence(b, 2 * cp * sp);
         for (int r = 0; r < cp; ++r) {
           const Batch want = shard_sequence(padded, {SequenceShardKind::kZigzag, cp, r});
