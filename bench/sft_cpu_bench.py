@@ -35,11 +35,8 @@ SEQ, ROWS, BATCH = 512, 48, 4
 
 
 def flops_per_token(cfg):
-    # trlhpc's count (include/trlhpc/train/flops.hpp): 6 N + 12 L H Q per attended (query, key) pair; a row
-    # here is one causal document of SEQ tokens, so (SEQ + 1) / 2 pairs per token.
     n = sum(p.numel() for p in Qwen2ForCausalLM(cfg).parameters())  # tied: embedding counted once
-    head_dim = cfg.hidden_size // cfg.num_attention_heads
-    return 6 * n + 12 * cfg.num_hidden_layers * cfg.num_attention_heads * head_dim * (SEQ + 1) / 2
+    return 6 * n + 12 * cfg.num_hidden_layers * cfg.num_attention_heads * (cfg.hidden_size // cfg.num_attention_heads) * SEQ
 
 
 def gemm_peak(threads):

@@ -256,15 +256,16 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   m.total_steps = total_steps;
   double window_loss = 0, window_seconds = 0;
   int64_t window_steps = 0, window_tokens = 0;
-  int64_t window_pairs = 0;  // attended (query, key) pairs of this dp rank's rows in the window
+  double window_flops = 0;
   const auto run_start = Clock::now();
   for (int64_t step = 0; step < total_steps; ++step) {
     const SamplerPosition pos = sampler.position(step);
     const auto t0 = Clock::now();
     std::vector<Batch> micro;
+    int64_t seq = 0;  // the whole row's length (attention FLOPs), before sequence sharding
     for (int64_t a = 0; a < c.gradient_accumulation_steps; ++a) {
       const Batch batch = train.collate(sampler.micro_batch(pos.epoch, pos.step, a, groups.dp().rank()));
-      window_pairs += attended_pairs(batch);  // of the whole rows, before sequence sharding
+      seq = std::max(seq, batch.seq_len);
       micro.push_back(rank_tokens(batch));
     }
     const double lr = scheduler.lr(step);
@@ -273,6 +274,7 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
     window_loss += r.loss;
     window_seconds += seconds;
     window_tokens += r.tokens;
+    window_flops += training_flops_per_token(model, seq) * static_cast<double>(r.tokens);
     ++window_steps;
     m.num_tokens += r.tokens;
     const bool last = step + 1 == total_steps;
@@ -283,14 +285,11 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
       m.learning_rate = scheduler.lr(step + 1);  // what transformers logs: the lr after the scheduler step
       m.epoch = static_cast<double>(step + 1) / static_cast<double>(sampler.steps_per_epoch());
       m.tokens_per_second = static_cast<double>(window_tokens) / window_seconds;
-      // cp/sp/tp peers hold the same rows: the pairs of the window are summed over dp only.
-      groups.dp().comm().all_reduce(std::span<int64_t>(&window_pairs, 1));
-      m.mfu = training_flops(model, window_tokens, window_pairs) / window_seconds / (peak * mpi.world_size());
+      m.mfu = window_flops / window_seconds / (peak * mpi.world_size());
       const double elapsed = std::chrono::duration<double>(Clock::now() - run_start).count();
       m.seconds_left = elapsed / static_cast<double>(step + 1) * static_cast<double>(total_steps - step - 1);
       logger.log_step(m);
-      window_loss = window_seconds = 0;
-      window_pairs = 0;
+      window_loss = window_seconds = window_flops = 0;
       window_steps = window_tokens = 0;
     }
     if (eval && ((c.eval_steps > 0 && (step + 1) % c.eval_steps == 0) || last)) {
