@@ -166,6 +166,16 @@ void gather_ids(Ops& ops, Communicator& comm, Workspace& w, const Tensor& ids, c
       ops.copy(full.view({w.Tl}, b * w.T() + s * w.Tl), w.ids_all.view({w.Tl}, (s * w.B + b) * w.Tl));
 }
 
+// What forward and backward both need head-sharded: the whole row's positions and doc ids, and q, k, v.
+void gather_inputs(Ops& ops, Communicator& comm, Workspace& w, const Tensor& q, const Tensor& k, const Tensor& v,
+                   const Tensor& pos, const Tensor& doc, UlyssesAttentionStats& stats) {
+  gather_ids(ops, comm, w, pos, w.pos_full, stats);
+  gather_ids(ops, comm, w, doc, w.doc_full, stats);
+  sequence_to_heads(ops, comm, w, q, w.NH, w.q_runs, w.NHl, w.qh, stats);
+  sequence_to_heads(ops, comm, w, k, w.KVH, w.kv_runs, w.KVHl, w.kh, stats);
+  sequence_to_heads(ops, comm, w, v, w.KVH, w.kv_runs, w.KVHl, w.vh, stats);
+}
+
 AttentionShape head_sharded_shape(const Workspace& w, const AttentionShape& s) {
   AttentionShape h = s;
   h.Tq = h.Tk = w.T();
@@ -181,11 +191,7 @@ void UlyssesAttention::forward(Ops& ops, const Tensor& q, const Tensor& k, const
   Workspace& w = workspace(ops, s);
   ++stats_.forward_calls;
   auto t0 = Clock::now();
-  gather_ids(ops, comm_, w, pos, w.pos_full, stats_);
-  gather_ids(ops, comm_, w, doc, w.doc_full, stats_);
-  sequence_to_heads(ops, comm_, w, q, w.NH, w.q_runs, w.NHl, w.qh, stats_);
-  sequence_to_heads(ops, comm_, w, k, w.KVH, w.kv_runs, w.KVHl, w.kh, stats_);
-  sequence_to_heads(ops, comm_, w, v, w.KVH, w.kv_runs, w.KVHl, w.vh, stats_);
+  gather_inputs(ops, comm_, w, q, k, v, pos, doc, stats_);
   stats_.comm_seconds += since(t0);
   t0 = Clock::now();
   SequenceAttention& inner = inner_ ? *inner_ : local_;
@@ -203,11 +209,7 @@ void UlyssesAttention::backward(Ops& ops, const Tensor& q, const Tensor& k, cons
   Workspace& w = workspace(ops, s);
   ++stats_.backward_calls;
   auto t0 = Clock::now();
-  gather_ids(ops, comm_, w, pos, w.pos_full, stats_);
-  gather_ids(ops, comm_, w, doc, w.doc_full, stats_);
-  sequence_to_heads(ops, comm_, w, q, w.NH, w.q_runs, w.NHl, w.qh, stats_);
-  sequence_to_heads(ops, comm_, w, k, w.KVH, w.kv_runs, w.KVHl, w.kh, stats_);
-  sequence_to_heads(ops, comm_, w, v, w.KVH, w.kv_runs, w.KVHl, w.vh, stats_);
+  gather_inputs(ops, comm_, w, q, k, v, pos, doc, stats_);
   sequence_to_heads(ops, comm_, w, o, w.NH, w.q_runs, w.NHl, w.oh, stats_);
   sequence_to_heads(ops, comm_, w, dout, w.NH, w.q_runs, w.NHl, w.doh, stats_);
   stats_.comm_seconds += since(t0);

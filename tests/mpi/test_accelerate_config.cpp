@@ -7,6 +7,7 @@
 
 #include <fstream>
 
+#include "same_message.hpp"
 #include "test_data_parallel_support.hpp"
 #include "trlhpc/cli/accelerate_config.hpp"
 #include "trlhpc/cli/sft_options.hpp"
@@ -29,14 +30,7 @@ std::string user_error_of(Fn&& fn) {
   } catch (const UserError& e) {
     message = e.what();
   }
-  int length = static_cast<int>(message.size());
-  MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  std::string root(static_cast<size_t>(length), '\0');
-  if (length > 0) {
-    std::copy(message.begin(), message.begin() + std::min<size_t>(message.size(), root.size()), root.begin());
-    MPI_Bcast(root.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
-  }
-  EXPECT_EQ(message, root) << "ranks disagree on the error";
+  testing::expect_identical_on_every_rank(message);
   return message;
 }
 

@@ -6,6 +6,7 @@
 
 #include <sstream>
 
+#include "same_message.hpp"
 #include "trlhpc/cli/env_command.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/parallel/parallel_dims.hpp"
@@ -13,6 +14,8 @@
 
 namespace trlhpc {
 namespace {
+
+using testing::expect_identical_on_every_rank;
 
 int world_size() {
   int size = 0;
@@ -31,15 +34,6 @@ std::string user_error_of(F&& f) {
   return "";
 }
 
-// Every rank holds the same message: compare with rank 0's.
-void expect_identical_on_every_rank(const std::string& message) {
-  int length = static_cast<int>(message.size());
-  MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  std::string root(static_cast<size_t>(length), '\0');
-  if (length > 0) std::copy(message.begin(), message.end(), root.begin());
-  MPI_Bcast(root.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
-  EXPECT_EQ(message, root);
-}
 
 void expect_names(const std::string& message, const std::vector<std::string>& parts) {
   for (const auto& part : parts) EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;

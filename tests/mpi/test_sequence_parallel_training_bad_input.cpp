@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "same_message.hpp"
 #include "test_support.hpp"
 #include "trlhpc/cli/sft_options.hpp"
 #include "trlhpc/core/error.hpp"
@@ -19,6 +20,8 @@
 
 namespace trlhpc {
 namespace {
+
+using testing::expect_identical_on_every_rank;
 
 int world_size() {
   int n = 1;
@@ -42,14 +45,6 @@ std::string sft_error(const std::vector<std::string>& args) {
   return "";
 }
 
-void expect_identical_on_every_rank(const std::string& message) {
-  int length = static_cast<int>(message.size());
-  MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  std::string root(static_cast<size_t>(length), '\0');
-  if (length > 0) std::copy(message.begin(), message.end(), root.begin());
-  MPI_Bcast(root.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
-  EXPECT_EQ(message, root);
-}
 
 // The case on every rank (same message, naming `parts`), then on rank 0 alone (no collective before it).
 void expect_user_error(const std::vector<std::string>& args, const std::vector<std::string>& parts) {

@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "same_message.hpp"
 #include "test_data_parallel_support.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
@@ -244,13 +245,7 @@ TEST(TensorParallelTraining, UnsplittableMicroBatchIsTheSameErrorOnEveryRank) {
     }
     EXPECT_NE(message.find("1 micro-batch(es)"), std::string::npos) << message;
     EXPECT_NE(message.find("tp_size 2"), std::string::npos) << message;
-    // The same text on every rank.
-    int length = static_cast<int>(message.size());
-    MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    std::string root(static_cast<size_t>(length), '\0');
-    if (groups.world_rank() == 0) root = message;
-    MPI_Bcast(root.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
-    EXPECT_EQ(message, root);
+    testing::expect_identical_on_every_rank(message);
   }
 }
 
