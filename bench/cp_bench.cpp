@@ -31,9 +31,6 @@
 #include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/parallel/ring_attention.hpp"
-#include "trlhpc/parallel/sequence_attention_for.hpp"
-#include "trlhpc/parallel/sequence_shard.hpp"
-#include "trlhpc/parallel/ulysses_attention.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 #include "trlhpc/train/trainer.hpp"
 
@@ -118,21 +115,24 @@ Row run(const std::string& mode, int64_t T, int iters) {
                                    : ParallelDims{1, 1, cp ? world : 1, cp ? 1 : world, 1}.resolved(world);
   ProcessGroups groups(Mesh(dims), MPI_COMM_WORLD);
   auto ops = make_cpu_ops();
-  const SequenceShard shard = sequence_shard_for(dims, groups.cp().rank(), groups.sp().rank());
-  std::unique_ptr<RingAttention> ring;
-  std::unique_ptr<SequenceAttention> other;  // Ulysses, or Ulysses with ring attention inside (hybrid)
-  SequenceAttention* attention = nullptr;
-  if (cp)
-    attention = (ring = std::make_unique<RingAttention>(groups.cp().comm())).get();
-  else
-    attention = (other = sequence_attention_for(groups)).get();
-  if (!attention)  // sp 1: Ulysses over a group of one, as the sp row of size 1 has always measured
-    attention = (other = std::make_unique<UlyssesAttention>(groups.sp().comm())).get();
+
+  // A small llama laid out as trlhpc sft would (parallelize): its sequence attention is also the one
+  // timed alone below. At cp = sp = 1 that is LocalAttention (before the parallelize refactor the sp 1
+  // row timed Ulysses over a group of one).
+  ModelConfig c;
+  c.architecture = ModelArchitecture::Llama;
+  c.hidden_size = 256, c.intermediate_size = 512, c.num_hidden_layers = 2, c.num_attention_heads = 8;
+  c.num_key_value_heads = 2, c.head_dim = 32, c.vocab_size = 2048, c.max_position_embeddings = T;
+  Trainer trainer(c, *ops, groups, TrainerOptions{});
+  ParallelModel& model = trainer.model();
+  model.load_weights(weights_from_init(c, 1));
+  SequenceAttention* attention = &model.sequence_attention();
+  RingAttention* ring = cp ? dynamic_cast<RingAttention*>(attention) : nullptr;
   Row row;
 
   // Attention alone.
   const int64_t NH = 8, KVH = 2, HS = 32;
-  const Batch local = shard_sequence(causal_row(T, 2048), shard);
+  const Batch local = model.shard_tokens(causal_row(T, 2048));
   const int64_t Tl = local.seq_len;
   const AttentionShape s{1, Tl, Tl, NH, KVH, HS, 1.0f / std::sqrt(float(HS))};
   const Tensor q = random_tensor(*ops, Tl * NH * HS, 1), k = random_tensor(*ops, Tl * KVH * HS, 2);
@@ -176,15 +176,8 @@ Row run(const std::string& mode, int64_t T, int iters) {
     row.ring_alone = median(alone);
   }
 
-  // A full training step of a small model on the row.
-  ModelConfig c;
-  c.architecture = ModelArchitecture::Llama;
-  c.hidden_size = 256, c.intermediate_size = 512, c.num_hidden_layers = 2, c.num_attention_heads = 8;
-  c.num_key_value_heads = 2, c.head_dim = 32, c.vocab_size = 2048, c.max_position_embeddings = T;
-  Trainer trainer(c, *ops, groups, TrainerOptions{});
-  trainer.load_weights(weights_from_init(c, 1));
-  trainer.decoder().set_sequence_attention(attention);
-  const std::vector<Batch> micro = {shard_sequence(causal_row(T, c.vocab_size), shard)};
+  // A full training step of the small model on the row.
+  const std::vector<Batch> micro = {model.shard_tokens(causal_row(T, c.vocab_size))};
   trainer.step(micro, 1e-4);  // warm-up
   times.clear();
   cpu = 0;

@@ -93,14 +93,14 @@ struct RunResult {
 // shared); exposed is the median of the paired differences, which cancels slow drifts in that load.
 RunResult run_training(const BenchOptions& o, const ModelConfig& config, ProcessGroups& self, ProcessGroups& world) {
   TrainerOptions options;
-  options.data_parallel.sharding = parse_sharding(o.sharding);
-  options.data_parallel.bucket_elements = o.bucket_mb * 1024 * 1024 / 4;
+  options.parallel.data_parallel.sharding = parse_sharding(o.sharding);
+  options.parallel.data_parallel.bucket_elements = o.bucket_mb * 1024 * 1024 / 4;
   TrainerOptions compute_only = options;
-  compute_only.data_parallel.sharding = ShardingKind::None;
+  compute_only.parallel.data_parallel.sharding = ShardingKind::None;
   auto ops = make_cpu_ops();
   Trainer alone(config, *ops, self, compute_only), dist(config, *ops, world, options);
-  alone.load_weights(weights_from_init(config, 1));
-  dist.load_weights(weights_from_init(config, 1));
+  alone.model().load_weights(weights_from_init(config, 1));
+  dist.model().load_weights(weights_from_init(config, 1));
   auto timed_step = [&](Trainer& trainer, int s) {
     const Batch batch = synthetic_batch(o, config.vocab_size, static_cast<uint64_t>(s * 131 + world.world_rank()));
     MPI_Barrier(world.world().mpi_comm());
@@ -113,7 +113,7 @@ RunResult run_training(const BenchOptions& o, const ModelConfig& config, Process
   std::vector<double> self_steps, dist_steps, exposed, waits;
   for (int s = 0; s <= o.steps; ++s) {
     const double a = timed_step(alone, s), d = timed_step(dist, s);
-    const CommTimeline& t = dist.strategy().timeline();
+    const CommTimeline& t = dist.model().strategy().timeline();
     double last_done = t.backward_end;
     for (double done : t.bucket_done) last_done = std::max(last_done, done);
     if (s == 0) continue;  // warm-up: first-touch page faults, pool allocation

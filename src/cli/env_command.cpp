@@ -8,8 +8,6 @@
 #include "trlhpc/model/model_config.hpp"
 #include "trlhpc/parallel/memory_plan.hpp"
 
-#include <mpi.h>
-
 #include <array>
 #include <boost/program_options.hpp>
 #include <cstring>
@@ -112,20 +110,23 @@ std::string rank_list(const std::vector<int>& ranks) {  // [0,1,2,3] -> "0-3", [
 json build_report(const EnvOptions& options, const Topology& topo, ProcessGroups& groups) {
   // Gather every rank's facts to rank 0 of the world group.
   const int world = topo.world_size();
-  std::array<int, RankFacts::kInts> mine{};
+  std::array<int32_t, RankFacts::kInts> mine{};
   mine[0] = topo.cpu_threads();
   mine[1] = topo.gpu_index();
   for (int k = 0; k < kNumGroupKinds; ++k) {
     mine[static_cast<size_t>(2 + k)] = groups.get(kAllGroupKinds[static_cast<size_t>(k)]).rank();
     mine[static_cast<size_t>(2 + kNumGroupKinds + k)] = groups.get(kAllGroupKinds[static_cast<size_t>(k)]).size();
   }
-  std::array<char, RankFacts::kText> text{};
-  std::strncpy(text.data(), describe_device(topo).c_str(), text.size() - 1);
-  std::vector<int> ints(static_cast<size_t>(world) * RankFacts::kInts);     // (world, kInts)
-  std::vector<char> texts(static_cast<size_t>(world) * RankFacts::kText);  // (world, kText)
-  MPI_Comm comm = groups.world().mpi_comm();
-  TRLHPC_CHECK_MPI(MPI_Gather(mine.data(), RankFacts::kInts, MPI_INT, ints.data(), RankFacts::kInts, MPI_INT, 0, comm));
-  TRLHPC_CHECK_MPI(MPI_Gather(text.data(), RankFacts::kText, MPI_CHAR, texts.data(), RankFacts::kText, MPI_CHAR, 0, comm));
+  std::array<uint8_t, RankFacts::kText> text{};  // NUL-terminated
+  const std::string device = describe_device(topo);
+  std::memcpy(text.data(), device.data(), std::min(device.size(), text.size() - 1));
+  // An all-gather rather than a gather to rank 0: a few hundred bytes per rank, and the Communicator
+  // stays the only way this command talks to other ranks.
+  std::vector<int32_t> ints(static_cast<size_t>(world) * RankFacts::kInts);  // (world, kInts)
+  std::vector<uint8_t> texts(static_cast<size_t>(world) * RankFacts::kText);  // (world, kText)
+  Communicator& comm = groups.world().comm();
+  comm.all_gather(std::span<const int32_t>(mine), std::span<int32_t>(ints));
+  comm.all_gather(std::span<const uint8_t>(text), std::span<uint8_t>(texts));
   if (topo.world_rank() != 0) return {};
 
   json report;
@@ -149,11 +150,11 @@ json build_report(const EnvOptions& options, const Topology& topo, ProcessGroups
   m["tp_sequence_parallel"] = options.dims.tp_sequence_parallel && mesh.axis_size(MeshAxis::Tp) > 1;
   report["ranks"] = json::array();
   for (int r = 0; r < world; ++r) {
-    const int* facts = &ints[static_cast<size_t>(r) * RankFacts::kInts];
+    const int32_t* facts = &ints[static_cast<size_t>(r) * RankFacts::kInts];
     const RankPlacement& place = topo.ranks()[static_cast<size_t>(r)];
     json rank = {{"rank", r},           {"host", place.host},          {"node", place.node_index},
                  {"local_rank", place.local_rank}, {"local_size", place.local_size},
-                 {"device", std::string(&texts[static_cast<size_t>(r) * RankFacts::kText])},
+                 {"device", std::string(reinterpret_cast<const char*>(&texts[static_cast<size_t>(r) * RankFacts::kText]))},
                  {"gpu_index", facts[1]}, {"cpu_threads", facts[0]}};
     const MeshCoord coords = mesh.coords_of(r);
     for (int a = 0; a < kNumMeshAxes; ++a) rank["coords"][mesh_axis_name(static_cast<MeshAxis>(a))] = coords[static_cast<size_t>(a)];
@@ -265,18 +266,20 @@ int run_env_command(int argc, char** argv, MpiEnvironment& mpi, std::ostream& ou
     c.cp_size = requested.cp, c.sp_size = requested.sp, c.sharding = sharding;
     apply_accelerate_config(read_accelerate_config(options.accelerate_config, mpi.world_size()), options.explicit_flags, c);
     requested = ParallelDims{static_cast<int>(c.dp_replicate_size), static_cast<int>(c.dp_shard_size),
-                             static_cast<int>(c.cp_size), static_cast<int>(c.sp_size), static_cast<int>(c.tp_size)};
+                             static_cast<int>(c.cp_size), static_cast<int>(c.sp_size), static_cast<int>(c.tp_size),
+                             requested.tp_sequence_parallel};
     sharding = c.sharding;
   }
-  const ParallelDims dims = requested.resolved(mpi.world_size());
+  ParallelDims dims = requested.resolved(mpi.world_size());
   const ShardingKind sharding_kind = parse_sharding(sharding);
   std::optional<ModelConfig> model;
   if (!options.model.empty())
     model = ModelConfig::from_file(std::filesystem::is_directory(options.model) ? options.model + "/config.json" : options.model);
-  if (model) dims.validate_model(static_cast<int>(model->num_attention_heads), static_cast<int>(model->num_key_value_heads));
+  // With a model the kv_share groups are the ones training would use (tp > kv heads).
+  if (model) dims = dims.for_model(static_cast<int>(model->num_attention_heads), static_cast<int>(model->num_key_value_heads));
   const DeviceRequest request = parse_device_request(options.device);
   const Topology topo = Topology::discover(mpi, request);
-  ProcessGroups groups(Mesh(dims), MPI_COMM_WORLD);
+  ProcessGroups groups(Mesh(dims), mpi.world());
   json report = build_report(options, topo, groups);
   if (mpi.world_rank() == 0 && model) {
     const MemoryAccount m = plan_memory(*model, dims, sharding_kind);

@@ -29,7 +29,8 @@ int run_sft(int argc, char** argv, trlhpc::MpiEnvironment& mpi) {
   std::vector<std::string> args(argv + 2, argv + argc);
   trlhpc::SftConfig config;
   std::string help;
-  if (!trlhpc::parse_sft_options(args, config, &help)) {
+  const trlhpc::SftOptionContext context{mpi.world_size(), mpi.world_rank() == 0};
+  if (!trlhpc::parse_sft_options(args, config, &help, context)) {
     if (mpi.world_rank() == 0) std::printf("%s", help.c_str());
     return 0;
   }

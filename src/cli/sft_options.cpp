@@ -1,6 +1,5 @@
 #include "trlhpc/cli/sft_options.hpp"
 
-#include <mpi.h>
 #include <yaml-cpp/yaml.h>
 
 #include <boost/program_options.hpp>
@@ -116,19 +115,6 @@ std::vector<std::string> yaml_as_args(const std::string& path) {
 constexpr int kStyle = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
 
 }  // namespace
-
-bool parse_sft_options(const std::vector<std::string>& args, SftConfig& config, std::string* help_text) {
-  SftOptionContext context;
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (initialized) {
-    int rank = 0;
-    MPI_Comm_size(MPI_COMM_WORLD, &context.world_size);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    context.is_main = rank == 0;
-  }
-  return parse_sft_options(args, config, help_text, context);
-}
 
 bool parse_sft_options(const std::vector<std::string>& args, SftConfig& config, std::string* help_text,
                        const SftOptionContext& context) {

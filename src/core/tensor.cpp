@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "trlhpc/core/error.hpp"
+#include "trlhpc/core/tensor_span.hpp"
 
 namespace trlhpc {
 
@@ -41,6 +42,12 @@ float* Tensor::f32() const {
 int32_t* Tensor::i32() const {
   TRLHPC_ASSERT(dtype_ == DType::I32, std::string("tensor is ") + dtype_name(dtype_) + ", expected I32");
   return static_cast<int32_t*>(data_);
+}
+
+void tensor_span_mismatch(const Tensor& t, DType wanted, int64_t count) {
+  TRLHPC_ASSERT(false, std::string("span_of: tensor ") + shape_string(t.shape()) + " of " + dtype_name(t.dtype()) +
+                           " viewed as " + std::to_string(count) + " elements of " + dtype_name(wanted));
+  std::abort();  // unreachable: the assertion throws
 }
 
 Tensor Tensor::view(Shape shape, int64_t offset_elements) const {

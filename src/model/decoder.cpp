@@ -28,18 +28,21 @@ DeviceBatch DeviceBatch::upload(const Batch& batch, Ops& ops) {
 }
 
 Decoder::Decoder(ModelConfig config, Ops& ops, ParameterStore& params, bool gradient_checkpointing,
-                 int64_t loss_chunk_tokens)
+                 int64_t loss_chunk_tokens, DecoderParallelism parallelism)
     : config_(std::move(config)),
       local_(config_),
       ops_(ops),
       params_(params),
       checkpointing_(gradient_checkpointing),
       loss_chunk_tokens_(loss_chunk_tokens),
+      hooks_(parallelism.hooks),
+      attention_(parallelism.attention),
       scratch_(std::make_unique<Scratch>()) {
   std::vector<float> inv = rope_inverse_frequencies(config_);
   inv_freq_ = ops_.allocate({static_cast<int64_t>(inv.size())});
   ops_.copy_from_host(inv_freq_, inv.data(), inv.size() * sizeof(float));
   acts_.resize(static_cast<size_t>(config_.num_hidden_layers));
+  init_tensor_parallel(parallelism);
 }
 
 Decoder::~Decoder() = default;
@@ -64,7 +67,7 @@ void Decoder::ensure_buffers(int64_t N) {
   buffers_N_ = N;
 }
 
-void Decoder::forward_to_final_hidden(const DeviceBatch& batch, bool keep_for_backward) {
+void Decoder::forward_to_final_hidden(const DeviceBatch& batch) {
   const int64_t N = batch.B * batch.T, L = config_.num_hidden_layers;
   ensure_buffers(N);
   Scratch& s = *scratch_;
@@ -88,14 +91,13 @@ void Decoder::forward_to_final_hidden(const DeviceBatch& batch, bool keep_for_ba
   ops_.rmsnorm_fwd(s.x_final, params_.param("model.norm.weight"), s.h_final_local, s.rstd_final,
                    static_cast<float>(config_.rms_norm_eps));
   if (tp_sp_) gather_tokens(s.h_final_local, s.h_final);  // the vocab-parallel head needs every token
-  (void)keep_for_backward;
 }
 
 LossResult Decoder::run(const DeviceBatch& batch, float grad_scale, bool backward) {
   const int64_t L = config_.num_hidden_layers;
   const int final_unit = static_cast<int>(L + 1);
   Scratch& s = *scratch_;
-  forward_to_final_hidden(batch, backward);
+  forward_to_final_hidden(batch);
   if (config_.tie_word_embeddings) hooks().before_forward(0);  // the head reads unit 0's table
   if (backward) {
     // The loss writes the head's gradient (into unit L+1, or unit 0 when tied) before the backward walk
@@ -140,7 +142,7 @@ LossResult Decoder::forward_backward(const DeviceBatch& batch, float grad_scale)
 LossResult Decoder::forward_loss(const DeviceBatch& batch) { return run(batch, 0.0f, false); }
 
 Tensor Decoder::layer_stack_output(const DeviceBatch& batch) {
-  forward_to_final_hidden(batch, false);
+  forward_to_final_hidden(batch);
   hooks().after_forward(static_cast<int>(config_.num_hidden_layers + 1));
   const int64_t N = batch.B * batch.T;
   const Tensor out = ops_.allocate({N, config_.hidden_size});  // (N, C)
@@ -150,7 +152,7 @@ Tensor Decoder::layer_stack_output(const DeviceBatch& batch) {
 }
 
 Tensor Decoder::logits(const DeviceBatch& batch) {
-  forward_to_final_hidden(batch, false);
+  forward_to_final_hidden(batch);
   if (config_.tie_word_embeddings) hooks().before_forward(0);
   const int64_t N = batch.B * batch.T;
   Tensor local = ops_.allocate({N, local_.vocab_size});  // this tp rank's vocabulary columns

@@ -20,25 +20,26 @@
 
 #include "src/model/decoder_internal.hpp"
 #include "trlhpc/core/error.hpp"
+#include "trlhpc/core/tensor_span.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
 #include "trlhpc/parallel/communicator.hpp"
 
 namespace trlhpc {
-namespace {
-std::span<float> span_of(const Tensor& t) { return {t.f32(), static_cast<size_t>(t.numel())}; }
-}  // namespace
 
-void Decoder::set_tensor_parallel(Communicator* tp, TpLayout layout, Communicator* kv_share, bool sequence_parallel) {
+void Decoder::init_tensor_parallel(const DecoderParallelism& parallelism) {
+  const TpLayout layout = params_.tp_layout();  // the slices the store holds
+  Communicator* tp = parallelism.tp;
+  Communicator* kv_share = parallelism.kv_share;
   TRLHPC_ASSERT(tp ? tp->size() == layout.size && tp->rank() == layout.rank : layout.size == 1,
-                "set_tensor_parallel: the communicator does not match tp rank " + std::to_string(layout.rank) + " of " +
+                "Decoder: the tp communicator (" + (tp ? std::to_string(tp->rank()) + " of " + std::to_string(tp->size())
+                                                       : std::string("none")) +
+                    ") does not match the ParameterStore's tp rank " + std::to_string(layout.rank) + " of " +
                     std::to_string(layout.size));
-  TRLHPC_ASSERT(params_.tp_layout().size == layout.size && params_.tp_layout().rank == layout.rank,
-                "set_tensor_parallel: the ParameterStore holds another tp layout's slices");
   local_ = tp_local_config(config_, layout.size);
   const int64_t share = layout.size > config_.num_key_value_heads ? layout.size / config_.num_key_value_heads : 1;
   TRLHPC_ASSERT(share == 1 ? kv_share == nullptr || kv_share->size() == 1
                            : kv_share && kv_share->size() == share && kv_share->rank() == layout.rank % share,
-                "set_tensor_parallel: the kv-sharing sub-group does not match tp rank " + std::to_string(layout.rank) +
+                "Decoder: the kv-sharing sub-group does not match tp rank " + std::to_string(layout.rank) +
                     " of " + std::to_string(layout.size) + " with " + std::to_string(config_.num_key_value_heads) +
                     " kv heads");
   tp_comm_ = tp;
@@ -50,9 +51,8 @@ void Decoder::set_tensor_parallel(Communicator* tp, TpLayout layout, Communicato
     kv_grad_ = ops_.allocate({2 * (KD * local_.hidden_size + KD)});
   }
   // At tp size 1 every rank already holds all tokens: sequence parallel would only add copies.
-  tp_sp_ = sequence_parallel && layout.size > 1;
+  tp_sp_ = parallelism.tp_sequence_parallel && layout.size > 1;
   tp_norm_grad_ = tp_sp_ ? ops_.allocate({2, local_.hidden_size}) : Tensor();
-  buffers_N_ = -1;  // activation shapes follow the local heads / F (and the local tokens)
 }
 
 int64_t Decoder::local_tokens(int64_t N) const {
@@ -66,7 +66,7 @@ int64_t Decoder::local_tokens(int64_t N) const {
 
 Tensor Decoder::gather_tokens(const Tensor& local, const Tensor& full) {
   if (!tp_sp_) return local;
-  tp_comm_->all_gather(std::span<const float>(local.f32(), static_cast<size_t>(local.numel())), span_of(full));
+  tp_comm_->all_gather(span_of<const float>(local), span_of<float>(full));
   return full;
 }
 
@@ -76,7 +76,7 @@ void Decoder::reduce_tokens(const Tensor& partial, const Tensor& out) {
     tp_all_reduce_sum(out);
     return;
   }
-  tp_comm_->reduce_scatter(std::span<const float>(partial.f32(), static_cast<size_t>(partial.numel())), span_of(out),
+  tp_comm_->reduce_scatter(span_of<const float>(partial), span_of<float>(out),
                            ReduceOp::Sum);
 }
 
@@ -98,15 +98,15 @@ void Decoder::finish_norm_grads(std::initializer_list<Tensor> grads) {
 }
 
 void Decoder::tp_all_reduce_sum(const Tensor& t) {
-  if (tp_comm_) tp_comm_->all_reduce(span_of(t), ReduceOp::Sum);
+  if (tp_comm_) tp_comm_->all_reduce(span_of<float>(t), ReduceOp::Sum);
 }
 
 void Decoder::kv_all_reduce_sum(const Tensor& t) {
-  if (kv_comm_) kv_comm_->all_reduce(span_of(t), ReduceOp::Sum);
+  if (kv_comm_) kv_comm_->all_reduce(span_of<float>(t), ReduceOp::Sum);
 }
 
 void Decoder::tp_all_reduce_max(const Tensor& t) {
-  if (tp_comm_) tp_comm_->all_reduce(span_of(t), ReduceOp::Max);
+  if (tp_comm_) tp_comm_->all_reduce(span_of<float>(t), ReduceOp::Max);
 }
 
 LossResult Decoder::head_loss(const DeviceBatch& batch, float grad_scale, bool backward) {

@@ -7,6 +7,7 @@ namespace trlhpc {
 const char* group_kind_name(GroupKind kind) {
   switch (kind) {
     case GroupKind::Tp: return "tp";
+    case GroupKind::KvShare: return "kv_share";
     case GroupKind::Cp: return "cp";
     case GroupKind::Sp: return "sp";
     case GroupKind::DpReplicate: return "dp_replicate";
@@ -34,6 +35,7 @@ std::vector<MeshAxis> group_axes(GroupKind kind) {
   using A = MeshAxis;
   switch (kind) {
     case GroupKind::Tp: return {A::Tp};
+    case GroupKind::KvShare: return {A::Tp};
     case GroupKind::Cp: return {A::Cp};
     case GroupKind::Sp: return {A::Sp};
     case GroupKind::DpReplicate: return {A::DpReplicate};
@@ -63,7 +65,16 @@ Mesh::Mesh(const ParallelDims& dims)
     product *= s;
   }
   TRLHPC_ASSERT(product <= (int64_t{1} << 30), "mesh too large: " + dims.to_string());
+  TRLHPC_ASSERT(dims.kv_share >= 1 && dims.tp % dims.kv_share == 0,
+                "kv_share " + std::to_string(dims.kv_share) + " does not divide tp " + std::to_string(dims.tp));
   world_size_ = static_cast<int>(product);
+}
+
+int Mesh::kv_block(const MeshCoord& coords) const {
+  return coords[static_cast<size_t>(MeshAxis::Tp)] / dims_.kv_share;
+}
+int Mesh::kv_index(const MeshCoord& coords) const {
+  return coords[static_cast<size_t>(MeshAxis::Tp)] % dims_.kv_share;
 }
 
 MeshCoord Mesh::coords_of(int rank) const {
@@ -86,6 +97,7 @@ int Mesh::rank_of(const MeshCoord& coords) const {
 }
 
 int Mesh::group_size(GroupKind kind) const {
+  if (kind == GroupKind::KvShare) return dims_.kv_share;
   int size = 1;
   for (MeshAxis a : group_axes(kind)) size *= axis_size(a);
   return size;
@@ -93,6 +105,7 @@ int Mesh::group_size(GroupKind kind) const {
 
 int Mesh::group_rank(GroupKind kind, int rank) const {
   const MeshCoord coords = coords_of(rank);
+  if (kind == GroupKind::KvShare) return kv_index(coords);
   int index = 0;
   for (MeshAxis a : group_axes(kind)) index = index * axis_size(a) + coords[static_cast<size_t>(a)];
   return index;
@@ -104,6 +117,8 @@ int Mesh::group_color(GroupKind kind, int rank) const {
   int index = 0;
   for (size_t a = 0; a < kNumMeshAxes; ++a)
     if (!in_group[a]) index = index * sizes_[a] + coords[a];
+  // kv_share: the kv-head block is one more coordinate outside the group.
+  if (kind == GroupKind::KvShare) index = index * (dims_.tp / dims_.kv_share) + kv_block(coords);
   return index;
 }
 
@@ -112,6 +127,14 @@ std::vector<int> Mesh::group_members(GroupKind kind, int rank) const {
   MeshCoord coords = coords_of(rank);
   const int size = group_size(kind);
   std::vector<int> members(static_cast<size_t>(size));
+  if (kind == GroupKind::KvShare) {
+    const int first = kv_block(coords) * dims_.kv_share;
+    for (int g = 0; g < size; ++g) {
+      coords[static_cast<size_t>(MeshAxis::Tp)] = first + g;
+      members[static_cast<size_t>(g)] = rank_of(coords);
+    }
+    return members;
+  }
   for (int g = 0; g < size; ++g) {
     int rest = g;  // decompose the group rank over the group's axes, innermost first
     for (auto it = axes.rbegin(); it != axes.rend(); ++it) {

@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "cuda_raii.cuh"
 #include "trlhpc/core/cuda_check.hpp"
 #include "trlhpc/parallel/nccl_context.hpp"
 
@@ -12,52 +13,9 @@ namespace trlhpc {
 
 namespace {
 
-// Makes `device` current for a scope and restores the previous one.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    TRLHPC_CHECK_CUDA(cudaGetDevice(&previous_));
-    if (previous_ != device) TRLHPC_CHECK_CUDA(cudaSetDevice(device));
-    changed_ = previous_ != device;
-  }
-  ~DeviceGuard() {
-    if (changed_) cudaSetDevice(previous_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-  bool changed_ = false;
-};
-
-class CudaStream {
- public:
-  CudaStream() { TRLHPC_CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
-  ~CudaStream() {
-    if (stream_) cudaStreamDestroy(stream_);
-  }
-  CudaStream(const CudaStream&) = delete;
-  CudaStream& operator=(const CudaStream&) = delete;
-  cudaStream_t get() const { return stream_; }
-
- private:
-  cudaStream_t stream_ = nullptr;
-};
-
-class CudaEvent {
- public:
-  CudaEvent() { TRLHPC_CHECK_CUDA(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
-  ~CudaEvent() {
-    if (event_) cudaEventDestroy(event_);
-  }
-  CudaEvent(const CudaEvent&) = delete;
-  CudaEvent& operator=(const CudaEvent&) = delete;
-  cudaEvent_t get() const { return event_; }
-
- private:
-  cudaEvent_t event_ = nullptr;
-};
+using cuda::CudaEvent;
+using cuda::CudaStream;
+using cuda::DeviceGuard;
 
 class NcclComm {
  public:

@@ -47,6 +47,13 @@ ParallelDims ParallelDims::resolved(int world_size) const {
   return out;
 }
 
+ParallelDims ParallelDims::for_model(int num_heads, int num_kv_heads) const {
+  validate_model(num_heads, num_kv_heads);
+  ParallelDims out = *this;
+  out.kv_share = tp > num_kv_heads ? tp / num_kv_heads : 1;
+  return out;
+}
+
 void ParallelDims::validate_model(int num_heads, int num_kv_heads) const {
   TRLHPC_REQUIRE(num_heads >= 1 && num_kv_heads >= 1 && num_heads % num_kv_heads == 0,
                  "num_attention_heads " + std::to_string(num_heads) + " and num_key_value_heads " +

@@ -17,6 +17,7 @@
 
 #include "src/parallel/ring_attention_blocks.hpp"
 #include "trlhpc/core/error.hpp"
+#include "trlhpc/core/tensor_span.hpp"
 
 namespace trlhpc {
 
@@ -62,11 +63,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-template <class T>
-std::span<T> span_of(const Tensor& t) {
-  return std::span<T>(t.ptr<T>(), static_cast<size_t>(t.numel()));
-}
 
 // The K/V (+ metadata) hop of one ring step.
 struct BlockTransfer {

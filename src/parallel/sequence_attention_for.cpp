@@ -12,7 +12,7 @@ std::unique_ptr<SequenceAttention> sequence_attention_for(ProcessGroups& groups)
     return std::make_unique<UlyssesAttention>(groups.sp().comm(), std::make_unique<RingAttention>(groups.cp().comm()));
   if (ring) return std::make_unique<RingAttention>(groups.cp().comm());
   if (ulysses) return std::make_unique<UlyssesAttention>(groups.sp().comm());
-  return nullptr;
+  return std::make_unique<LocalAttention>();
 }
 
 }  // namespace trlhpc

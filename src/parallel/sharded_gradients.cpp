@@ -5,6 +5,7 @@
 #include <span>
 
 #include "trlhpc/core/error.hpp"
+#include "trlhpc/core/tensor_span.hpp"
 #include "trlhpc/ops/ops.hpp"
 #include "src/parallel/tensor_parallel_norm.hpp"
 
@@ -13,7 +14,6 @@ namespace {
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
-std::span<float> span_of(const Tensor& t) { return {t.f32(), static_cast<size_t>(t.numel())}; }
 }  // namespace
 
 ShardedGradients::ShardedGradients(ParameterStore& store, ProcessGroups& groups, Ops& ops, UnitBufferPool& pool)
@@ -47,8 +47,8 @@ void ShardedGradients::reduce(int unit, Tensor full, bool recycle, bool final_co
             timeline_.bucket_launch.size()};
   timeline_.bucket_launch.push_back(now_seconds());
   timeline_.bucket_done.push_back(0.0);
-  p.request = fsdp_.reduce_scatter_async(std::span<const float>(p.full.f32(), static_cast<size_t>(p.full.numel())),
-                                         span_of(p.received));
+  p.request = fsdp_.reduce_scatter_async(span_of<const float>(p.full),
+                                         span_of<float>(p.received));
   pending_.push_back(std::move(p));
   if (final_contribution) awaiting_replicate_.push_back(unit);
   poll();
@@ -98,7 +98,7 @@ void ShardedGradients::complete_unit(int unit) {
 }
 
 void ShardedGradients::start_replicate(int unit) {
-  replicate_requests_.push_back(replicate_.all_reduce_async(span_of(shards_[static_cast<size_t>(unit)])));
+  replicate_requests_.push_back(replicate_.all_reduce_async(span_of<float>(shards_[static_cast<size_t>(unit)])));
 }
 
 void ShardedGradients::finish() {

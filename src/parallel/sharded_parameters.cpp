@@ -3,6 +3,7 @@
 #include <span>
 
 #include "trlhpc/core/error.hpp"
+#include "trlhpc/core/tensor_span.hpp"
 #include "trlhpc/ops/ops.hpp"
 
 namespace trlhpc {
@@ -36,8 +37,8 @@ void ShardedParameters::prefetch(int unit) {
   Unit& u = units_[static_cast<size_t>(unit)];
   if (u.state != State::Released) return;
   u.full = pool_.acquire(store_.unit(unit).padded_numel);
-  u.request = fsdp_.all_gather_async(std::span<const float>(u.shard.f32(), static_cast<size_t>(u.shard.numel())),
-                                     std::span<float>(u.full.f32(), static_cast<size_t>(u.full.numel())));
+  u.request = fsdp_.all_gather_async(span_of<const float>(u.shard),
+                                     span_of<float>(u.full));
   u.state = State::InFlight;
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "trlhpc/core/error.hpp"
+#include "trlhpc/core/tensor_span.hpp"
 
 namespace trlhpc {
 
@@ -24,11 +25,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-template <class T>
-std::span<T> span_of(const Tensor& t, int64_t n) {
-  return std::span<T>(t.ptr<T>(), static_cast<size_t>(n));
-}
 
 // A run of consecutive heads of block d: local heads [local, local + count) come from the source
 // heads [source, source + count).

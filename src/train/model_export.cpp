@@ -8,7 +8,7 @@
 #include "trlhpc/model/tensor_parallel.hpp"
 #include "trlhpc/ops/ops.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
-#include "trlhpc/train/trainer.hpp"
+#include "trlhpc/train/parallelize.hpp"
 
 namespace trlhpc {
 namespace {
@@ -35,15 +35,16 @@ std::unordered_map<std::string, std::vector<float>> gather_tp_tensors(ParameterS
 
 }  // namespace
 
-void export_hf_model(Trainer& trainer, const ModelConfig& config, const std::string& output_dir,
-                     const std::string& tokenizer_dir, bool writer, ProcessGroups& groups) {
-  trainer.strategy().gather_full_parameters();
-  const auto full = gather_tp_tensors(trainer.store(), trainer.ops(), groups.tp().comm(), writer);
-  trainer.strategy().release_full_parameters();
+void export_hf_model(ParallelModel& model, const std::string& output_dir, const std::string& tokenizer_dir,
+                     bool writer) {
+  ProcessGroups& groups = model.groups();
+  model.strategy().gather_full_parameters();
+  const auto full = gather_tp_tensors(model.store(), model.ops(), groups.tp().comm(), writer);
+  model.strategy().release_full_parameters();
   if (writer) {
     HfSaveOptions options;
     options.tokenizer_source_dir = tokenizer_dir;
-    save_hf_model_dir(output_dir, config, [&](const ParameterSpec& spec, float* out) {
+    save_hf_model_dir(output_dir, model.config(), [&](const ParameterSpec& spec, float* out) {
       const std::vector<float>& t = full.at(spec.name);
       std::copy(t.begin(), t.end(), out);
     }, options);

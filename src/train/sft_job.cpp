@@ -21,8 +21,6 @@
 #include "trlhpc/model/tensor_parallel.hpp"
 #include "trlhpc/optim/lr_scheduler.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
-#include "trlhpc/parallel/sequence_attention_for.hpp"
-#include "trlhpc/parallel/sequence_shard.hpp"
 #include "trlhpc/runtime/cpu_blas.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 #include "trlhpc/runtime/topology.hpp"
@@ -167,7 +165,7 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
                     "the final model is saved to --output_dir");
   if (c.bf16) throw UserError("--bf16 needs the CUDA backend, which this version does not have; train in fp32 on cpu");
   const LrSchedule schedule = parse_lr_schedule(c.lr_scheduler_type);
-  const ParallelDims dims = ParallelDims{static_cast<int>(c.dp_replicate_size), static_cast<int>(c.dp_shard_size),
+  const ParallelDims requested_dims = ParallelDims{static_cast<int>(c.dp_replicate_size), static_cast<int>(c.dp_shard_size),
                                          static_cast<int>(c.cp_size), static_cast<int>(c.sp_size),
                                          static_cast<int>(c.tp_size), c.tp_sequence_parallel}
                                 .resolved(mpi.world_size());
@@ -175,7 +173,8 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   dp_options.sharding = parse_sharding(c.sharding);
   dp_options.bucket_elements = c.bucket_size_mb * 1024 * 1024 / 4;
   const ModelConfig model = load_model_config(c);
-  dims.validate_model(static_cast<int>(model.num_attention_heads), static_cast<int>(model.num_key_value_heads));
+  const ParallelDims dims = requested_dims.for_model(static_cast<int>(model.num_attention_heads),
+                                                     static_cast<int>(model.num_key_value_heads));
   validate_tensor_parallel(model, dims.tp);  // vocab_size and intermediate_size split by tp too
   dims.validate_sequence(c.max_length, c.pad_to_multiple_of);
 
@@ -206,7 +205,7 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
                  (st.rows_skipped ? ", " + std::to_string(st.rows_skipped) + " bad rows skipped" : "") +
                  (st.truncated ? ", " + std::to_string(st.truncated) + " truncated to max_length" : ""));
 
-  ProcessGroups groups(Mesh(dims), MPI_COMM_WORLD);
+  ProcessGroups groups(Mesh(dims), mpi.world());
   DistributedSampler sampler(SamplerConfig{train.num_rows(), c.per_device_train_batch_size, dims.dp(),
                                            c.gradient_accumulation_steps, c.seed, c.shuffle_dataset, true});
   if (sampler.steps_per_epoch() == 0)
@@ -218,28 +217,21 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   const LrScheduler scheduler(schedule, c.learning_rate, warmup_steps_for(c.warmup_steps, c.warmup_ratio, total_steps), total_steps);
 
   TrainerOptions options;
-  options.data_parallel = dp_options;
+  options.parallel.data_parallel = dp_options;
   options.adamw = {static_cast<float>(c.adam_beta1), static_cast<float>(c.adam_beta2), static_cast<float>(c.adam_epsilon),
                    static_cast<float>(c.weight_decay)};
   options.max_grad_norm = c.max_grad_norm;
-  options.gradient_checkpointing = c.gradient_checkpointing;
-  options.loss_chunk_tokens = c.loss_chunk_tokens;
-  options.tp_sequence_parallel = c.tp_sequence_parallel;
+  options.parallel.gradient_checkpointing = c.gradient_checkpointing;
+  options.parallel.loss_chunk_tokens = c.loss_chunk_tokens;
   auto ops = make_cpu_ops();
   Trainer trainer(model, *ops, groups, options);
-  // cp/sp: every rank of a cp or sp group gets the same rows (the sampler is keyed by the dp rank,
-  // which they share) and keeps its shard of each row's tokens.
-  const std::unique_ptr<SequenceAttention> sequence_attention = sequence_attention_for(groups);
-  trainer.decoder().set_sequence_attention(sequence_attention.get());
-  const SequenceShard shard = sequence_shard_for(dims, groups.cp().rank(), groups.sp().rank());
-  // This rank's tokens of a collated micro-batch: rows padded so that every cp/sp shard (and its tp
-  // parts under tp sequence parallel) splits evenly, then sharded over cp/sp.
-  auto rank_tokens = [&](const Batch& batch) { return shard_sequence(pad_sequence(batch, dims.sequence_multiple()), shard); };
+  ParallelModel& laid_out = trainer.model();
+  auto rank_tokens = [&](const Batch& batch) { return laid_out.shard_tokens(batch); };
   if (!c.model_name_or_path.empty()) {
     HfModelDir dir(c.model_name_or_path);
-    trainer.load_weights(weights_from_hf_dir(dir, trainer.tp_layout()));
+    laid_out.load_weights(weights_from_hf_dir(dir, laid_out.tp_layout()));
   } else {
-    trainer.load_weights(weights_from_init(model, c.seed, trainer.tp_layout()));
+    laid_out.load_weights(weights_from_init(model, c.seed, laid_out.tp_layout()));
   }
   const MemoryAccount memory = trainer.memory();
   logger.message("model " + std::string(model.architecture_name()) + " " + std::to_string(model.parameter_count()) +
@@ -249,7 +241,7 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
                  " threads/rank; " + std::to_string(total_steps) + " steps");
   if (const std::string warning = cpu_blas_warning(); !warning.empty()) logger.message("warning: " + warning);
 
-  double peak = c.peak_flops > 0 ? c.peak_flops : measure_cpu_gemm_flops();
+  double peak = c.peak_flops > 0 ? c.peak_flops : measure_gemm_flops(*ops);
   groups.world().comm().all_reduce(std::span<double>(&peak, 1), ReduceOp::Min);  // every rank uses the same peak
 
   StepMetrics m;
@@ -311,7 +303,7 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
     }
   }
   logger.finish();
-  export_hf_model(trainer, model, c.output_dir, tokenizer_dir, is_main, groups);
+  export_hf_model(laid_out, c.output_dir, tokenizer_dir, is_main);
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
   int64_t peak_rss = static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB

@@ -3,38 +3,20 @@
 #include <cmath>
 
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/model/tensor_parallel.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
 
 namespace trlhpc {
 
 Trainer::Trainer(const ModelConfig& config, Ops& ops, ProcessGroups& groups, const TrainerOptions& options)
-    : ops_(ops), groups_(groups), options_(options) {
-  // Tensor parallel first (this tp rank's slices), then the data-parallel policy shards those
-  // (ARCHITECTURE.md "Parameters and sharding"). A tp group of 1 is the whole model.
-  const TpLayout tp{groups.tp().size(), groups.tp().rank()};
-  store_ = std::make_unique<ParameterStore>(config, ops, groups.fsdp().size(), tp);
-  strategy_ = make_data_parallel_strategy(options.data_parallel, *store_, groups, ops);
-  decoder_ = std::make_unique<Decoder>(config, ops, *store_, options.gradient_checkpointing, options.loss_chunk_tokens);
-  decoder_->set_hooks(strategy_.get());
-  if (tp.size > config.num_key_value_heads) {
-    // Each kv head is replicated on share = tp/KVH consecutive tp ranks: split the tp group by head.
-    validate_tensor_parallel(config, tp.size);
-    const int share = static_cast<int>(tp.size / config.num_key_value_heads);
-    kv_share_mpi_ = MpiComm::split(groups.tp().mpi_comm(), tp.rank / share, tp.rank);
-    kv_share_comm_ = std::make_unique<MpiCommunicator>(kv_share_mpi_.get());
-  }
-  decoder_->set_tensor_parallel(&groups.tp().comm(), tp, kv_share_comm_.get(), options.tp_sequence_parallel);
-  optimizer_ = std::make_unique<AdamW>(*store_, strategy_->owned_ranges(), options.adamw, ops);
+    : ops_(ops), groups_(groups), options_(options), model_(parallelize(config, ops, groups, options.parallel)) {
+  optimizer_ = std::make_unique<AdamW>(model_->store(), model_->strategy().owned_ranges(), options.adamw, ops);
 }
 
 Trainer::~Trainer() = default;
 
-void Trainer::load_weights(const UnitRangeSource& source) { strategy_->load_parameters(source); }
-
 int64_t Trainer::unsplittable_batches(const std::vector<Batch>& batches) const {
-  if (!decoder_->tp_sequence_parallel()) return 0;
-  const int64_t tp = decoder_->tp_layout().size;
+  if (!model_->decoder().tp_sequence_parallel()) return 0;
+  const int64_t tp = model_->decoder().tp_layout().size;
   int64_t bad = 0;
   for (const Batch& b : batches) bad += b.tokens() % tp != 0;
   return bad;
@@ -46,7 +28,7 @@ void Trainer::require_splittable(int64_t unsplittable) const {
   if (unsplittable == 0) return;
   throw UserError("tp_sequence_parallel: " + std::to_string(unsplittable) +
                   " micro-batch(es) hold a token count (rows x sequence length) not divisible by tp_size " +
-                  std::to_string(decoder_->tp_layout().size) +
+                  std::to_string(model_->decoder().tp_layout().size) +
                   "; pad every row to a multiple of ParallelDims::sequence_multiple() (trlhpc sft does)");
 }
 
@@ -67,22 +49,22 @@ StepResult Trainer::step(const std::vector<Batch>& micro_batches, double lr) {
 
   double loss_sum = 0;
   for (size_t m = 0; m < micro_batches.size(); ++m) {
-    strategy_->begin_micro_step(m + 1 == micro_batches.size());
+    model_->strategy().begin_micro_step(m + 1 == micro_batches.size());
     const DeviceBatch batch = DeviceBatch::upload(micro_batches[m], ops_);
-    loss_sum += decoder_->forward_backward(batch, grad_scale).loss_sum;
+    loss_sum += model_->decoder().forward_backward(batch, grad_scale).loss_sum;
   }
-  strategy_->finish_gradients();
+  model_->strategy().finish_gradients();
   groups_.loss().comm().all_reduce(std::span<double>(&loss_sum, 1));
   result.loss = counts[0] > 0 ? loss_sum / static_cast<double>(counts[0]) : 0.0;
 
   // Clipping as torch.nn.utils.clip_grad_norm_: coefficient max_norm / (norm + 1e-6), capped at 1.
-  result.grad_norm = std::sqrt(strategy_->grad_norm_squared());
+  result.grad_norm = std::sqrt(model_->strategy().grad_norm_squared());
   if (options_.max_grad_norm > 0) {
     const double coef = options_.max_grad_norm / (result.grad_norm + 1e-6);
-    if (coef < 1.0) strategy_->scale_owned_grads(static_cast<float>(coef));
+    if (coef < 1.0) model_->strategy().scale_owned_grads(static_cast<float>(coef));
   }
-  optimizer_->step(strategy_->owned_params(), strategy_->owned_grads(), static_cast<float>(lr));
-  strategy_->finish_step();
+  optimizer_->step(model_->strategy().owned_params(), model_->strategy().owned_grads(), static_cast<float>(lr));
+  model_->strategy().finish_step();
   return result;
 }
 
@@ -93,7 +75,7 @@ double Trainer::evaluate(const std::vector<Batch>& batches) {
   double sums[2] = {0, 0};  // loss sum, target tokens
   for (const Batch& b : batches) {
     const DeviceBatch batch = DeviceBatch::upload(b, ops_);
-    const LossResult r = decoder_->forward_loss(batch);
+    const LossResult r = model_->decoder().forward_loss(batch);
     sums[0] += r.loss_sum;
     sums[1] += static_cast<double>(r.target_tokens);
   }

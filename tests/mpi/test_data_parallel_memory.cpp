@@ -29,7 +29,7 @@ MemoryAccount memory_after_one_step(const ModelConfig& config, ProcessGroups& gr
   layout.sharding = kind;
   auto ops = make_cpu_ops();
   Trainer trainer(config, *ops, groups, testing::trainer_options(layout));
-  trainer.load_weights(weights_from_init(config, 3));
+  trainer.model().load_weights(weights_from_init(config, 3));
   const int64_t d = groups.dp().rank();
   std::vector<Batch> rows;
   for (int64_t i = 0; i < 2; ++i) rows.push_back(testing::synthetic_row(12, config.vocab_size, 5, 0, d * 2 + i));

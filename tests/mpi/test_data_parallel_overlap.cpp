@@ -37,7 +37,7 @@ TEST(DataParallelOverlap, FirstBucketsCompleteBeforeBackwardEnds) {
   layout.bucket_elements = 16 * 1024;
   auto ops = make_cpu_ops();
   Trainer trainer(config, *ops, groups, testing::trainer_options(layout));
-  trainer.load_weights(weights_from_init(config, 11));
+  trainer.model().load_weights(weights_from_init(config, 11));
 
   int overlapped_steps = 0;
   double best_lead_ms = 0, best_share = 0;
@@ -46,7 +46,7 @@ TEST(DataParallelOverlap, FirstBucketsCompleteBeforeBackwardEnds) {
     for (int i = 0; i < 2; ++i)
       rows.push_back(testing::synthetic_row(128, config.vocab_size, 9, step, groups.dp().rank() * 2 + i));
     trainer.step({testing::concat_rows(rows)}, 1e-3);
-    const CommTimeline& t = trainer.strategy().timeline();
+    const CommTimeline& t = trainer.model().strategy().timeline();
     ASSERT_FALSE(t.bucket_done.empty());
     ASSERT_EQ(t.bucket_done.size(), t.bucket_launch.size());
     for (size_t b = 0; b < t.bucket_done.size(); ++b) {

@@ -104,13 +104,13 @@ struct Curve {
 
 inline TrainerOptions trainer_options(const Layout& layout) {
   TrainerOptions o;
-  o.data_parallel.sharding = layout.sharding;
-  o.data_parallel.bucket_elements = layout.bucket_elements;
-  o.data_parallel.reshard_after_forward = layout.reshard_after_forward;
+  o.parallel.data_parallel.sharding = layout.sharding;
+  o.parallel.data_parallel.bucket_elements = layout.bucket_elements;
+  o.parallel.data_parallel.reshard_after_forward = layout.reshard_after_forward;
   o.adamw.weight_decay = 0.1f;
   o.max_grad_norm = 1.0;
-  o.gradient_checkpointing = layout.checkpointing;
-  o.loss_chunk_tokens = 7;
+  o.parallel.gradient_checkpointing = layout.checkpointing;
+  o.parallel.loss_chunk_tokens = 7;
   return o;
 }
 
@@ -120,7 +120,7 @@ inline Curve train_curve(const ModelConfig& config, const UnitRangeSource& weigh
                          const Layout& layout, const CurveOptions& options) {
   auto ops = make_cpu_ops();
   Trainer trainer(config, *ops, groups, trainer_options(layout));
-  trainer.load_weights(weights);
+  trainer.model().load_weights(weights);
   const int64_t D = groups.dp().size(), d = groups.dp().rank(), A = layout.accumulation;
   const int64_t R = options.global_rows / (D * A);
   Curve curve;
@@ -138,13 +138,13 @@ inline Curve train_curve(const ModelConfig& config, const UnitRangeSource& weigh
   for (int64_t row = d; row < options.global_rows; row += D)
     eval.push_back(synthetic_row(options.seq_len, config.vocab_size, options.data_seed + 1, 0, row));
   curve.eval_loss = trainer.evaluate(eval);
-  trainer.strategy().gather_full_parameters();
-  for (ParameterUnit& unit : trainer.store().units()) {
+  trainer.model().strategy().gather_full_parameters();
+  for (ParameterUnit& unit : trainer.model().store().units()) {
     std::vector<float> host(static_cast<size_t>(unit.numel));
     ops->copy_to_host(host.data(), unit.params, host.size() * sizeof(float));
     curve.final_params.push_back(std::move(host));
   }
-  trainer.strategy().release_full_parameters();
+  trainer.model().strategy().release_full_parameters();
   return curve;
 }
 

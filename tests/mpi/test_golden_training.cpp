@@ -42,9 +42,9 @@ TEST_P(GoldenTraining, FiveAdamWStepsMatchTransformers) {
   TrainerOptions options;
   options.adamw.weight_decay = fx.train["weight_decay"].get<float>();
   options.max_grad_norm = fx.train["max_grad_norm"];
-  options.loss_chunk_tokens = 7;
+  options.parallel.loss_chunk_tokens = 7;
   Trainer trainer(dir.config(), *ops, groups, options);
-  trainer.load_weights(weights_from_hf_dir(dir));
+  trainer.model().load_weights(weights_from_hf_dir(dir));
 
   const std::vector<Batch> micro = {rows_for_rank(fx.batch, groups.dp().rank(), groups.dp().size())};
   const auto losses = fx.train["losses"].get<std::vector<double>>();

@@ -22,7 +22,7 @@ TEST(MemoryPlan, EqualsTheStrategiesAccounting) {
       ProcessGroups groups(Mesh(dims), MPI_COMM_WORLD);
       auto ops = make_cpu_ops();
       TrainerOptions options;
-      options.data_parallel.sharding = kind;
+      options.parallel.data_parallel.sharding = kind;
       Trainer trainer(config, *ops, groups, options);
       const MemoryAccount got = trainer.memory(), want = plan_memory(config, dims, kind);
       if (groups.tp().rank() != 0) continue;  // the plan describes tp rank 0 (it also holds replicated tensors)

@@ -26,8 +26,19 @@ int world_rank() {
 
 TEST(ProcessGroups, MembersMatchTheMeshForEveryFactorisation) {
   const int world = world_size(), me = world_rank();
+  std::vector<ParallelDims> layouts;
   for (const ParallelDims& dims : testing::all_layouts(world)) {
-    SCOPED_TRACE(dims.to_string());
+    layouts.push_back(dims);
+    // tp above a model's kv heads: every tp rank holds the one kv head (kv_share = tp), or pairs do.
+    for (int share : {2, dims.tp})
+      if (share > 1 && share <= dims.tp && dims.tp % share == 0) {
+        ParallelDims shared = dims;
+        shared.kv_share = share;
+        layouts.push_back(shared);
+      }
+  }
+  for (const ParallelDims& dims : layouts) {
+    SCOPED_TRACE(dims.to_string() + ", kv_share " + std::to_string(dims.kv_share));
     const Mesh mesh(dims);
     ProcessGroups groups(mesh, MPI_COMM_WORLD);
     EXPECT_EQ(groups.coords(), mesh.coords_of(me));
@@ -39,6 +50,7 @@ TEST(ProcessGroups, MembersMatchTheMeshForEveryFactorisation) {
       EXPECT_EQ(group.rank(), mesh.group_rank(kind, me));
       int expected_size = 1;
       for (MeshAxis a : group_axes(kind)) expected_size *= mesh.axis_size(a);
+      if (kind == GroupKind::KvShare) expected_size = dims.kv_share;  // a block of the tp axis
       EXPECT_EQ(group.size(), expected_size);
       int mpi_size = 0;
       MPI_Comm_size(group.mpi_comm(), &mpi_size);

@@ -19,7 +19,6 @@
 #include "test_support.hpp"
 #include "trlhpc/io/hf_model_dir.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
-#include "trlhpc/parallel/sequence_attention_for.hpp"
 #include "trlhpc/parallel/sequence_shard.hpp"
 #include "trlhpc/train/trainer.hpp"
 
@@ -94,24 +93,22 @@ std::vector<StepResult> train_curve(const ModelConfig& config, const UnitRangeSo
   ProcessGroups groups(Mesh(dims), comm);
   auto ops = make_cpu_ops();
   TrainerOptions options;
-  options.data_parallel.sharding = layout.sharding;
-  options.data_parallel.bucket_elements = 1000;
+  options.parallel.data_parallel.sharding = layout.sharding;
+  options.parallel.data_parallel.bucket_elements = 1000;
   options.adamw.weight_decay = 0.1f;
   options.max_grad_norm = 1.0;
-  options.gradient_checkpointing = layout.checkpointing;
-  options.loss_chunk_tokens = 7;
+  options.parallel.gradient_checkpointing = layout.checkpointing;
+  options.parallel.loss_chunk_tokens = 7;
   Trainer trainer(config, *ops, groups, options);
-  trainer.load_weights(weights);
-  const std::unique_ptr<SequenceAttention> attention = sequence_attention_for(groups);  // as sft_job
-  trainer.decoder().set_sequence_attention(attention.get());
-  const SequenceShard shard = sequence_shard_for(dims, groups.cp().rank(), groups.sp().rank());
+  ParallelModel& model = trainer.model();
+  model.load_weights(weights);
 
   const int64_t D = groups.dp().size(), d = groups.dp().rank(), A = layout.accumulation, R = kRows / (D * A);
   std::vector<StepResult> curve;
   for (int64_t step = 0; step < kSteps; ++step) {
     std::vector<Batch> micro;
     for (int64_t a = 0; a < A; ++a)
-      micro.push_back(shard_sequence(rows_batch(config.vocab_size, layout.packed, step, (a * D + d) * R, R), shard));
+      micro.push_back(model.shard_tokens(rows_batch(config.vocab_size, layout.packed, step, (a * D + d) * R, R)));
     curve.push_back(trainer.step(micro, 1e-2));
   }
   return curve;

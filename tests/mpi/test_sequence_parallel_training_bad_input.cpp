@@ -37,7 +37,7 @@ std::string sft_error(const std::vector<std::string>& args) {
   try {
     SftConfig config;
     std::string help;
-    if (!parse_sft_options(args, config, &help)) return "";
+    if (!parse_sft_options(args, config, &help, SftOptionContext{mpi.world_size(), mpi.world_rank() == 0})) return "";
     run_sft_job(config, mpi);
   } catch (const UserError& e) {
     return e.what();

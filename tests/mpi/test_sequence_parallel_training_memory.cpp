@@ -15,9 +15,6 @@
 #include <random>
 
 #include "trlhpc/parallel/process_groups.hpp"
-#include "trlhpc/parallel/ring_attention.hpp"
-#include "trlhpc/parallel/sequence_shard.hpp"
-#include "trlhpc/parallel/ulysses_attention.hpp"
 #include "trlhpc/train/trainer.hpp"
 
 namespace trlhpc {
@@ -75,21 +72,14 @@ MemoryRun train(const ParallelDims& wanted, MPI_Comm comm, int64_t layers = 2) {
   ModelConfig config = long_context_model();
   config.num_hidden_layers = layers;
   auto ops = make_cpu_ops();
-  TrainerOptions options;
-  options.tp_sequence_parallel = dims.tp_sequence_parallel;
-  Trainer trainer(config, *ops, groups, options);
-  trainer.load_weights(weights_from_init(config, 7, trainer.tp_layout()));
-  std::unique_ptr<RingAttention> ring;
-  std::unique_ptr<UlyssesAttention> ulysses;
-  if (dims.cp > 1) trainer.decoder().set_sequence_attention((ring = std::make_unique<RingAttention>(groups.cp().comm())).get());
-  if (dims.sp > 1)
-    trainer.decoder().set_sequence_attention((ulysses = std::make_unique<UlyssesAttention>(groups.sp().comm())).get());
-  const SequenceShard shard = sequence_shard_for(dims, groups.cp().rank(), groups.sp().rank());
+  Trainer trainer(config, *ops, groups, TrainerOptions{});
+  ParallelModel& model = trainer.model();
+  model.load_weights(weights_from_init(config, 7, model.tp_layout()));
   MemoryRun run;
   for (int64_t step = 0; step < kSteps; ++step)
-    run.losses.push_back(trainer.step({shard_sequence(long_row(config.vocab_size, step), shard)}, 1e-3).loss);
-  run.activation_bytes = trainer.decoder().activation_bytes();
-  run.workspace_bytes = ring ? ring->workspace_bytes() : ulysses ? ulysses->workspace_bytes() : 0;
+    run.losses.push_back(trainer.step({model.shard_tokens(long_row(config.vocab_size, step))}, 1e-3).loss);
+  run.activation_bytes = model.decoder().activation_bytes();
+  run.workspace_bytes = model.sequence_attention().workspace_bytes();
   return run;
 }
 

@@ -72,7 +72,7 @@ TEST(Stories260K, FineTuningLowersTheLossAndTheSavedModelReloads) {
   const data::Tokenizer tok = data::Tokenizer::from_directory(stories_dir());
   TrainerOptions options;
   Trainer trainer(dir.config(), *ops, groups, options);
-  trainer.load_weights(weights_from_hf_dir(dir));
+  trainer.model().load_weights(weights_from_hf_dir(dir));
 
   // Global batch: the 4 sentences, dealt over the dp ranks (a rank without one trains on padding).
   const int dp = groups.dp().size(), r = groups.dp().rank();
@@ -88,11 +88,11 @@ TEST(Stories260K, FineTuningLowersTheLossAndTheSavedModelReloads) {
   MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
   out.resize(static_cast<size_t>(length));
   MPI_Bcast(out.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
-  export_hf_model(trainer, dir.config(), out, stories_dir(), rank == 0, groups);
+  export_hf_model(trainer.model(), out, stories_dir(), rank == 0);
   ASSERT_TRUE(std::filesystem::exists(out + "/tokenizer.json"));
 
   const DeviceBatch probe = DeviceBatch::upload(story_batch(tok, 0, 2), *ops);
-  Tensor trained = trainer.decoder().logits(probe);
+  Tensor trained = trainer.model().decoder().logits(probe);
   HfModelDir reloaded(out);
   ParameterStore store(reloaded.config(), *ops);
   load_all_units(weights_from_hf_dir(reloaded), *ops, store);

@@ -24,7 +24,7 @@ std::string export_run(const HfModelDir& source, ProcessGroups& groups, Sharding
   testing::Layout layout;
   layout.sharding = sharding;
   Trainer trainer(source.config(), *ops, groups, testing::trainer_options(layout));
-  trainer.load_weights(weights_from_hf_dir(source, trainer.tp_layout()));
+  trainer.model().load_weights(weights_from_hf_dir(source, trainer.model().tp_layout()));
   const int64_t D = groups.dp().size(), d = groups.dp().rank(), R = 8 / D;
   for (int s = 0; s < steps; ++s) {
     std::vector<Batch> rows;
@@ -36,7 +36,7 @@ std::string export_run(const HfModelDir& source, ProcessGroups& groups, Sharding
   MPI_Bcast(&length, 1, MPI_INT, 0, groups.world().mpi_comm());
   dir.resize(static_cast<size_t>(length));
   MPI_Bcast(dir.data(), length, MPI_CHAR, 0, groups.world().mpi_comm());
-  export_hf_model(trainer, source.config(), dir, "", writer, groups);
+  export_hf_model(trainer.model(), dir, "", writer);
   return dir;
 }
 

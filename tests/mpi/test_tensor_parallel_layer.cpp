@@ -24,9 +24,8 @@
 #include "trlhpc/model/decoder.hpp"
 #include "trlhpc/model/model_weights.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
-#include "trlhpc/parallel/mpi_communicator.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
-#include "trlhpc/runtime/mpi_comm.hpp"
+#include "trlhpc/train/parallelize.hpp"
 
 namespace trlhpc {
 namespace {
@@ -57,16 +56,21 @@ struct LayerResult {
   std::vector<ParameterSpec> specs;
 };
 
-LayerResult run_layer(const ModelConfig& config, Communicator* tp_comm, TpLayout tp, Communicator* kv_share,
-                      bool sequence_parallel, const Batch& batch) {
+// The model laid out over `groups` (parallelize: tp slices, kv-share group, tp sequence parallel as
+// the mesh says; DDP over a dp group of one, whose all-reduce leaves the gradients as they are).
+LayerResult run_layer(const ModelConfig& config, ProcessGroups& groups, const Batch& batch) {
   auto ops = make_cpu_ops();
-  ParameterStore store(config, *ops, 1, tp);
-  load_all_units(weights_from_init(config, 11, tp), *ops, store);
-  Decoder decoder(config, *ops, store, /*gradient_checkpointing=*/false, /*loss_chunk_tokens=*/5);
-  decoder.set_tensor_parallel(tp_comm, tp, kv_share, sequence_parallel);
+  ParallelizeOptions options;
+  options.loss_chunk_tokens = 5;
+  const std::unique_ptr<ParallelModel> model = parallelize(config, *ops, groups, options);
+  model->load_weights(weights_from_init(config, 11, model->tp_layout()));
+  ParameterStore& store = model->store();
+  Decoder& decoder = model->decoder();
   const DeviceBatch device = DeviceBatch::upload(batch, *ops);
   LayerResult r;
+  model->strategy().begin_micro_step(/*last_micro_step=*/true);
   r.loss_sum = decoder.forward_backward(device, 1.0f / static_cast<float>(batch.target_tokens())).loss_sum;
+  model->strategy().finish_gradients();
   for (const ParameterUnit& unit : store.units())
     for (const ParameterSlot& slot : unit.slots) {
       std::vector<float> g(static_cast<size_t>(slot.numel));
@@ -104,22 +108,18 @@ void expect_layer_matches(bool biases, bool tied, bool sequence_parallel) {
                                             testing::synthetic_row(12, config.vocab_size, 3, 0, 1)});
   ASSERT_GT(batch.target_tokens(), 0);
 
-  const LayerResult whole = run_layer(config, nullptr, TpLayout{}, nullptr, false, batch);
+  ProcessGroups self(Mesh(ParallelDims{}.resolved(1)), MPI_COMM_SELF);
+  const LayerResult whole = run_layer(config, self, batch);
 
   ParallelDims dims;
   dims.dp_shard = 1;
   dims.tp = world;
-  ProcessGroups groups(Mesh(dims.resolved(world)), MPI_COMM_WORLD);
+  dims.tp_sequence_parallel = sequence_parallel;
+  ProcessGroups groups(Mesh(dims.resolved(world).for_model(static_cast<int>(config.num_attention_heads),
+                                                           static_cast<int>(config.num_key_value_heads))),
+                       MPI_COMM_WORLD);
   const TpLayout tp{groups.tp().size(), groups.tp().rank()};
-  // tp > KVH: the ranks sharing a kv head (consecutive tp ranks), as the Trainer builds them.
-  MpiComm kv_mpi;
-  std::unique_ptr<MpiCommunicator> kv_share;
-  if (tp.size > config.num_key_value_heads) {
-    const int share = static_cast<int>(tp.size / config.num_key_value_heads);
-    kv_mpi = MpiComm::split(groups.tp().mpi_comm(), tp.rank / share, tp.rank);
-    kv_share = std::make_unique<MpiCommunicator>(kv_mpi.get());
-  }
-  const LayerResult split = run_layer(config, &groups.tp().comm(), tp, kv_share.get(), sequence_parallel, batch);
+  const LayerResult split = run_layer(config, groups, batch);
 
   double worst = 0;
   EXPECT_LE(testing::relative_difference(split.loss_sum, whole.loss_sum), 1e-6) << name << ": loss";

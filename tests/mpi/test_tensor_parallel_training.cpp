@@ -31,7 +31,6 @@
 #include "test_data_parallel_support.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
-#include "trlhpc/parallel/sequence_attention_for.hpp"
 #include "trlhpc/parallel/sequence_shard.hpp"
 
 namespace trlhpc {
@@ -62,7 +61,10 @@ std::vector<TpCase> cases_for(int world, const ModelConfig& config) {
     }
   };
   auto add = [&](ParallelDims d, ShardingKind k, bool ckpt, int accumulation = 1) {
-    if (valid(d) && d.world_size() == world) all.push_back({d, k, ckpt, accumulation});
+    // for_model: the mesh's kv_share groups follow the model's kv heads.
+    if (valid(d) && d.world_size() == world)
+      all.push_back({d.for_model(static_cast<int>(config.num_attention_heads), static_cast<int>(config.num_key_value_heads)),
+                     k, ckpt, accumulation});
   };
   add({1, 1, 1, 1, 1}, ShardingKind::None, false);
   add({1, 1, 1, 1, 2}, ShardingKind::None, false);
@@ -106,14 +108,14 @@ ModelConfig biased_llama() {
 
 // Full parameters of every unit (tp slices all-gathered and reassembled), in full-spec order.
 std::vector<std::vector<float>> full_parameters(Trainer& trainer, ProcessGroups& groups, const ModelConfig& config) {
-  trainer.strategy().gather_full_parameters();
+  trainer.model().strategy().gather_full_parameters();
   Communicator& tp = groups.tp().comm();
   std::vector<std::vector<float>> units;
-  for (ParameterUnit& unit : trainer.store().units()) {
+  for (ParameterUnit& unit : trainer.model().store().units()) {
     std::vector<float> out;
     for (const ParameterSlot& slot : unit.slots) {
       std::vector<float> local(static_cast<size_t>(slot.numel)), gathered(local.size() * static_cast<size_t>(tp.size()));
-      trainer.ops().copy_to_host(local.data(), trainer.store().param(slot.spec.name), local.size() * sizeof(float));
+      trainer.model().ops().copy_to_host(local.data(), trainer.model().store().param(slot.spec.name), local.size() * sizeof(float));
       tp.all_gather(local, std::span<float>(gathered));
       std::vector<float> full(static_cast<size_t>(shape_numel(tp_full_shape(slot.spec, tp.size()))));
       tp_assemble_full(slot.spec, tp.size(), gathered, full);
@@ -121,7 +123,7 @@ std::vector<std::vector<float>> full_parameters(Trainer& trainer, ProcessGroups&
     }
     units.push_back(std::move(out));
   }
-  trainer.strategy().release_full_parameters();
+  trainer.model().strategy().release_full_parameters();
   (void)config;
   return units;
 }
@@ -132,16 +134,12 @@ testing::Curve train_tp_curve(const ModelConfig& config, const std::function<Uni
   testing::Layout layout;
   layout.sharding = tc.sharding;
   layout.checkpointing = tc.checkpointing;
-  TrainerOptions trainer_options = testing::trainer_options(layout);
-  trainer_options.tp_sequence_parallel = tc.dims.tp_sequence_parallel;
-  Trainer trainer(config, *ops, groups, trainer_options);
-  EXPECT_EQ(trainer.decoder().tp_sequence_parallel(), tc.dims.tp_sequence_parallel && tc.dims.tp > 1);
-  const std::unique_ptr<SequenceAttention> sequence_attention = sequence_attention_for(groups);
-  trainer.decoder().set_sequence_attention(sequence_attention.get());
-  const SequenceShard shard = sequence_shard_for(tc.dims, groups.cp().rank(), groups.sp().rank());
-  // As sft_job: rows padded to the sequence multiple (a no-op for 16 tokens), then sharded over cp/sp.
-  auto rank_tokens = [&](const Batch& b) { return shard_sequence(pad_sequence(b, tc.dims.sequence_multiple()), shard); };
-  trainer.load_weights(weights(trainer.tp_layout()));
+  Trainer trainer(config, *ops, groups, testing::trainer_options(layout));
+  ParallelModel& model = trainer.model();
+  EXPECT_EQ(model.decoder().tp_sequence_parallel(), tc.dims.tp_sequence_parallel && tc.dims.tp > 1);
+  // Rows padded to the sequence multiple (a no-op for 16 tokens), then sharded over cp/sp.
+  auto rank_tokens = [&](const Batch& b) { return model.shard_tokens(b); };
+  model.load_weights(weights(model.tp_layout()));
   const int64_t D = groups.dp().size(), d = groups.dp().rank(), R = options.global_rows / D;
   testing::Curve curve;
   for (int64_t s = 0; s < options.steps; ++s) {
@@ -227,12 +225,12 @@ TEST(TensorParallelTraining, UnsplittableMicroBatchIsTheSameErrorOnEveryRank) {
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   if (world % 2 != 0) GTEST_SKIP() << "needs tp 2";
   const ModelConfig config = biased_llama();
-  ProcessGroups groups(Mesh(ParallelDims{1, world / 2, 1, 1, 2, true}.resolved(world)), MPI_COMM_WORLD);
+  const ParallelDims dims = ParallelDims{1, world / 2, 1, 1, 2, true}.resolved(world).for_model(
+      static_cast<int>(config.num_attention_heads), static_cast<int>(config.num_key_value_heads));
+  ProcessGroups groups(Mesh(dims), MPI_COMM_WORLD);
   auto ops = make_cpu_ops();
-  TrainerOptions options;
-  options.tp_sequence_parallel = true;
-  Trainer trainer(config, *ops, groups, options);
-  trainer.load_weights(weights_from_init(config, 5, trainer.tp_layout()));
+  Trainer trainer(config, *ops, groups, TrainerOptions{});
+  trainer.model().load_weights(weights_from_init(config, 5, trainer.model().tp_layout()));
   // dp rank 0 gets 7 tokens (odd), the others 8.
   const Batch batch = testing::synthetic_row(groups.dp().rank() == 0 ? 7 : 8, config.vocab_size, 3, 0, groups.dp().rank());
   for (int evaluation = 0; evaluation < 2; ++evaluation) {

@@ -21,6 +21,10 @@ std::vector<int> brute_force_members(const Mesh& mesh, GroupKind kind, int rank)
     const MeshCoord other = mesh.coords_of(r);
     bool same = true;
     for (size_t a = 0; a < kNumMeshAxes; ++a) same = same && (in_group[a] || other[a] == mine[a]);
+    // kv_share: only the tp ranks of the same block of kv_share consecutive ones.
+    const size_t tp = static_cast<size_t>(MeshAxis::Tp);
+    const int K = mesh.dims().kv_share;
+    if (kind == GroupKind::KvShare) same = same && other[tp] / K == mine[tp] / K;
     if (same) members.push_back(r);  // ascending world rank
   }
   return members;
@@ -93,6 +97,30 @@ TEST(Mesh, GroupMembersMatchBruteForceForEveryFactorisation) {
       EXPECT_EQ(mesh.group_size(GroupKind::Fsdp), dims.fsdp());
       EXPECT_EQ(mesh.group_size(GroupKind::Loss), dims.loss());
       EXPECT_EQ(mesh.group_size(GroupKind::World), world);
+    }
+  }
+}
+
+// tp above the kv heads: the kv_share groups cut each tp group into blocks of tp / KVH ranks.
+TEST(Mesh, KvShareGroupsAreBlocksOfTheTpGroup) {
+  const ParallelDims dims = ParallelDims{1, 2, 1, 1, 4}.resolved(8).for_model(8, 2);
+  ASSERT_EQ(dims.kv_share, 2);
+  const Mesh mesh(dims);
+  EXPECT_EQ(mesh.group_members(GroupKind::KvShare, 5), (std::vector<int>{4, 5}));
+  EXPECT_EQ(mesh.group_members(GroupKind::KvShare, 6), (std::vector<int>{6, 7}));
+  EXPECT_EQ(mesh.group_rank(GroupKind::KvShare, 7), 1);
+  EXPECT_EQ((ParallelDims{1, 1, 1, 1, 8}.resolved(8).for_model(8, 1).kv_share), 8);
+  EXPECT_EQ((ParallelDims{1, 4, 1, 1, 2}.resolved(8).for_model(8, 2).kv_share), 1);
+  for (int K : {1, 2, 4, 8}) {
+    ParallelDims d = ParallelDims{1, 1, 1, 1, 8}.resolved(8);
+    d.kv_share = K;
+    const Mesh m(d);
+    for (int r = 0; r < 8; ++r) {
+      SCOPED_TRACE("kv_share " + std::to_string(K) + " rank " + std::to_string(r));
+      EXPECT_EQ(m.group_members(GroupKind::KvShare, r), brute_force_members(m, GroupKind::KvShare, r));
+      EXPECT_EQ(m.group_size(GroupKind::KvShare), K);
+      for (int other = 0; other < 8; ++other)
+        EXPECT_EQ(m.group_color(GroupKind::KvShare, other) == m.group_color(GroupKind::KvShare, r), other / K == r / K);
     }
   }
 }

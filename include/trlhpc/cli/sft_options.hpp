@@ -10,7 +10,8 @@
 namespace trlhpc {
 
 // What option parsing needs to know about the job: `--accelerate_config` files are checked against the
-// world size (num_processes, parallelism sizes), and their warnings are printed once, by rank 0.
+// world size (num_processes, parallelism sizes), and their warnings are printed once, by rank 0. The
+// caller says (main takes it from MpiEnvironment): parsing never asks MPI itself.
 struct SftOptionContext {
   int world_size = 1;
   bool is_main = true;
@@ -21,7 +22,5 @@ struct SftOptionContext {
 // setting whose flag was not given explicitly (on the command line or in --config).
 bool parse_sft_options(const std::vector<std::string>& args, SftConfig& config, std::string* help_text,
                        const SftOptionContext& context);
-// The same with the context of MPI_COMM_WORLD (one rank when MPI is not initialised).
-bool parse_sft_options(const std::vector<std::string>& args, SftConfig& config, std::string* help_text);
 
 }  // namespace trlhpc

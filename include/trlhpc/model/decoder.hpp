@@ -12,13 +12,13 @@
 // accumulate). With gradient checkpointing only each layer's input is kept and the layer is
 // recomputed during backward.
 //
-// Tensor parallel (set_tensor_parallel; Megatron-LM, Shoeybi et al. 2019): the store holds this tp
+// Tensor parallel (DecoderParallelism::tp; Megatron-LM, Shoeybi et al. 2019): the store holds this tp
 // rank's slices (parameter_names.hpp); the layers run on the local heads / F-slice with Megatron's f
 // (all-reduce of the input gradient after q/k/v and gate/up in backward) and g (all-reduce of the
 // o_proj / down_proj outputs in forward) operators; the embedding is a partial lookup + all-reduce;
 // the loss is the vocab-parallel cross-entropy (never a full-vocabulary logit row on any rank).
 //
-// Tensor-parallel sequence parallelism (`sequence_parallel` of set_tensor_parallel; Korthikanti et al.
+// Tensor-parallel sequence parallelism (DecoderParallelism::tp_sequence_parallel; Korthikanti et al.
 // 2022, "Reducing Activation Recomputation in Large Transformer Models", sec. 4.2.2): between the
 // column/row-parallel pairs (embedding output, residual stream, norms, the loss's hidden states) each tp
 // rank holds only rows [r*N/tp, (r+1)*N/tp) of the flattened (N = B*T, C) tokens instead of all N.
@@ -63,6 +63,26 @@ class UnitHooks {
   virtual void after_backward(int unit) {}
 };
 
+// How a Decoder is laid out over the ranks: its parallel wiring, fixed at construction. The default
+// is the whole model on this rank. train/parallelize.hpp builds it from the mesh's groups; nothing
+// else should assemble one by hand. Every pointer is borrowed and must outlive the Decoder.
+struct DecoderParallelism {
+  // Tensor-parallel group: size and rank must be the ParameterStore's tp layout (host-memory
+  // collectives on the CPU backend). Null = tp size 1.
+  Communicator* tp = nullptr;
+  // tp > num_key_value_heads: each kv head is held by tp/KVH ranks; this is the group of the tp ranks
+  // holding this rank's kv head (the mesh's kv_share group, ordered by tp rank). The k/v weight and
+  // bias gradients of each layer's backward are summed over it before the unit's after_backward hook
+  // (each rank's dk/dv come from its own query heads only). Null (or size 1) otherwise.
+  Communicator* kv_share = nullptr;
+  // Context/sequence-parallel attention (ring, Ulysses); null = LocalAttention.
+  SequenceAttention* attention = nullptr;
+  // Shard the tokens outside the tp regions over tp (above); ignored at tp size 1.
+  bool tp_sequence_parallel = false;
+  // A data-parallel strategy acting around each parameter unit; null = no hooks.
+  UnitHooks* hooks = nullptr;
+};
+
 // A Batch copied to the backend's device.
 struct DeviceBatch {
   int64_t B = 0, T = 0;
@@ -80,24 +100,12 @@ struct LossResult {
 
 class Decoder {
  public:
+  // The store holds the tp slices of its tp layout; `parallelism` must match it (checked).
   Decoder(ModelConfig config, Ops& ops, ParameterStore& params, bool gradient_checkpointing = false,
-          int64_t loss_chunk_tokens = 1024);
+          int64_t loss_chunk_tokens = 1024, DecoderParallelism parallelism = {});
   ~Decoder();
 
   const ModelConfig& config() const { return config_; }
-  void set_hooks(UnitHooks* hooks) { hooks_ = hooks; }
-  // Context/sequence parallel attention; null = LocalAttention. Not owned.
-  void set_sequence_attention(SequenceAttention* attention) { attention_ = attention; }
-  // Tensor parallel over `tp` (host-memory collectives for the CPU backend; not owned) as rank
-  // layout.rank of layout.size; the ParameterStore must hold that layout's slices. Null / size 1 = the
-  // whole model on this rank. Reallocates the activation buffers on the next call.
-  // When tp > num_key_value_heads each kv head is held by tp/KVH ranks: `kv_share` must then be the
-  // sub-group of the tp ranks holding this rank's kv head (ordered by tp rank; not owned); the k/v
-  // weight and bias gradients of each layer's backward are summed over it before the unit's
-  // after_backward hook (each rank's dk/dv come from its own query heads only). Null otherwise.
-  // `sequence_parallel`: shard the tokens outside the tp regions (above); ignored at tp size 1.
-  void set_tensor_parallel(Communicator* tp, TpLayout layout, Communicator* kv_share = nullptr,
-                           bool sequence_parallel = false);
   TpLayout tp_layout() const { return tp_; }
   bool tp_sequence_parallel() const { return tp_sp_; }
 
@@ -125,7 +133,9 @@ class Decoder {
   void layer_forward(int layer, const DeviceBatch& batch, const Tensor& x_in, LayerActivations& act,
                      const Tensor& x_out);
   void layer_backward(int layer, const DeviceBatch& batch, const LayerActivations& act, const Tensor& dx);
-  void forward_to_final_hidden(const DeviceBatch& batch, bool keep_for_backward);
+  void forward_to_final_hidden(const DeviceBatch& batch);
+  // The tensor-parallel part of construction: this rank's share of the model and the buffers tp needs.
+  void init_tensor_parallel(const DecoderParallelism& parallelism);
   void ensure_buffers(int64_t N);
   Tensor head_weight() const;
   // The LM-head loss of s.h_final (and its backward into s.dh and the head gradient when `backward`):

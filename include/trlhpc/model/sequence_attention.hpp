@@ -21,6 +21,8 @@ class SequenceAttention {
   virtual void backward(Ops& ops, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                         const Tensor& lse, const Tensor& dout, const Tensor& pos, const Tensor& doc, const Tensor& dq,
                         const Tensor& dk, const Tensor& dv, const AttentionShape& s) = 0;
+  // Bytes of communication buffers currently allocated (0 for LocalAttention), for memory reports.
+  virtual int64_t workspace_bytes() const { return 0; }
 };
 
 // The whole sequence on this rank (cp = sp = 1).

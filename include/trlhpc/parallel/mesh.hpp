@@ -20,6 +20,9 @@
 //   fsdp         {dp_shard, cp, sp}                   {9, 11, 13, 15}    shard parameters
 //   loss         {dp_replicate, dp_shard, cp, sp}     {1, 3, 5, ..., 15} different tokens
 //   world        all five                             {0, ..., 15}
+//   kv_share     {tp} cut into blocks of K = ParallelDims::kv_share consecutive tp ranks: the ranks
+//                holding copies of the same kv head when tp > num_key_value_heads (size 1 otherwise).
+//                With K = 2 above it would be {12, 13}; with K = 1 it is {13}.
 // A rank's rank inside a group is the mixed-radix index of its coordinates on the group's axes (same
 // outer -> inner order), so members sorted by group rank are also sorted by world rank. These are the
 // color (index of the other coordinates) and key (own index) ProcessGroups passes to MPI_Comm_split.
@@ -34,15 +37,15 @@ enum class MeshAxis : int { DpReplicate = 0, DpShard = 1, Cp = 2, Sp = 3, Tp = 4
 inline constexpr int kNumMeshAxes = 5;
 using MeshCoord = std::array<int, kNumMeshAxes>;  // indexed by MeshAxis
 
-enum class GroupKind : int { Tp, Cp, Sp, DpReplicate, DpShard, Dp, Fsdp, Loss, World };
-inline constexpr int kNumGroupKinds = 9;
+enum class GroupKind : int { Tp, KvShare, Cp, Sp, DpReplicate, DpShard, Dp, Fsdp, Loss, World };
+inline constexpr int kNumGroupKinds = 10;
 inline constexpr std::array<GroupKind, kNumGroupKinds> kAllGroupKinds = {
-    GroupKind::Tp, GroupKind::Cp,   GroupKind::Sp,   GroupKind::DpReplicate, GroupKind::DpShard,
-    GroupKind::Dp, GroupKind::Fsdp, GroupKind::Loss, GroupKind::World};
+    GroupKind::Tp, GroupKind::KvShare, GroupKind::Cp,   GroupKind::Sp,   GroupKind::DpReplicate,
+    GroupKind::DpShard, GroupKind::Dp, GroupKind::Fsdp, GroupKind::Loss, GroupKind::World};
 
 const char* group_kind_name(GroupKind kind);  // "tp", "dp_replicate", ...
 const char* mesh_axis_name(MeshAxis axis);    // "tp", "dp_shard", ...
-// The axes a group spans, outer -> inner.
+// The axes a group spans, outer -> inner (kv_share spans part of the tp axis only: {tp}).
 std::vector<MeshAxis> group_axes(GroupKind kind);
 
 class Mesh {
@@ -64,6 +67,10 @@ class Mesh {
 
  private:
   ParallelDims dims_;
+  // kv_share: this rank's tp coordinate split into (block of kv_share ranks, index inside the block).
+  int kv_block(const MeshCoord& coords) const;
+  int kv_index(const MeshCoord& coords) const;
+
   MeshCoord sizes_{};
   int world_size_ = 1;
 };

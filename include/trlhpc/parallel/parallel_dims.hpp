@@ -24,6 +24,10 @@ struct ParallelDims {
   // --tp_sequence_parallel: the tokens outside the tp regions are split over tp too (decoder.hpp), so
   // each rank's sequence shard must divide by tp. Not a mesh dimension: the groups ignore it.
   bool tp_sequence_parallel = false;
+  // Consecutive tp ranks holding a copy of the same kv head: tp / num_key_value_heads when tp exceeds
+  // the kv heads, else 1. Derived from the model by for_model(); it cuts the tp axis into the mesh's
+  // kv_share groups (mesh.hpp), whose k/v gradients are summed.
+  int kv_share = 1;
 
   // Checks sizes (positive, or -1 for dp_shard), infers dp_shard, and requires
   // dp_replicate * dp_shard * cp * sp * tp == world_size. cp and sp may both be > 1 (Ulysses inside
@@ -35,6 +39,9 @@ struct ParallelDims {
   // must divide by sp, or sp by them (then Ulysses repeats each kv head sp / kv_heads times, as
   // DeepSpeed-Ulysses does for GQA). Call on resolved dims. Throws UserError.
   void validate_model(int num_heads, int num_kv_heads) const;
+  // validate_model, then these dims with kv_share set for the model's kv heads. Call on resolved dims;
+  // build the mesh (and so the process groups) from the result.
+  ParallelDims for_model(int num_heads, int num_kv_heads) const;
 
   // Sequence lengths must split evenly: into 2*cp zigzag chunks for cp, into sp contiguous chunks for
   // sp, and each rank's shard into tp parts under tp sequence parallel. max_length (and

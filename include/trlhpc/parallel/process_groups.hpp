@@ -53,6 +53,7 @@ class ProcessGroups {
   ProcessGroup& get(GroupKind kind) { return groups_[static_cast<size_t>(kind)]; }
   const ProcessGroup& get(GroupKind kind) const { return groups_[static_cast<size_t>(kind)]; }
   ProcessGroup& tp() { return get(GroupKind::Tp); }
+  ProcessGroup& kv_share() { return get(GroupKind::KvShare); }  // tp ranks sharing a kv head (mesh.hpp)
   ProcessGroup& cp() { return get(GroupKind::Cp); }
   ProcessGroup& sp() { return get(GroupKind::Sp); }
   ProcessGroup& dp_replicate() { return get(GroupKind::DpReplicate); }

@@ -63,7 +63,7 @@ class RingAttention final : public SequenceAttention {
   const RingAttentionStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }
   // Bytes of the ring buffers currently allocated (K/V double buffer, dK/dV buffers, block results).
-  int64_t workspace_bytes() const;
+  int64_t workspace_bytes() const override;
 
   struct Workspace;  // the ring buffers, defined in src/parallel/ring_attention.cpp
 

@@ -1,7 +1,8 @@
 #pragma once
 // The SequenceAttention of a layout (ARCHITECTURE.md "Sequence parallel"): ring attention over the cp
-// group, Ulysses over the sp group, Ulysses with ring attention inside when both are > 1, or null (the
-// decoder's LocalAttention) when cp = sp = 1. Pair it with sequence_shard_for (sequence_shard.hpp).
+// group, Ulysses over the sp group, Ulysses with ring attention inside when both are > 1, or
+// LocalAttention when cp = sp = 1. Pair it with sequence_shard_for (sequence_shard.hpp); parallelize()
+// (train/parallelize.hpp) does both.
 #include <memory>
 
 #include "trlhpc/model/sequence_attention.hpp"

@@ -56,7 +56,7 @@ class UlyssesAttention final : public SequenceAttention {
 
   const UlyssesAttentionStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }
-  int64_t workspace_bytes() const;  // bytes of the head-sharded buffers currently allocated
+  int64_t workspace_bytes() const override;  // bytes of the head-sharded buffers currently allocated
 
   struct Workspace;  // defined in src/parallel/ulysses_attention.cpp
 

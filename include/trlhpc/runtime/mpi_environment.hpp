@@ -6,6 +6,8 @@
 // If the process is unwinding because of an uncaught exception in a multi-rank job, the destructor
 // calls MPI_Abort instead of MPI_Finalize: a rank that died must not leave the others waiting in a
 // collective forever.
+#include <mpi.h>
+
 #include <string>
 
 namespace trlhpc {
@@ -21,6 +23,9 @@ class MpiEnvironment {
   int world_size() const { return world_size_; }
   int thread_level() const { return thread_level_; }
   const std::string& host() const { return host_; }
+  // The job's world communicator, to build ProcessGroups from (which duplicate it: trlhpc never
+  // communicates on it directly).
+  MPI_Comm world() const { return MPI_COMM_WORLD; }
 
   // Abort every rank with `exit_code` (used by the CLI after printing an error that not all ranks saw).
   [[noreturn]] void abort(int exit_code) const;

@@ -6,11 +6,10 @@
 
 namespace trlhpc {
 
-class Trainer;
-class ProcessGroups;
-struct ModelConfig;
+class ParallelModel;
 
-void export_hf_model(Trainer& trainer, const ModelConfig& config, const std::string& output_dir,
-                     const std::string& tokenizer_dir, bool writer, ProcessGroups& groups);
+// Collective over every rank of the model's groups; `writer` (one rank) writes `output_dir`.
+void export_hf_model(ParallelModel& model, const std::string& output_dir, const std::string& tokenizer_dir,
+                     bool writer);
 
 }  // namespace trlhpc

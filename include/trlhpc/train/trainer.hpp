@@ -10,27 +10,18 @@
 #include <vector>
 
 #include "trlhpc/data/batch.hpp"
-#include "trlhpc/model/decoder.hpp"
-#include "trlhpc/model/model_weights.hpp"
-#include "trlhpc/model/parameter_store.hpp"
 #include "trlhpc/optim/adamw.hpp"
 #include "trlhpc/parallel/data_parallel.hpp"
-#include "trlhpc/parallel/mpi_communicator.hpp"
-#include "trlhpc/runtime/mpi_comm.hpp"
+#include "trlhpc/train/parallelize.hpp"
 
 namespace trlhpc {
 
 class ProcessGroups;
 
 struct TrainerOptions {
-  DataParallelOptions data_parallel;
+  ParallelizeOptions parallel;  // how the model is laid out (parallelize.hpp)
   AdamWConfig adamw;
   double max_grad_norm = 1.0;  // 0 disables clipping
-  bool gradient_checkpointing = false;
-  int64_t loss_chunk_tokens = 1024;
-  // Megatron sequence parallelism inside the tp group (decoder.hpp); every micro-batch's tokens must
-  // then divide by tp (pad rows to ParallelDims::sequence_multiple).
-  bool tp_sequence_parallel = false;
 };
 
 struct StepResult {
@@ -42,24 +33,21 @@ struct StepResult {
 
 class Trainer {
  public:
+  // Lays the model out with parallelize() (tp sequence parallelism as the mesh's dims say: every
+  // micro-batch's tokens must then divide by tp, see ParallelModel::shard_tokens) and builds AdamW
+  // over the parameters this rank owns.
   Trainer(const ModelConfig& config, Ops& ops, ProcessGroups& groups, const TrainerOptions& options);
   ~Trainer();
 
-  // Loads initial weights into whatever this rank stores (every unit, or its shards).
-  void load_weights(const UnitRangeSource& source);
   // One optimizer step on this rank's micro-batches (the same count on every rank) at learning rate lr.
   StepResult step(const std::vector<Batch>& micro_batches, double lr);
   // Mean loss over the global evaluation batch (no gradients).
   double evaluate(const std::vector<Batch>& batches);
 
-  ParameterStore& store() { return *store_; }
-  // This rank's tensor-parallel slice: pass it to weights_from_hf_dir / weights_from_init.
-  TpLayout tp_layout() const { return store_->tp_layout(); }
-  Ops& ops() { return ops_; }
-  Decoder& decoder() { return *decoder_; }
+  // The laid-out model: store, strategy, decoder, sequence sharding, load_weights.
+  ParallelModel& model() { return *model_; }
   AdamW& optimizer() { return *optimizer_; }
-  DataParallelStrategy& strategy() { return *strategy_; }
-  MemoryAccount memory() const { return strategy_->memory(optimizer_.get()); }
+  MemoryAccount memory() const { return model_->strategy().memory(optimizer_.get()); }
 
  private:
   // Batches whose token count tp sequence parallel cannot split evenly (0 without it), and the
@@ -70,11 +58,7 @@ class Trainer {
   Ops& ops_;
   ProcessGroups& groups_;
   TrainerOptions options_;
-  std::unique_ptr<ParameterStore> store_;
-  std::unique_ptr<DataParallelStrategy> strategy_;
-  std::unique_ptr<Decoder> decoder_;
-  MpiComm kv_share_mpi_;                             // tp > KVH: tp ranks sharing this rank's kv head
-  std::unique_ptr<MpiCommunicator> kv_share_comm_;   // over kv_share_mpi_
+  std::unique_ptr<ParallelModel> model_;
   std::unique_ptr<AdamW> optimizer_;
 };
 

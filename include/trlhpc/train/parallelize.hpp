@@ -1,0 +1,88 @@
+#pragma once
+// parallelize(): the one place that lays a model out over the ranks of a mesh. Everything that trains,
+// evaluates, exports or benchmarks a model on more than one rank starts here, so every caller gets
+// the same wiring as `trlhpc sft`.
+//
+// Steps, in this order (each needs the ones before it; ARCHITECTURE.md "Set-up order"):
+//   1. tp layout        this rank's tensor-parallel slice {tp size, tp rank}; the model's heads,
+//                        intermediate size and vocabulary must split over it (validated first)
+//   2. parameter store  the tp-local tensors in flat per-unit buffers, padded to the fsdp size
+//   3. data parallel    the sharding strategy (DDP, ZeRO-1/2/3, hybrid) over the store; it is also
+//                        the decoder's UnitHooks (gather / free / reduce around each unit)
+//   4. kv-share group   tp > num_key_value_heads: the mesh's kv_share group (ranks holding copies of
+//                        one kv head), which sums their k/v gradients; the mesh must have been built
+//                        from ParallelDims::for_model (checked)
+//   5. attention        ring attention over cp, Ulysses over sp, both, or LocalAttention
+//   6. token sharding   which tokens of a micro-batch this rank keeps (zigzag over cp, contiguous
+//                        over sp, rows padded to ParallelDims::sequence_multiple)
+//   then the Decoder, which receives steps 1-5 as its DecoderParallelism.
+// Size-1 dimensions take the same path: the single-process model is parallelize() over a 1-rank mesh.
+#include <cstdint>
+#include <memory>
+
+#include "trlhpc/data/batch.hpp"
+#include "trlhpc/model/decoder.hpp"
+#include "trlhpc/model/model_config.hpp"
+#include "trlhpc/model/model_weights.hpp"
+#include "trlhpc/model/parameter_store.hpp"
+#include "trlhpc/model/sequence_attention.hpp"
+#include "trlhpc/model/tp_layout.hpp"
+#include "trlhpc/parallel/data_parallel.hpp"
+#include "trlhpc/parallel/sequence_shard.hpp"
+
+namespace trlhpc {
+
+class Ops;
+class ProcessGroups;
+
+struct ParallelizeOptions {
+  DataParallelOptions data_parallel;
+  bool gradient_checkpointing = false;
+  int64_t loss_chunk_tokens = 1024;  // tokens per chunk of the fused LM-head loss
+};
+
+// The model as it is laid out over the ranks: owns the store, the strategy, the sequence attention
+// and the decoder; borrows the Ops and the ProcessGroups, which must outlive it. Tp sequence
+// parallelism and the kv-share size come from the mesh's ParallelDims.
+class ParallelModel {
+ public:
+  ParallelModel(const ModelConfig& config, Ops& ops, ProcessGroups& groups, const ParallelizeOptions& options);
+  ~ParallelModel();
+  ParallelModel(const ParallelModel&) = delete;
+  ParallelModel& operator=(const ParallelModel&) = delete;
+
+  const ModelConfig& config() const { return config_; }
+  Ops& ops() { return ops_; }
+  ProcessGroups& groups() { return groups_; }
+  TpLayout tp_layout() const { return tp_; }  // pass it to weights_from_hf_dir / weights_from_init
+  ParameterStore& store() { return *store_; }
+  DataParallelStrategy& strategy() { return *strategy_; }
+  SequenceAttention& sequence_attention() { return *attention_; }
+  const SequenceShard& sequence_shard() const { return shard_; }
+  Decoder& decoder() { return *decoder_; }
+
+  // Fills whatever this rank stores (every unit, or its shards) from `source`, which must read this
+  // rank's tp slices (tp_layout()).
+  void load_weights(const UnitRangeSource& source);
+  // This rank's tokens of a collated micro-batch: rows right-padded so that every cp/sp shard (and
+  // its tp parts under tp sequence parallel) splits evenly, then cut to this rank's cp/sp shard.
+  // Every rank of a cp/sp group passes the same rows (the sampler is keyed by the dp rank).
+  Batch shard_tokens(const Batch& batch) const;
+
+ private:
+  ModelConfig config_;
+  Ops& ops_;
+  ProcessGroups& groups_;
+  TpLayout tp_;
+  int64_t sequence_multiple_ = 1;
+  std::unique_ptr<ParameterStore> store_;
+  std::unique_ptr<DataParallelStrategy> strategy_;
+  std::unique_ptr<SequenceAttention> attention_;
+  SequenceShard shard_;
+  std::unique_ptr<Decoder> decoder_;
+};
+
+std::unique_ptr<ParallelModel> parallelize(const ModelConfig& config, Ops& ops, ProcessGroups& groups,
+                                           const ParallelizeOptions& options);
+
+}  // namespace trlhpc
