@@ -5,9 +5,9 @@
 
 #include "test_support.hpp"
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/data/sampler.hpp"
+#include "trlhpc/data/batching/sampler.hpp"
 
-namespace trlhpc {
+namespace trlhpc::batching {
 namespace {
 
 SamplerConfig layout(int64_t n, int64_t per_device, int64_t dp, int64_t accumulation, bool drop_last = true) {
@@ -184,4 +184,4 @@ TEST(Sampler, ErrorsNameTheSizes) {
 }
 
 }  // namespace
-}  // namespace trlhpc
+}  // namespace trlhpc::batching

@@ -1,12 +1,12 @@
 // Packing strategies (bfd, bfd_split, wrapped), truncation and unpacked rows; see packing.hpp.
-#include "trlhpc/data/packing.hpp"
+#include "trlhpc/data/batching/packing.hpp"
 
 #include <algorithm>
 #include <numeric>
 
 #include "trlhpc/core/error.hpp"
 
-namespace trlhpc {
+namespace trlhpc::batching {
 namespace {
 
 // Max segment tree over the remaining capacities 1..capacity of open bins (TRL's _SegmentTree): leaf s-1 holds s
@@ -126,7 +126,7 @@ int32_t PackedRow::length() const {
   return n;
 }
 
-void truncate_example(TokenizedExample& example, int32_t max_length, TruncationMode mode) {
+void truncate_example(dataset::TokenizedExample& example, int32_t max_length, TruncationMode mode) {
   TRLHPC_ASSERT(example.loss_mask.size() == example.input_ids.size(), "loss_mask and input_ids differ in length");
   if (max_length < 0 || example.length() <= max_length) return;
   if (mode == TruncationMode::kKeepEnd) {
@@ -139,7 +139,7 @@ void truncate_example(TokenizedExample& example, int32_t max_length, TruncationM
   }
 }
 
-std::vector<int32_t> example_lengths(const std::vector<TokenizedExample>& examples) {
+std::vector<int32_t> example_lengths(const std::vector<dataset::TokenizedExample>& examples) {
   std::vector<int32_t> lengths(examples.size());
   for (size_t i = 0; i < examples.size(); ++i) lengths[i] = examples[i].length();
   return lengths;
@@ -242,4 +242,4 @@ std::vector<PackedRow> unpacked_rows(const std::vector<int32_t>& lengths, int32_
   return rows;
 }
 
-}  // namespace trlhpc
+}  // namespace trlhpc::batching

@@ -10,9 +10,9 @@
 #include <algorithm>
 
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/data/packing.hpp"
+#include "trlhpc/data/batching/packing.hpp"
 
-namespace trlhpc {
+namespace trlhpc::batching {
 namespace {
 
 int64_t round_up(int64_t n, int32_t multiple) {
@@ -22,7 +22,7 @@ int64_t round_up(int64_t n, int32_t multiple) {
 
 // Writes the tokens of `row` at out[offset...] and returns the tokens written. Documents are numbered from
 // `next_doc` on, which is advanced. `mask` receives the loss mask for the target pass.
-int64_t write_row(const std::vector<TokenizedExample>& examples, const PackedRow& row, Batch& out, int64_t offset,
+int64_t write_row(const std::vector<dataset::TokenizedExample>& examples, const PackedRow& row, Batch& out, int64_t offset,
                   int32_t& next_doc, std::vector<uint8_t>& mask) {
   int64_t t = offset;
   int32_t position = 0;
@@ -30,7 +30,7 @@ int64_t write_row(const std::vector<TokenizedExample>& examples, const PackedRow
   for (const PackedSegment& segment : row.segments) {
     TRLHPC_ASSERT(segment.example >= 0 && static_cast<size_t>(segment.example) < examples.size(),
                   "packed segment names an example that does not exist");
-    const TokenizedExample& example = examples[static_cast<size_t>(segment.example)];
+    const dataset::TokenizedExample& example = examples[static_cast<size_t>(segment.example)];
     TRLHPC_ASSERT(segment.start >= 0 && segment.length >= 0 && segment.start + segment.length <= example.length(),
                   "packed segment runs past the end of its example");
     TRLHPC_ASSERT(example.loss_mask.size() == example.input_ids.size(), "loss_mask and input_ids differ in length");
@@ -51,7 +51,7 @@ int64_t write_row(const std::vector<TokenizedExample>& examples, const PackedRow
 
 }  // namespace
 
-Batch collate(const std::vector<TokenizedExample>& examples, const std::vector<PackedRow>& rows,
+Batch collate(const std::vector<dataset::TokenizedExample>& examples, const std::vector<PackedRow>& rows,
               std::span<const int64_t> row_indices, const CollateOptions& options) {
   TRLHPC_REQUIRE(options.pad_to_multiple_of >= 0,
                  "--pad_to_multiple_of " + std::to_string(options.pad_to_multiple_of) + " must be >= 0");
@@ -102,4 +102,4 @@ Batch collate(const std::vector<TokenizedExample>& examples, const std::vector<P
   return batch;
 }
 
-}  // namespace trlhpc
+}  // namespace trlhpc::batching

@@ -6,7 +6,7 @@
 //   micro 1, rank 0 -> order[12,13] micro 1, rank 1 -> order[14,15]
 // With per_device 8, dp 1, accumulation 1 the same step is order[8..15] in one micro-batch.
 // With drop_last = false there is a step 2 of R = 4 rows: slot s gets [floor(4s/4), floor(4(s+1)/4)) = 1 row.
-#include "trlhpc/data/sampler.hpp"
+#include "trlhpc/data/batching/sampler.hpp"
 
 #include <algorithm>
 #include <numeric>
@@ -14,7 +14,7 @@
 
 #include "trlhpc/core/error.hpp"
 
-namespace trlhpc {
+namespace trlhpc::batching {
 namespace {
 
 // Uniform integer in [0, range) without modulo bias (D. Lemire, "Fast Random Integer Generation in an
@@ -127,4 +127,4 @@ std::vector<int64_t> DistributedSampler::micro_batch(int64_t epoch, int64_t step
   return std::vector<int64_t>(first + begin, first + end);
 }
 
-}  // namespace trlhpc
+}  // namespace trlhpc::batching

@@ -3,10 +3,10 @@
 #include <ctime>
 #include <set>
 
-#include "trlhpc/data/chat_template_interpreter.hpp"
-#include "trlhpc/data/chat_template_text.hpp"
+#include "trlhpc/data/chat_template/interpreter.hpp"
+#include "trlhpc/data/chat_template/text.hpp"
 
-namespace trlhpc::jinja {
+namespace trlhpc::chat_template {
 
 namespace {
 
@@ -216,4 +216,4 @@ void install_globals(Scope& scope) {
             }));
 }
 
-}  // namespace trlhpc::jinja
+}  // namespace trlhpc::chat_template

@@ -1,22 +1,20 @@
 // ChatTemplate: parse once, render per conversation with apply_chat_template's variables; assistant
 // masks; loading templates from tokenizer directories (see chat_template.hpp).
-#include "trlhpc/data/chat_template.hpp"
+#include "trlhpc/data/chat_template/chat_template.hpp"
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/data/chat_template_interpreter.hpp"
-#include "trlhpc/data/chat_template_text.hpp"
+#include "trlhpc/data/chat_template/interpreter.hpp"
+#include "trlhpc/data/chat_template/text.hpp"
 
-namespace trlhpc {
-
-using jinja::Value;
+namespace trlhpc::chat_template {
 
 ChatTemplate ChatTemplate::parse(std::string source) {
   ChatTemplate t;
-  t.program_ = std::make_shared<const jinja::Program>(jinja::parse_template(jinja::tokenize_template(source)));
+  t.program_ = std::make_shared<const Program>(parse_template(tokenize_template(source)));
   t.source_ = std::move(source);
   return t;
 }
@@ -33,7 +31,7 @@ Value template_message(const Json& message, size_t index) {
   if (!message.is_object())
     throw UserError("chat message " + std::to_string(index) + " is not an object with \"role\" and \"content\" (got " +
                     message.dump() + ")");
-  jinja::Dict plain;
+  Dict plain;
   for (auto it = message.begin(); it != message.end(); ++it)
     if (!it.value().is_null()) plain.set(Value(it.key()), Value::from_json(it.value()));
   const Value* reasoning = nullptr;
@@ -42,7 +40,7 @@ Value template_message(const Json& message, size_t index) {
   if (!reasoning) return Value::dict(std::move(plain.items));
   const Value r = *reasoning;
   const Value* thinking = plain.find(std::string("thinking"));
-  jinja::Dict aliased;
+  Dict aliased;
   aliased.set(Value("thinking"), thinking ? *thinking : r);
   for (const auto& [k, v] : plain.items) aliased.set(k, v);
   aliased.set(Value("reasoning_content"), r);
@@ -50,15 +48,15 @@ Value template_message(const Json& message, size_t index) {
 }
 
 template <class Json>
-RenderResult render_with(const jinja::Program& program, const Json& messages, bool add_generation_prompt,
+RenderResult render_with(const Program& program, const Json& messages, bool add_generation_prompt,
                          const Json& extra_context) {
   if (!messages.is_array())
     throw UserError("chat template: messages must be a JSON array of {\"role\", \"content\"} objects, got " +
                     std::string(messages.type_name()));
   if (!extra_context.is_null() && !extra_context.is_object())
     throw UserError("chat template: the extra context must be a JSON object of template variables");
-  auto globals = std::make_shared<jinja::Scope>();
-  jinja::install_globals(*globals);
+  auto globals = std::make_shared<Scope>();
+  install_globals(*globals);
   std::vector<Value> chat;
   for (size_t i = 0; i < messages.size(); ++i) chat.push_back(template_message(messages[i], i));
   globals->set("messages", Value::list(std::move(chat)));
@@ -68,8 +66,8 @@ RenderResult render_with(const jinja::Program& program, const Json& messages, bo
   if (extra_context.is_object())
     for (auto it = extra_context.begin(); it != extra_context.end(); ++it)
       globals->set(it.key(), Value::from_json(it.value()));
-  jinja::Interpreter interpreter(program);
-  jinja::RenderOutput out = interpreter.run(globals);
+  Interpreter interpreter(program);
+  RenderOutput out = interpreter.run(globals);
   return RenderResult{std::move(out.text), std::move(out.generation_spans)};
 }
 
@@ -94,7 +92,7 @@ AssistantCharMask mask_with(const ChatTemplate& chat_template, const Json& messa
     size_t hit = result.text.find(content, cursor);
     std::string found = content;
     if (hit == std::string::npos) {
-      found = jinja::python_strip(content, std::nullopt, true, true);
+      found = python_strip(content, std::nullopt, true, true);
       hit = found.empty() ? std::string::npos : result.text.find(found, cursor);
     }
     if (hit == std::string::npos) {
@@ -209,4 +207,4 @@ nlohmann::ordered_json load_special_tokens_context(const std::string& tokenizer_
   return context;
 }
 
-}  // namespace trlhpc
+}  // namespace trlhpc::chat_template

@@ -1,11 +1,11 @@
 // Expression evaluation: names, literals, attribute/item access, slicing, calls, filters, tests and
-// operators (semantics in chat_template_interpreter.hpp; attribute/item rules from jinja2's
+// operators (semantics in interpreter.hpp; attribute/item rules from jinja2's
 // Environment.getattr / getitem).
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/data/chat_template_interpreter.hpp"
-#include "trlhpc/data/chat_template_text.hpp"
+#include "trlhpc/data/chat_template/interpreter.hpp"
+#include "trlhpc/data/chat_template/text.hpp"
 
-namespace trlhpc::jinja {
+namespace trlhpc::chat_template {
 
 Value Interpreter::eval(const Expr& e, const ScopePtr& scope) {
   try {
@@ -196,4 +196,4 @@ Value Interpreter::get_item(const Value& object, const Value& key) {
   return Value::undefined("'" + object.type_name() + " object' has no attribute " + key.repr());
 }
 
-}  // namespace trlhpc::jinja
+}  // namespace trlhpc::chat_template

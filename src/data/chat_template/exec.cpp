@@ -1,9 +1,9 @@
 // Statement execution: output, if, for (loop.*), set, macros and {% generation %} spans
-// (semantics in chat_template_interpreter.hpp).
+// (semantics in interpreter.hpp).
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/data/chat_template_interpreter.hpp"
+#include "trlhpc/data/chat_template/interpreter.hpp"
 
-namespace trlhpc::jinja {
+namespace trlhpc::chat_template {
 
 const Value* Scope::lookup(const std::string& name) const {
   for (const Scope* s = this; s != nullptr; s = s->parent_.get()) {
@@ -175,4 +175,4 @@ Value Interpreter::make_macro(const Node& node, const ScopePtr& scope) {
   });
 }
 
-}  // namespace trlhpc::jinja
+}  // namespace trlhpc::chat_template

@@ -5,10 +5,10 @@
 #include <cstdlib>
 #include <map>
 
-#include "trlhpc/data/chat_template_interpreter.hpp"
-#include "trlhpc/data/chat_template_text.hpp"
+#include "trlhpc/data/chat_template/interpreter.hpp"
+#include "trlhpc/data/chat_template/text.hpp"
 
-namespace trlhpc::jinja {
+namespace trlhpc::chat_template {
 
 namespace {
 
@@ -275,4 +275,4 @@ Value apply_filter(Interpreter& interp, const std::string& name, const Value& in
   return it->second(interp, input, args);
 }
 
-}  // namespace trlhpc::jinja
+}  // namespace trlhpc::chat_template

@@ -4,10 +4,10 @@
 #include <cmath>
 #include <cstdio>
 
-#include "trlhpc/data/chat_template_interpreter.hpp"
-#include "trlhpc/data/chat_template_text.hpp"
+#include "trlhpc/data/chat_template/interpreter.hpp"
+#include "trlhpc/data/chat_template/text.hpp"
 
-namespace trlhpc::jinja {
+namespace trlhpc::chat_template {
 
 namespace {
 
@@ -150,4 +150,4 @@ std::string python_json_dumps(const Value& v, const JsonDumpOptions& options) {
   return out;
 }
 
-}  // namespace trlhpc::jinja
+}  // namespace trlhpc::chat_template

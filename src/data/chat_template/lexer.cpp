@@ -1,14 +1,14 @@
-// Chat-template lexer (rules in chat_template_lexer.hpp; reference: jinja2/lexer.py, Lexer.tokeniter).
-#include "trlhpc/data/chat_template_lexer.hpp"
+// Chat-template lexer (rules in lexer.hpp; reference: jinja2/lexer.py, Lexer.tokeniter).
+#include "trlhpc/data/chat_template/lexer.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
 
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/data/chat_template_text.hpp"
+#include "trlhpc/data/chat_template/text.hpp"
 
-namespace trlhpc::jinja {
+namespace trlhpc::chat_template {
 
 std::string template_location(int line, int column) {
   return "chat template line " + std::to_string(line) + ", column " + std::to_string(column);
@@ -385,4 +385,4 @@ class Lexer {
 
 std::vector<Token> tokenize_template(const std::string& source) { return Lexer(normalize_newlines(source)).run(); }
 
-}  // namespace trlhpc::jinja
+}  // namespace trlhpc::chat_template

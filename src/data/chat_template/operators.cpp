@@ -3,10 +3,10 @@
 #include <cmath>
 #include <cstdio>
 
-#include "trlhpc/data/chat_template_interpreter.hpp"
-#include "trlhpc/data/chat_template_text.hpp"
+#include "trlhpc/data/chat_template/interpreter.hpp"
+#include "trlhpc/data/chat_template/text.hpp"
 
-namespace trlhpc::jinja {
+namespace trlhpc::chat_template {
 
 void throw_undefined(const Value& undefined) { throw EvalError(undefined.as_undefined().hint); }
 
@@ -203,4 +203,4 @@ int64_t length_of(const Value& v) {
   }
 }
 
-}  // namespace trlhpc::jinja
+}  // namespace trlhpc::chat_template

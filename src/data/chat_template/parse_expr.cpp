@@ -1,9 +1,9 @@
-// Expression parsing (grammar in chat_template_parser.hpp; reference: jinja2/parser.py).
+// Expression parsing (grammar in parser.hpp; reference: jinja2/parser.py).
 #include <cstdlib>
 
-#include "trlhpc/data/chat_template_parser.hpp"
+#include "trlhpc/data/chat_template/parser.hpp"
 
-namespace trlhpc::jinja {
+namespace trlhpc::chat_template {
 
 namespace {
 ExprPtr binary(const Token& at, const std::string& op, ExprPtr lhs, ExprPtr rhs) {
@@ -313,4 +313,4 @@ void Parser::parse_call_args(std::vector<ExprPtr>& positional, KeywordArgs& keyw
   expect_operator(")");
 }
 
-}  // namespace trlhpc::jinja
+}  // namespace trlhpc::chat_template

@@ -2,9 +2,9 @@
 // transformers' AssistantTracker for {% generation %}).
 #include <algorithm>
 
-#include "trlhpc/data/chat_template_parser.hpp"
+#include "trlhpc/data/chat_template/parser.hpp"
 
-namespace trlhpc::jinja {
+namespace trlhpc::chat_template {
 
 namespace {
 const char* const kUnsupportedStatements[] = {"block", "extends", "include", "import", "from", "call", "filter",
@@ -244,4 +244,4 @@ NodePtr Parser::parse_generation(const Token& tag) {
   return node;
 }
 
-}  // namespace trlhpc::jinja
+}  // namespace trlhpc::chat_template

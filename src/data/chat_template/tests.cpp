@@ -2,10 +2,10 @@
 // Undefined is iterable and a sequence (it has __iter__, __len__ and __getitem__), dicts are sequences.
 #include <map>
 
-#include "trlhpc/data/chat_template_interpreter.hpp"
-#include "trlhpc/data/chat_template_text.hpp"
+#include "trlhpc/data/chat_template/interpreter.hpp"
+#include "trlhpc/data/chat_template/text.hpp"
 
-namespace trlhpc::jinja {
+namespace trlhpc::chat_template {
 
 namespace {
 
@@ -98,4 +98,4 @@ bool apply_test(Interpreter&, const std::string& name, const Value& subject, Cal
   return it->second(subject, args);
 }
 
-}  // namespace trlhpc::jinja
+}  // namespace trlhpc::chat_template

@@ -1,9 +1,9 @@
-// Python str semantics on UTF-8 text (see chat_template_text.hpp).
-#include "trlhpc/data/chat_template_text.hpp"
+// Python str semantics on UTF-8 text (see text.hpp).
+#include "trlhpc/data/chat_template/text.hpp"
 
 #include <algorithm>
 
-namespace trlhpc::jinja {
+namespace trlhpc::chat_template {
 
 std::u32string utf8_decode(const std::string& s) {
   std::u32string out;
@@ -312,4 +312,4 @@ std::vector<int64_t> python_slice_indices(int64_t length, std::optional<int64_t>
   return indices;
 }
 
-}  // namespace trlhpc::jinja
+}  // namespace trlhpc::chat_template

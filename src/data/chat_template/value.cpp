@@ -1,14 +1,14 @@
-// Value: Python semantics for the objects a chat template sees (see chat_template_value.hpp).
-#include "trlhpc/data/chat_template_value.hpp"
+// Value: Python semantics for the objects a chat template sees (see value.hpp).
+#include "trlhpc/data/chat_template/value.hpp"
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 
-#include "trlhpc/data/chat_template_text.hpp"
+#include "trlhpc/data/chat_template/text.hpp"
 
-namespace trlhpc::jinja {
+namespace trlhpc::chat_template {
 
 Value Value::list(std::vector<Value> items, bool is_tuple) {
   auto l = std::make_shared<List>();
@@ -232,4 +232,4 @@ bool CallArgs::has(size_t index, const std::string& name) const {
   return false;
 }
 
-}  // namespace trlhpc::jinja
+}  // namespace trlhpc::chat_template

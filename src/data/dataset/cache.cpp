@@ -1,4 +1,4 @@
-#include "trlhpc/data/dataset_cache.hpp"
+#include "trlhpc/data/dataset/cache.hpp"
 
 #include <unistd.h>
 
@@ -10,11 +10,11 @@
 #include <iterator>
 #include <system_error>
 
-#include "trlhpc/data/chat_template.hpp"
-#include "trlhpc/data/dataset_reader.hpp"
-#include "trlhpc/data/packing.hpp"
+#include "trlhpc/data/batching/packing.hpp"
+#include "trlhpc/data/chat_template/chat_template.hpp"
+#include "trlhpc/data/dataset/reader.hpp"
 
-namespace trlhpc {
+namespace trlhpc::dataset {
 namespace {
 
 namespace fs = std::filesystem;
@@ -115,7 +115,7 @@ uint64_t dataset_cache_key(const SftDataOptions& o, bool has_tokenizer) {
   }
   std::string chat_template;
   try {
-    chat_template = load_chat_template(o.tokenizer_dir, o.chat_template_path);
+    chat_template = chat_template::load_chat_template(o.tokenizer_dir, o.chat_template_path);
   } catch (const std::exception&) {
     chat_template.clear();  // no template: only non-conversational datasets can be used, and they ignore it
   }
@@ -124,7 +124,7 @@ uint64_t dataset_cache_key(const SftDataOptions& o, bool has_tokenizer) {
   h.field("text_field", o.text_field);
   h.field("chat_template_path", o.chat_template_path);
   h.field("max_length", std::to_string(o.max_length));
-  const bool truncate = !(o.packing && parse_packing_strategy(o.packing_strategy) == PackingStrategy::kWrapped);
+  const bool truncate = !(o.packing && batching::parse_packing_strategy(o.packing_strategy) == batching::PackingStrategy::kWrapped);
   h.field("truncate", truncate ? "1" : "0");
   h.field("completion_only_loss", o.completion_only_loss ? (*o.completion_only_loss ? "true" : "false") : "auto");
   h.field("assistant_only_loss", o.assistant_only_loss ? "1" : "0");
@@ -242,4 +242,4 @@ std::optional<DatasetCacheEntry> read_dataset_cache(const std::string& path, uin
   return entry;
 }
 
-}  // namespace trlhpc
+}  // namespace trlhpc::dataset

@@ -1,12 +1,12 @@
 // Detection of a dataset's form from its first row, row validation, ShareGPT conversion and the
-// pre-tokenized row -> TokenizedExample conversion (see dataset_form.hpp).
-#include "trlhpc/data/dataset_form.hpp"
+// pre-tokenized row -> TokenizedExample conversion (see form.hpp).
+#include "trlhpc/data/dataset/form.hpp"
 
 #include <string>
 
 #include "trlhpc/core/error.hpp"
 
-namespace trlhpc {
+namespace trlhpc::dataset {
 namespace {
 
 using json = nlohmann::ordered_json;
@@ -185,4 +185,4 @@ DatasetScan scan_dataset(DatasetReader& reader, const std::string& dataset_text_
   return scan;
 }
 
-}  // namespace trlhpc
+}  // namespace trlhpc::dataset

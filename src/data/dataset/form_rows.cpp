@@ -3,9 +3,9 @@
 #include <limits>
 #include <string>
 
-#include "trlhpc/data/dataset_form.hpp"
+#include "trlhpc/data/dataset/form.hpp"
 
-namespace trlhpc {
+namespace trlhpc::dataset {
 namespace {
 
 using json = nlohmann::ordered_json;
@@ -135,4 +135,4 @@ std::string row_problem(const DatasetFormSpec& spec, const nlohmann::ordered_jso
   return "unknown dataset form";
 }
 
-}  // namespace trlhpc
+}  // namespace trlhpc::dataset

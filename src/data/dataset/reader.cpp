@@ -1,12 +1,12 @@
-// DatasetReader: rows of JSONL / JSON-array files, one at a time (see dataset_reader.hpp).
-#include "trlhpc/data/dataset_reader.hpp"
+// DatasetReader: rows of JSONL / JSON-array files, one at a time (see reader.hpp).
+#include "trlhpc/data/dataset/reader.hpp"
 
 #include <algorithm>
 #include <string>
 
 #include "trlhpc/core/error.hpp"
 
-namespace trlhpc {
+namespace trlhpc::dataset {
 namespace {
 
 bool blank(const std::string& s) {
@@ -127,4 +127,4 @@ bool DatasetReader::next(DatasetRow& row) {
   }
 }
 
-}  // namespace trlhpc
+}  // namespace trlhpc::dataset

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/data/dataset_reader.hpp"
+#include "trlhpc/data/dataset/reader.hpp"
 
-namespace trlhpc {
+namespace trlhpc::dataset {
 namespace {
 
 namespace fs = std::filesystem;
@@ -110,4 +110,4 @@ std::vector<std::string> resolve_dataset_files(const std::string& dataset_name, 
   return paths;
 }
 
-}  // namespace trlhpc
+}  // namespace trlhpc::dataset

@@ -6,9 +6,9 @@
 #include <string>
 
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/data/dataset_reader.hpp"
+#include "trlhpc/data/dataset/reader.hpp"
 
-namespace trlhpc::detail {
+namespace trlhpc::dataset::detail {
 namespace {
 bool is_space(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 }  // namespace
@@ -108,4 +108,4 @@ bool JsonArrayElementScanner::next(std::string& text, int64_t& line) {
   }
 }
 
-}  // namespace trlhpc::detail
+}  // namespace trlhpc::dataset::detail

@@ -1,12 +1,12 @@
-#include "trlhpc/data/sft_dataset.hpp"
+#include "trlhpc/data/dataset/sft_dataset.hpp"
 
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/data/chat_template.hpp"
-#include "trlhpc/data/dataset_reader.hpp"
-#include "trlhpc/data/sampler.hpp"
-#include "trlhpc/data/tokenizer.hpp"
+#include "trlhpc/data/batching/sampler.hpp"
+#include "trlhpc/data/chat_template/chat_template.hpp"
+#include "trlhpc/data/dataset/reader.hpp"
+#include "trlhpc/data/tokenizer/tokenizer.hpp"
 
-namespace trlhpc {
+namespace trlhpc::dataset {
 namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -15,7 +15,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 // Tokens of `text` whose byte range overlaps a marked byte (transformers' char_to_token over each
 // generation span marks exactly the tokens that cover span characters).
-std::vector<uint8_t> token_mask_from_bytes(const data::TokenizedText& tokens, const std::vector<uint8_t>& byte_mask) {
+std::vector<uint8_t> token_mask_from_bytes(const tokenizer::TokenizedText& tokens, const std::vector<uint8_t>& byte_mask) {
   std::vector<uint8_t> mask(tokens.ids.size(), 0);
   for (size_t t = 0; t < tokens.ids.size(); ++t) {
     const auto [begin, end] = tokens.offsets[t];
@@ -33,9 +33,9 @@ std::vector<uint8_t> token_mask_from_bytes(const data::TokenizedText& tokens, co
 struct RowTokenizer::State {
   SftDataOptions options;
   DatasetFormSpec form;
-  const data::Tokenizer* tokenizer = nullptr;
+  const tokenizer::Tokenizer* tokenizer = nullptr;
   bool completion_only = false;
-  std::optional<ChatTemplate> chat;
+  std::optional<chat_template::ChatTemplate> chat;
   nlohmann::ordered_json special_context;
   std::string eos_token;
 
@@ -53,7 +53,7 @@ struct RowTokenizer::State {
   }
 };
 
-RowTokenizer::RowTokenizer(const SftDataOptions& options, const DatasetFormSpec& form, const data::Tokenizer* tokenizer)
+RowTokenizer::RowTokenizer(const SftDataOptions& options, const DatasetFormSpec& form, const tokenizer::Tokenizer* tokenizer)
     : state_(std::make_unique<State>()) {
   State& s = *state_;
   s.options = options;
@@ -65,8 +65,8 @@ RowTokenizer::RowTokenizer(const SftDataOptions& options, const DatasetFormSpec&
                     " rows, which need a tokenizer: pass --tokenizer DIR or --model_name_or_path DIR");
   if (tokenizer) s.eos_token = tokenizer->eos_token().value_or("");
   if (form.conversational()) {
-    s.chat = ChatTemplate::parse(load_chat_template(options.tokenizer_dir, options.chat_template_path));
-    s.special_context = load_special_tokens_context(options.tokenizer_dir);
+    s.chat = chat_template::ChatTemplate::parse(chat_template::load_chat_template(options.tokenizer_dir, options.chat_template_path));
+    s.special_context = chat_template::load_special_tokens_context(options.tokenizer_dir);
   }
   if (options.assistant_only_loss && !form.conversational() && form.form != DatasetForm::kPreTokenized)
     throw UserError("--assistant_only_loss needs a conversational dataset (rows with \"messages\"), but " +
@@ -113,8 +113,8 @@ TokenizedExample RowTokenizer::tokenize(const DatasetRow& row) const {
       const nlohmann::ordered_json& messages = v.at(s.form.messages_field);
       TokenizedExample ex;
       if (s.options.assistant_only_loss) {
-        const AssistantCharMask marked = assistant_char_mask(*s.chat, messages, s.special_context);
-        const data::TokenizedText tokens = s.tokenizer->encode_with_offsets(marked.text, false);
+        const chat_template::AssistantCharMask marked = chat_template::assistant_char_mask(*s.chat, messages, s.special_context);
+        const tokenizer::TokenizedText tokens = s.tokenizer->encode_with_offsets(marked.text, false);
         ex.input_ids = tokens.ids;
         ex.loss_mask = token_mask_from_bytes(tokens, marked.mask);
       } else {
@@ -127,20 +127,20 @@ TokenizedExample RowTokenizer::tokenize(const DatasetRow& row) const {
   return {};
 }
 
-SftTokenizedExamples SftDataset::tokenize(const SftDataOptions& options, const data::Tokenizer* tokenizer) {
+SftTokenizedExamples SftDataset::tokenize(const SftDataOptions& options, const tokenizer::Tokenizer* tokenizer) {
   SftTokenizedExamples out;
   DatasetReader reader(resolve_dataset_files(options.dataset_name, options.split),
                        DatasetReaderOptions{options.skip_bad_rows});
   std::unique_ptr<RowTokenizer> row_tokenizer;
   const int32_t max_length = static_cast<int32_t>(options.max_length);
-  const PackingStrategy strategy = parse_packing_strategy(options.packing_strategy);
-  const bool truncate = !(options.packing && strategy == PackingStrategy::kWrapped);
+  const batching::PackingStrategy strategy = batching::parse_packing_strategy(options.packing_strategy);
+  const bool truncate = !(options.packing && strategy == batching::PackingStrategy::kWrapped);
   DatasetScan scan = scan_dataset(reader, options.text_field, [&](const DatasetRow& row, const DatasetFormSpec& form) {
     if (!row_tokenizer) row_tokenizer = std::make_unique<RowTokenizer>(options, form, tokenizer);
     TokenizedExample ex = row_tokenizer->tokenize(row);
     if (ex.input_ids.empty()) return;
     if (truncate && ex.length() > max_length) {
-      truncate_example(ex, max_length);
+      batching::truncate_example(ex, max_length);
       ++out.stats.truncated;
     }
     out.examples.push_back(std::move(ex));
@@ -160,20 +160,20 @@ SftTokenizedExamples SftDataset::tokenize(const SftDataOptions& options, const d
 }
 
 SftDataset SftDataset::from_examples(const SftDataOptions& options, SftTokenizedExamples tokenized,
-                                     const data::Tokenizer* tokenizer) {
+                                     const tokenizer::Tokenizer* tokenizer) {
   if (tokenized.examples.empty())
     throw UserError("dataset " + options.dataset_name + " produced no non-empty example: check the rows and --dataset_text_field");
   SftDataset ds;
   ds.examples_ = std::move(tokenized.examples);
   ds.stats_ = std::move(tokenized.stats);
   const int32_t max_length = static_cast<int32_t>(options.max_length);
-  const PackingStrategy strategy = parse_packing_strategy(options.packing_strategy);
-  const std::vector<int32_t> lengths = example_lengths(ds.examples_);
+  const batching::PackingStrategy strategy = batching::parse_packing_strategy(options.packing_strategy);
+  const std::vector<int32_t> lengths = batching::example_lengths(ds.examples_);
   // TRL shuffles the examples (seeded) before packing when shuffle_dataset is on, so documents that
   // sit next to each other in the file do not always share a row.
   std::vector<int64_t> order;
-  if (options.packing && options.shuffle) order = epoch_permutation(static_cast<int64_t>(lengths.size()), options.seed, 0);
-  ds.rows_ = options.packing ? pack(strategy, lengths, PackingOptions{max_length}, order) : unpacked_rows(lengths, max_length);
+  if (options.packing && options.shuffle) order = batching::epoch_permutation(static_cast<int64_t>(lengths.size()), options.seed, 0);
+  ds.rows_ = options.packing ? batching::pack(strategy, lengths, batching::PackingOptions{max_length}, order) : batching::unpacked_rows(lengths, max_length);
   ds.collate_.padding_free = options.padding_free;
   ds.collate_.pad_to_multiple_of = static_cast<int32_t>(options.pad_to_multiple_of);
   ds.collate_.pad_token_id = tokenizer && tokenizer->pad_id() ? *tokenizer->pad_id() : 0;
@@ -181,10 +181,10 @@ SftDataset SftDataset::from_examples(const SftDataOptions& options, SftTokenized
   return ds;
 }
 
-SftDataset SftDataset::build(const SftDataOptions& options, const data::Tokenizer* tokenizer) {
+SftDataset SftDataset::build(const SftDataOptions& options, const tokenizer::Tokenizer* tokenizer) {
   return from_examples(options, tokenize(options, tokenizer), tokenizer);
 }
 
-Batch SftDataset::collate(std::span<const int64_t> row_indices) const { return trlhpc::collate(examples_, rows_, row_indices, collate_); }
+Batch SftDataset::collate(std::span<const int64_t> row_indices) const { return batching::collate(examples_, rows_, row_indices, collate_); }
 
-}  // namespace trlhpc
+}  // namespace trlhpc::dataset

@@ -1,11 +1,11 @@
-#include "tokenizer_added_tokens.hpp"
+#include "added_tokens.hpp"
 
 #include <algorithm>
 
-#include "tokenizer_normalizer.hpp"
-#include "tokenizer_utf8.hpp"
+#include "normalizer.hpp"
+#include "utf8.hpp"
 
-namespace trlhpc::data::tok {
+namespace trlhpc::tokenizer::detail {
 namespace {
 
 // \w of the Rust regex crate (Unicode): Alphabetic, marks, decimal digits, connector punctuation,
@@ -153,4 +153,4 @@ void AddedVocabulary::split(std::string_view text, bool normalized_tokens, std::
     out.push_back({{static_cast<uint32_t>(start_offset), static_cast<uint32_t>(text.size())}, -1});
 }
 
-}  // namespace trlhpc::data::tok
+}  // namespace trlhpc::tokenizer::detail

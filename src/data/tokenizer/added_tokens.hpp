@@ -15,10 +15,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "tokenizer_regex.hpp"
-#include "tokenizer_text.hpp"
+#include "aligned_text.hpp"
+#include "regex.hpp"
 
-namespace trlhpc::data::tok {
+namespace trlhpc::tokenizer::detail {
 
 class Normalizer;
 
@@ -82,4 +82,4 @@ class AddedVocabulary {
   LiteralSetMatcher normalized_matcher_;
 };
 
-}  // namespace trlhpc::data::tok
+}  // namespace trlhpc::tokenizer::detail

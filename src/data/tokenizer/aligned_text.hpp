@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace trlhpc::data::tok {
+namespace trlhpc::tokenizer::detail {
 
 struct ByteSpan {
   uint32_t begin = 0;
@@ -76,4 +76,4 @@ class AlignedTextBuilder {
   AlignedText out_;
 };
 
-}  // namespace trlhpc::data::tok
+}  // namespace trlhpc::tokenizer::detail

@@ -1,13 +1,13 @@
-#include "tokenizer_bpe_model.hpp"
+#include "bpe_model.hpp"
 
 #include <algorithm>
 #include <cstdio>
 
-#include "tokenizer_byte_level.hpp"
-#include "tokenizer_utf8.hpp"
+#include "byte_level.hpp"
 #include "trlhpc/core/error.hpp"
+#include "utf8.hpp"
 
-namespace trlhpc::data::tok {
+namespace trlhpc::tokenizer::detail {
 namespace {
 
 // Pops the candidate with the lowest rank, then the lowest position (the library's Merge ordering).
@@ -202,4 +202,4 @@ void BpeModel::tokenize(std::string_view piece, BpeScratch& scratch, std::vector
   cache_.insert(piece, scratch.tokens.data(), scratch.tokens.size());
 }
 
-}  // namespace trlhpc::data::tok
+}  // namespace trlhpc::tokenizer::detail

@@ -19,10 +19,10 @@
 #include <utility>
 #include <vector>
 
-#include "tokenizer_token_table.hpp"
-#include "tokenizer_word_cache.hpp"
+#include "token_table.hpp"
+#include "word_cache.hpp"
 
-namespace trlhpc::data::tok {
+namespace trlhpc::tokenizer::detail {
 
 struct BpeModelSpec {
   std::vector<std::pair<std::string, int32_t>> vocab;          // token as written in the file -> id
@@ -93,4 +93,4 @@ class BpeModel {
   WordCache cache_;
 };
 
-}  // namespace trlhpc::data::tok
+}  // namespace trlhpc::tokenizer::detail

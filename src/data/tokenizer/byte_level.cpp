@@ -1,10 +1,10 @@
-#include "tokenizer_byte_level.hpp"
+#include "byte_level.hpp"
 
 #include <array>
 
-#include "tokenizer_utf8.hpp"
+#include "utf8.hpp"
 
-namespace trlhpc::data::tok {
+namespace trlhpc::tokenizer::detail {
 namespace {
 
 constexpr bool stands_for_itself(unsigned b) { return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE; }
@@ -53,4 +53,4 @@ bool byte_level_decode(std::string_view token, std::string& bytes) {
   return true;
 }
 
-}  // namespace trlhpc::data::tok
+}  // namespace trlhpc::tokenizer::detail

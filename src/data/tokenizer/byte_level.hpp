@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-namespace trlhpc::data::tok {
+namespace trlhpc::tokenizer::detail {
 
 // The code point standing for `byte`.
 char32_t byte_level_char(uint8_t byte);
@@ -23,4 +23,4 @@ std::string byte_level_encode(std::string_view bytes);
 // `token` is not in the alphabet.
 bool byte_level_decode(std::string_view token, std::string& bytes);
 
-}  // namespace trlhpc::data::tok
+}  // namespace trlhpc::tokenizer::detail

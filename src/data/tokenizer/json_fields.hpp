@@ -7,7 +7,7 @@
 
 #include "trlhpc/core/error.hpp"
 
-namespace trlhpc::data::tok {
+namespace trlhpc::tokenizer::detail {
 
 inline const nlohmann::json& required_field(const nlohmann::json& object, const char* key, const std::string& where) {
   TRLHPC_REQUIRE(object.is_object(), where + ": expected a JSON object, found " + object.dump().substr(0, 80));
@@ -56,4 +56,4 @@ inline Pattern read_pattern(const nlohmann::json& object, const std::string& whe
                    pattern.dump().substr(0, 80));
 }
 
-}  // namespace trlhpc::data::tok
+}  // namespace trlhpc::tokenizer::detail

@@ -2,12 +2,12 @@
 #include <filesystem>
 #include <unordered_set>
 
+#include "json_fields.hpp"
 #include "tokenizer_files.hpp"
 #include "tokenizer_impl.hpp"
-#include "tokenizer_json_fields.hpp"
 #include "trlhpc/core/error.hpp"
 
-namespace trlhpc::data {
+namespace trlhpc::tokenizer {
 namespace {
 
 namespace fs = std::filesystem;
@@ -20,7 +20,7 @@ const json& field_or_null(const json& object, const char* key) {
 }
 
 std::string model_type(const json& model) {
-  if (const auto type = tok::optional_string(model, "type")) return *type;
+  if (const auto type = detail::optional_string(model, "type")) return *type;
   // Files from old versions of the library leave out the type; infer it as the library does.
   if (model.contains("merges")) return "BPE";
   if (model.contains("vocab") && model["vocab"].is_array()) return "Unigram";
@@ -29,8 +29,8 @@ std::string model_type(const json& model) {
 
 // tokenizer.json: model, normalizer, pre_tokenizer, post_processor, decoder, added_tokens.
 void load_tokenizer_json(Tokenizer::Impl& impl, const json& spec, const std::string& file,
-                         std::vector<tok::AddedToken>& added_tokens) {
-  const json& model = tok::required_field(spec, "model", file);
+                         std::vector<detail::AddedToken>& added_tokens) {
+  const json& model = detail::required_field(spec, "model", file);
   const std::string type = model_type(model);
   TRLHPC_REQUIRE(type == "BPE", file + ": model type \"" + type + "\" is not supported; trlhpc encodes BPE " +
                                     "tokenizers only (byte-level like GPT-2/Qwen2/Llama-3, or SentencePiece-style " +
@@ -39,61 +39,61 @@ void load_tokenizer_json(Tokenizer::Impl& impl, const json& spec, const std::str
   TRLHPC_REQUIRE(dropout.is_null() || (dropout.is_number() && dropout.get<double>() == 0.0),
                  file + ": BPE dropout is not supported (it makes encoding random); set \"dropout\" to null");
 
-  tok::BpeModelSpec bpe;
-  bpe.vocab = tok::read_vocab(tok::required_field(model, "vocab", file + " model"), file + " model.vocab");
-  if (model.contains("merges")) bpe.merges = tok::read_merges(model["merges"], file + " model.merges");
-  bpe.unk_token = tok::optional_string(model, "unk_token");
-  bpe.continuing_subword_prefix = tok::optional_string(model, "continuing_subword_prefix").value_or("");
-  bpe.end_of_word_suffix = tok::optional_string(model, "end_of_word_suffix").value_or("");
-  bpe.fuse_unk = tok::optional_bool(model, "fuse_unk", false);
-  bpe.byte_fallback = tok::optional_bool(model, "byte_fallback", false);
-  bpe.ignore_merges = tok::optional_bool(model, "ignore_merges", false);
-  bpe.byte_level = tok::pre_tokenizer_is_byte_level(field_or_null(spec, "pre_tokenizer"), file);
-  impl.model = std::make_unique<tok::BpeModel>(std::move(bpe), file);
+  detail::BpeModelSpec bpe;
+  bpe.vocab = detail::read_vocab(detail::required_field(model, "vocab", file + " model"), file + " model.vocab");
+  if (model.contains("merges")) bpe.merges = detail::read_merges(model["merges"], file + " model.merges");
+  bpe.unk_token = detail::optional_string(model, "unk_token");
+  bpe.continuing_subword_prefix = detail::optional_string(model, "continuing_subword_prefix").value_or("");
+  bpe.end_of_word_suffix = detail::optional_string(model, "end_of_word_suffix").value_or("");
+  bpe.fuse_unk = detail::optional_bool(model, "fuse_unk", false);
+  bpe.byte_fallback = detail::optional_bool(model, "byte_fallback", false);
+  bpe.ignore_merges = detail::optional_bool(model, "ignore_merges", false);
+  bpe.byte_level = detail::pre_tokenizer_is_byte_level(field_or_null(spec, "pre_tokenizer"), file);
+  impl.model = std::make_unique<detail::BpeModel>(std::move(bpe), file);
 
-  impl.normalizer = tok::make_normalizer(field_or_null(spec, "normalizer"), file);
-  impl.pre_tokenizer = tok::make_pre_tokenizer(field_or_null(spec, "pre_tokenizer"), file);
-  impl.decoder = tok::make_decoder(field_or_null(spec, "decoder"), file);
-  impl.frame = tok::make_special_token_frame(field_or_null(spec, "post_processor"), file);
+  impl.normalizer = detail::make_normalizer(field_or_null(spec, "normalizer"), file);
+  impl.pre_tokenizer = detail::make_pre_tokenizer(field_or_null(spec, "pre_tokenizer"), file);
+  impl.decoder = detail::make_decoder(field_or_null(spec, "decoder"), file);
+  impl.frame = detail::make_special_token_frame(field_or_null(spec, "post_processor"), file);
   const json& listed = field_or_null(spec, "added_tokens");
   if (!listed.is_null()) {
     TRLHPC_REQUIRE(listed.is_array(), file + ": \"added_tokens\" must be a list");
-    for (const auto& entry : listed) added_tokens.push_back(tok::read_added_token(entry, -1, file + " added_tokens"));
+    for (const auto& entry : listed) added_tokens.push_back(detail::read_added_token(entry, -1, file + " added_tokens"));
   }
 }
 
 // vocab.json + merges.txt: the pipeline transformers builds for Qwen2Tokenizer / GPT2Tokenizer.
 void load_vocab_merges(Tokenizer::Impl& impl, const fs::path& root, const json& config) {
-  const std::string tokenizer_class = tok::optional_string(config, "tokenizer_class").value_or("GPT2Tokenizer");
+  const std::string tokenizer_class = detail::optional_string(config, "tokenizer_class").value_or("GPT2Tokenizer");
   const bool qwen2 = tokenizer_class.rfind("Qwen2Tokenizer", 0) == 0;
-  const bool add_prefix_space = tok::optional_bool(config, "add_prefix_space", false);
+  const bool add_prefix_space = detail::optional_bool(config, "add_prefix_space", false);
   const std::string vocab_file = (root / "vocab.json").string();
 
-  tok::BpeModelSpec bpe;
-  bpe.vocab = tok::read_vocab(tok::read_json_file(vocab_file), vocab_file);
-  bpe.merges = tok::read_merges_txt(root / "merges.txt");
+  detail::BpeModelSpec bpe;
+  bpe.vocab = detail::read_vocab(detail::read_json_file(vocab_file), vocab_file);
+  bpe.merges = detail::read_merges_txt(root / "merges.txt");
   bpe.byte_level = true;
-  impl.model = std::make_unique<tok::BpeModel>(std::move(bpe), vocab_file + " / merges.txt");
+  impl.model = std::make_unique<detail::BpeModel>(std::move(bpe), vocab_file + " / merges.txt");
 
   const std::string where = root.string() + " (" + tokenizer_class + " from vocab.json + merges.txt)";
   const json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", add_prefix_space}, {"use_regex", !qwen2}};
   if (qwen2) {
-    impl.normalizer = tok::make_normalizer(json{{"type", "NFC"}}, where);
+    impl.normalizer = detail::make_normalizer(json{{"type", "NFC"}}, where);
     const json split = {{"type", "Split"},
-                        {"pattern", {{"Regex", tok::kQwen2SplitPattern}}},
+                        {"pattern", {{"Regex", detail::kQwen2SplitPattern}}},
                         {"behavior", "Isolated"},
                         {"invert", false}};
-    impl.pre_tokenizer = tok::make_pre_tokenizer(json{{"type", "Sequence"}, {"pretokenizers", {split, byte_level}}}, where);
+    impl.pre_tokenizer = detail::make_pre_tokenizer(json{{"type", "Sequence"}, {"pretokenizers", {split, byte_level}}}, where);
   } else {
-    impl.pre_tokenizer = tok::make_pre_tokenizer(byte_level, where);
+    impl.pre_tokenizer = detail::make_pre_tokenizer(byte_level, where);
   }
-  impl.decoder = tok::make_decoder(json{{"type", "ByteLevel"}}, where);
+  impl.decoder = detail::make_decoder(json{{"type", "ByteLevel"}}, where);
 }
 
 // Special tokens transformers' tokenizer classes assume when tokenizer_config.json does not name them.
 void apply_class_defaults(Tokenizer::Impl& impl, const json& config, bool from_vocab_merges) {
   if (!from_vocab_merges) return;
-  const std::string tokenizer_class = tok::optional_string(config, "tokenizer_class").value_or("GPT2Tokenizer");
+  const std::string tokenizer_class = detail::optional_string(config, "tokenizer_class").value_or("GPT2Tokenizer");
   const bool qwen2 = tokenizer_class.rfind("Qwen2Tokenizer", 0) == 0;
   const std::string endoftext = "<|endoftext|>";
   if (!config.contains("unk_token")) impl.unk_token = endoftext;
@@ -103,13 +103,13 @@ void apply_class_defaults(Tokenizer::Impl& impl, const json& config, bool from_v
 }
 
 std::string read_chat_template(const fs::path& root, const json& config, const std::string& config_file) {
-  if (fs::exists(root / "chat_template.jinja")) return tok::read_text_file(root / "chat_template.jinja");
+  if (fs::exists(root / "chat_template.jinja")) return detail::read_text_file(root / "chat_template.jinja");
   const json& value = field_or_null(config, "chat_template");
   if (value.is_string()) return value.get<std::string>();
   if (value.is_array()) {  // [{"name": "default", "template": ...}, {"name": "tool_use", ...}]
     for (const auto& entry : value)
-      if (tok::optional_string(entry, "name") == "default") return tok::required_string(entry, "template", config_file);
-    if (!value.empty()) return tok::required_string(value[0], "template", config_file);
+      if (detail::optional_string(entry, "name") == "default") return detail::required_string(entry, "template", config_file);
+    if (!value.empty()) return detail::required_string(value[0], "template", config_file);
   }
   return "";
 }
@@ -125,14 +125,14 @@ std::unique_ptr<Tokenizer::Impl> Tokenizer::Impl::load(const std::string& dir) {
   auto impl = std::make_unique<Impl>();
   impl->source = dir;
   try {
-    const json config = fs::exists(config_path) ? tok::read_json_file(config_path) : json::object();
+    const json config = fs::exists(config_path) ? detail::read_json_file(config_path) : json::object();
     TRLHPC_REQUIRE(config.is_object(), config_file + ": must be a JSON object");
 
-    std::vector<tok::AddedToken> added_tokens;
+    std::vector<detail::AddedToken> added_tokens;
     const bool from_vocab_merges = !fs::exists(root / "tokenizer.json");
     if (!from_vocab_merges) {
       const fs::path file = root / "tokenizer.json";
-      load_tokenizer_json(*impl, tok::read_json_file(file), file.string(), added_tokens);
+      load_tokenizer_json(*impl, detail::read_json_file(file), file.string(), added_tokens);
     } else {
       TRLHPC_REQUIRE(fs::exists(root / "vocab.json") && fs::exists(root / "merges.txt"),
                      dir + ": no tokenizer.json, and no vocab.json + merges.txt; this is not a Hugging Face " +
@@ -153,14 +153,14 @@ std::unique_ptr<Tokenizer::Impl> Tokenizer::Impl::load(const std::string& dir) {
           throw_user_error(config_file + ": added_tokens_decoder key \"" + key + "\" is not a token id");
         }
         if (known_ids.insert(id).second)
-          added_tokens.push_back(tok::read_added_token(entry, id, config_file + " added_tokens_decoder"));
+          added_tokens.push_back(detail::read_added_token(entry, id, config_file + " added_tokens_decoder"));
       }
     }
 
-    impl->bos_token = tok::read_special_token(config, "bos_token");
-    impl->eos_token = tok::read_special_token(config, "eos_token");
-    impl->pad_token = tok::read_special_token(config, "pad_token");
-    impl->unk_token = tok::read_special_token(config, "unk_token");
+    impl->bos_token = detail::read_special_token(config, "bos_token");
+    impl->eos_token = detail::read_special_token(config, "eos_token");
+    impl->pad_token = detail::read_special_token(config, "pad_token");
+    impl->unk_token = detail::read_special_token(config, "unk_token");
     apply_class_defaults(*impl, config, from_vocab_merges);
 
     // As transformers does, named special tokens that are not added tokens yet become special added
@@ -171,7 +171,7 @@ std::unique_ptr<Tokenizer::Impl> Tokenizer::Impl::load(const std::string& dir) {
     const json& additional = field_or_null(config, "additional_special_tokens");
     if (additional.is_array())
       for (const auto& token : additional)
-        if (const auto content = token.is_string() ? token.get<std::string>() : tok::optional_string(token, "content"))
+        if (const auto content = token.is_string() ? token.get<std::string>() : detail::optional_string(token, "content"))
           named.push_back(*content);
     int32_t next_id = static_cast<int32_t>(impl->model->tokens_by_id().size());
     for (const auto& token : added_tokens) next_id = std::max(next_id, token.id + 1);
@@ -179,7 +179,7 @@ std::unique_ptr<Tokenizer::Impl> Tokenizer::Impl::load(const std::string& dir) {
       bool present = false;
       for (const auto& token : added_tokens) present |= token.content == content;
       if (present) continue;
-      tok::AddedToken token;
+      detail::AddedToken token;
       token.content = content;
       token.id = impl->model->token_to_id(content);
       if (token.id < 0) token.id = next_id++;
@@ -187,15 +187,15 @@ std::unique_ptr<Tokenizer::Impl> Tokenizer::Impl::load(const std::string& dir) {
       token.normalized = false;
       added_tokens.push_back(token);
     }
-    impl->added = tok::AddedVocabulary(std::move(added_tokens), impl->normalizer.get());
+    impl->added = detail::AddedVocabulary(std::move(added_tokens), impl->normalizer.get());
 
     // transformers' update_post_processor: a tokenizer built from vocab.json + merges.txt has no
     // post-processor, so it gets "[bos] $A [eos]" by add_bos_token/add_eos_token (default false). With
     // a tokenizer.json, transformers ignores those flags and keeps the file's post-processor.
     if (from_vocab_merges) {
       const auto bos = impl->id_of(impl->bos_token), eos = impl->id_of(impl->eos_token);
-      impl->frame = tok::bos_eos_frame(bos.value_or(-1), tok::optional_bool(config, "add_bos_token", false),
-                                       eos.value_or(-1), tok::optional_bool(config, "add_eos_token", false));
+      impl->frame = detail::bos_eos_frame(bos.value_or(-1), detail::optional_bool(config, "add_bos_token", false),
+                                       eos.value_or(-1), detail::optional_bool(config, "add_eos_token", false));
     }
     impl->chat_template = read_chat_template(root, config, config_file);
 
@@ -211,4 +211,4 @@ std::unique_ptr<Tokenizer::Impl> Tokenizer::Impl::load(const std::string& dir) {
   return impl;
 }
 
-}  // namespace trlhpc::data
+}  // namespace trlhpc::tokenizer

@@ -1,16 +1,16 @@
-#include "tokenizer_normalizer.hpp"
+#include "normalizer.hpp"
 
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
 
-#include "tokenizer_json_fields.hpp"
-#include "tokenizer_regex.hpp"
-#include "tokenizer_unicode_normalization.hpp"
-#include "tokenizer_utf8.hpp"
+#include "json_fields.hpp"
+#include "regex.hpp"
 #include "trlhpc/core/error.hpp"
+#include "unicode_normalization.hpp"
+#include "utf8.hpp"
 
-namespace trlhpc::data::tok {
+namespace trlhpc::tokenizer::detail {
 namespace {
 
 class CanonicalNormalizer final : public Normalizer {
@@ -153,4 +153,4 @@ std::string normalize_string(const Normalizer& normalizer, const std::string& te
   return aligned.text;
 }
 
-}  // namespace trlhpc::data::tok
+}  // namespace trlhpc::tokenizer::detail

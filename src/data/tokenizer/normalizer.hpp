@@ -7,9 +7,9 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "tokenizer_text.hpp"
+#include "aligned_text.hpp"
 
-namespace trlhpc::data::tok {
+namespace trlhpc::tokenizer::detail {
 
 class Normalizer {
  public:
@@ -24,4 +24,4 @@ std::unique_ptr<Normalizer> make_normalizer(const nlohmann::json& spec, const st
 // Convenience: `text` normalized without alignment.
 std::string normalize_string(const Normalizer& normalizer, const std::string& text);
 
-}  // namespace trlhpc::data::tok
+}  // namespace trlhpc::tokenizer::detail

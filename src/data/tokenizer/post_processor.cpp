@@ -1,11 +1,11 @@
-#include "tokenizer_post_processor.hpp"
+#include "post_processor.hpp"
 
 #include <nlohmann/json.hpp>
 
-#include "tokenizer_json_fields.hpp"
+#include "json_fields.hpp"
 #include "trlhpc/core/error.hpp"
 
-namespace trlhpc::data::tok {
+namespace trlhpc::tokenizer::detail {
 namespace {
 
 // TemplateProcessing "single": [{"SpecialToken": {"id": "<s>"}}, {"Sequence": {"id": "A"}}, ...],
@@ -79,4 +79,4 @@ SpecialTokenFrame bos_eos_frame(int32_t bos_id, bool add_bos, int32_t eos_id, bo
   return frame;
 }
 
-}  // namespace trlhpc::data::tok
+}  // namespace trlhpc::tokenizer::detail

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-namespace trlhpc::data::tok {
+namespace trlhpc::tokenizer::detail {
 
 // The ids a post-processor puts around the encoded sequence $A.
 struct SpecialTokenFrame {
@@ -25,4 +25,4 @@ SpecialTokenFrame make_special_token_frame(const nlohmann::json& spec, const std
 // The frame transformers' update_post_processor builds: "[bos] $A [eos]".
 SpecialTokenFrame bos_eos_frame(int32_t bos_id, bool add_bos, int32_t eos_id, bool add_eos);
 
-}  // namespace trlhpc::data::tok
+}  // namespace trlhpc::tokenizer::detail

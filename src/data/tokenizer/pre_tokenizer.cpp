@@ -1,13 +1,13 @@
-#include "tokenizer_pre_tokenizer.hpp"
+#include "pre_tokenizer.hpp"
 
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "tokenizer_json_fields.hpp"
-#include "tokenizer_utf8.hpp"
+#include "json_fields.hpp"
 #include "trlhpc/core/error.hpp"
+#include "utf8.hpp"
 
-namespace trlhpc::data::tok {
+namespace trlhpc::tokenizer::detail {
 namespace {
 
 // What happens to the matched delimiters (the library's SplitDelimiterBehavior).
@@ -273,4 +273,4 @@ bool pre_tokenizer_is_byte_level(const nlohmann::json& spec, const std::string& 
   return false;
 }
 
-}  // namespace trlhpc::data::tok
+}  // namespace trlhpc::tokenizer::detail

@@ -5,7 +5,7 @@
 // every piece of the previous step, and empty pieces are dropped.
 //
 // ByteLevel's byte -> alphabet mapping is not applied here: byte-level models work on raw bytes (see
-// tokenizer_byte_level.hpp), so ByteLevel must be the last step. Other types (Whitespace,
+// byte_level.hpp), so ByteLevel must be the last step. Other types (Whitespace,
 // BertPreTokenizer, Punctuation, UnicodeScripts, CharDelimiterSplit) are rejected at load time.
 #include <memory>
 #include <string>
@@ -13,10 +13,10 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "tokenizer_regex.hpp"
-#include "tokenizer_text.hpp"
+#include "aligned_text.hpp"
+#include "regex.hpp"
 
-namespace trlhpc::data::tok {
+namespace trlhpc::tokenizer::detail {
 
 // A normalized stretch of the input and the pieces cut from it.
 struct Segment {
@@ -50,4 +50,4 @@ inline constexpr const char* kGpt2SplitPattern =
 inline constexpr const char* kQwen2SplitPattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
-}  // namespace trlhpc::data::tok
+}  // namespace trlhpc::tokenizer::detail

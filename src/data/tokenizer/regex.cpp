@@ -1,12 +1,12 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
-#include "tokenizer_regex.hpp"
+#include "regex.hpp"
 
 #include <pcre2.h>
 
-#include "tokenizer_utf8.hpp"
 #include "trlhpc/core/error.hpp"
+#include "utf8.hpp"
 
-namespace trlhpc::data::tok {
+namespace trlhpc::tokenizer::detail {
 namespace {
 // The Unicode White_Space property as class members.
 constexpr const char* kWhiteSpace =
@@ -111,4 +111,4 @@ void Regex::find_all(std::string_view subject, RegexScratch& scratch, std::vecto
   }
 }
 
-}  // namespace trlhpc::data::tok
+}  // namespace trlhpc::tokenizer::detail

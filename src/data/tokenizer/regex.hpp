@@ -10,12 +10,12 @@
 #include <string_view>
 #include <vector>
 
-#include "tokenizer_text.hpp"
+#include "aligned_text.hpp"
 
 struct pcre2_real_code_8;
 struct pcre2_real_match_data_8;
 
-namespace trlhpc::data::tok {
+namespace trlhpc::tokenizer::detail {
 
 // Per-thread match state; one per encode call, reused for every match.
 class RegexScratch {
@@ -51,4 +51,4 @@ class Regex {
 // `pattern` with \s and \S replaced by the Unicode White_Space set (exposed for the tests).
 std::string translate_whitespace_escapes(std::string_view pattern);
 
-}  // namespace trlhpc::data::tok
+}  // namespace trlhpc::tokenizer::detail

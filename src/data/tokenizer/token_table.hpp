@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace trlhpc::data::tok {
+namespace trlhpc::tokenizer::detail {
 
 inline uint64_t hash_mix(uint64_t a, uint64_t b) {
   const __uint128_t product = static_cast<__uint128_t>(a) * b;
@@ -150,4 +150,4 @@ class MergeTable {
   size_t mask_ = 0;
 };
 
-}  // namespace trlhpc::data::tok
+}  // namespace trlhpc::tokenizer::detail

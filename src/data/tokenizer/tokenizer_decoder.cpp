@@ -2,12 +2,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tokenizer_byte_level.hpp"
-#include "tokenizer_json_fields.hpp"
-#include "tokenizer_utf8.hpp"
+#include "byte_level.hpp"
+#include "json_fields.hpp"
 #include "trlhpc/core/error.hpp"
+#include "utf8.hpp"
 
-namespace trlhpc::data::tok {
+namespace trlhpc::tokenizer::detail {
 namespace {
 
 // ByteLevel: every token's characters back to bytes (a token with a character outside the
@@ -201,4 +201,4 @@ std::string run_decoder(const Decoder* decoder, std::vector<std::string> tokens)
   return out;
 }
 
-}  // namespace trlhpc::data::tok
+}  // namespace trlhpc::tokenizer::detail

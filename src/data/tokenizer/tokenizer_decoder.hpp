@@ -8,7 +8,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-namespace trlhpc::data::tok {
+namespace trlhpc::tokenizer::detail {
 
 class Decoder {
  public:
@@ -23,4 +23,4 @@ std::unique_ptr<Decoder> make_decoder(const nlohmann::json& spec, const std::str
 // Text of `tokens` through `decoder` (may be null).
 std::string run_decoder(const Decoder* decoder, std::vector<std::string> tokens);
 
-}  // namespace trlhpc::data::tok
+}  // namespace trlhpc::tokenizer::detail

@@ -3,10 +3,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "tokenizer_json_fields.hpp"
+#include "json_fields.hpp"
 #include "trlhpc/core/error.hpp"
 
-namespace trlhpc::data::tok {
+namespace trlhpc::tokenizer::detail {
 
 std::string read_text_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -101,4 +101,4 @@ std::optional<std::string> read_special_token(const nlohmann::json& config, cons
   return std::nullopt;
 }
 
-}  // namespace trlhpc::data::tok
+}  // namespace trlhpc::tokenizer::detail

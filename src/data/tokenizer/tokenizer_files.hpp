@@ -8,9 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tokenizer_added_tokens.hpp"
+#include "added_tokens.hpp"
 
-namespace trlhpc::data::tok {
+namespace trlhpc::tokenizer::detail {
 
 // The parsed JSON of `path`; UserError when it cannot be read or is not valid JSON.
 nlohmann::json read_json_file(const std::filesystem::path& path);
@@ -35,4 +35,4 @@ AddedToken read_added_token(const nlohmann::json& entry, int32_t id, const std::
 // {"content": ...}, or null/absent.
 std::optional<std::string> read_special_token(const nlohmann::json& config, const char* key);
 
-}  // namespace trlhpc::data::tok
+}  // namespace trlhpc::tokenizer::detail

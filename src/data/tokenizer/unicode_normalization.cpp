@@ -1,4 +1,4 @@
-#include "tokenizer_unicode_normalization.hpp"
+#include "unicode_normalization.hpp"
 
 #include <algorithm>
 #include <string>
@@ -6,11 +6,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "tokenizer_unicode_tables.hpp"
-#include "tokenizer_utf8.hpp"
 #include "trlhpc/core/error.hpp"
+#include "unicode_tables.hpp"
+#include "utf8.hpp"
 
-namespace trlhpc::data::tok {
+namespace trlhpc::tokenizer::detail {
 namespace {
 
 // Hangul syllable arithmetic (Unicode 15, section 3.12).
@@ -213,4 +213,4 @@ void normalize_canonical(NormalizationForm form, AlignedText& text) {
   text = out.finish();
 }
 
-}  // namespace trlhpc::data::tok
+}  // namespace trlhpc::tokenizer::detail

@@ -1,12 +1,12 @@
 #pragma once
 // Unicode Character Database tables for canonical normalization, generated into
-// tokenizer_unicode_decompositions.cpp and tokenizer_unicode_combining_classes.cpp by
+// unicode_decompositions.cpp and unicode_combining_classes.cpp by
 // tests/fixtures/make_tokenizer_unicode_tables.py (from Python's unicodedata).
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
 
-namespace trlhpc::data::tok {
+namespace trlhpc::tokenizer::detail {
 
 // One canonical Decomposition_Mapping of UnicodeData.txt (one level; second == 0 for a singleton).
 // composes: the pair is a primary composite, i.e. NFC composes first+second back into code_point.
@@ -29,4 +29,4 @@ struct CombiningClassRange {
 extern const CombiningClassRange kCombiningClassRanges[];
 extern const size_t kCombiningClassRangeCount;
 
-}  // namespace trlhpc::data::tok
+}  // namespace trlhpc::tokenizer::detail

@@ -1,6 +1,6 @@
-#include "tokenizer_utf8.hpp"
+#include "utf8.hpp"
 
-namespace trlhpc::data::tok {
+namespace trlhpc::tokenizer::detail {
 
 void append_utf8(std::string& out, char32_t c) {
   if (c < 0x80) {
@@ -98,4 +98,4 @@ std::string repair_utf8(std::string_view text) {
   return out;
 }
 
-}  // namespace trlhpc::data::tok
+}  // namespace trlhpc::tokenizer::detail

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-namespace trlhpc::data::tok {
+namespace trlhpc::tokenizer::detail {
 
 // Bytes in the UTF-8 sequence that starts with `lead` (1 for ASCII and for stray continuation bytes).
 inline size_t utf8_sequence_length(unsigned char lead) {
@@ -53,4 +53,4 @@ inline bool is_unicode_whitespace(char32_t c) {
          c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
-}  // namespace trlhpc::data::tok
+}  // namespace trlhpc::tokenizer::detail

@@ -1,4 +1,4 @@
-#include "tokenizer_word_cache.hpp"
+#include "word_cache.hpp"
 
 #include <sys/mman.h>
 
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <new>
 
-namespace trlhpc::data::tok {
+namespace trlhpc::tokenizer::detail {
 
 void WordCache::FreeDeleter::operator()(void* p) const { std::free(p); }
 
@@ -76,4 +76,4 @@ void WordCache::insert(std::string_view piece, const ModelToken* tokens, size_t 
   shard.long_entries.emplace(std::string(piece), std::vector<ModelToken>(tokens, tokens + count));
 }
 
-}  // namespace trlhpc::data::tok
+}  // namespace trlhpc::tokenizer::detail

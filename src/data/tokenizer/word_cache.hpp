@@ -17,9 +17,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "tokenizer_token_table.hpp"
+#include "token_table.hpp"
 
-namespace trlhpc::data::tok {
+namespace trlhpc::tokenizer::detail {
 
 // A token the model produced: its id and how many bytes of the piece it covers.
 struct ModelToken {
@@ -88,4 +88,4 @@ class WordCache {
   mutable Shard shards_[kShards];
 };
 
-}  // namespace trlhpc::data::tok
+}  // namespace trlhpc::tokenizer::detail

@@ -35,9 +35,9 @@
 #include <vector>
 
 #include "trlhpc/data/batch.hpp"
-#include "trlhpc/data/example.hpp"
+#include "trlhpc/data/dataset/example.hpp"
 
-namespace trlhpc {
+namespace trlhpc::batching {
 
 enum class PackingStrategy { kBfd, kBfdSplit, kWrapped };
 enum class TruncationMode { kKeepStart, kKeepEnd };
@@ -68,10 +68,10 @@ struct PackingOptions {
 };
 
 // Shortens an example to max_length tokens, keeping its start or its end (input_ids and loss_mask together).
-void truncate_example(TokenizedExample& example, int32_t max_length, TruncationMode mode = TruncationMode::kKeepStart);
+void truncate_example(dataset::TokenizedExample& example, int32_t max_length, TruncationMode mode = TruncationMode::kKeepStart);
 
 // input_ids.size() of every example.
-std::vector<int32_t> example_lengths(const std::vector<TokenizedExample>& examples);
+std::vector<int32_t> example_lengths(const std::vector<dataset::TokenizedExample>& examples);
 
 // Packs examples given by their lengths. `order` lists the example indices to pack, in order (e.g. the
 // shuffled order TRL packs when shuffle_dataset is on); empty means 0..n-1. Segments name indices into
@@ -96,7 +96,7 @@ struct CollateOptions {
 };
 
 // The micro-batch made of rows[row_indices[i]] for each i, in that order. Segments index `examples`.
-Batch collate(const std::vector<TokenizedExample>& examples, const std::vector<PackedRow>& rows,
+Batch collate(const std::vector<dataset::TokenizedExample>& examples, const std::vector<PackedRow>& rows,
               std::span<const int64_t> row_indices, const CollateOptions& options);
 
-}  // namespace trlhpc
+}  // namespace trlhpc::batching

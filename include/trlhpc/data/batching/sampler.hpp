@@ -23,7 +23,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace trlhpc {
+namespace trlhpc::batching {
 
 // One draw of the splitmix64 generator (Steele, Lea & Flood, "Fast splittable pseudorandom number
 // generators", OOPSLA 2014): advances `state` and returns 64 well-mixed bits.
@@ -83,4 +83,4 @@ class DistributedSampler {
   std::vector<int64_t> cached_order_;  // (N) permutation for cached_epoch_
 };
 
-}  // namespace trlhpc
+}  // namespace trlhpc::batching

@@ -7,10 +7,10 @@
 #include <utility>
 #include <vector>
 
-#include "trlhpc/data/chat_template_lexer.hpp"
-#include "trlhpc/data/chat_template_value.hpp"
+#include "trlhpc/data/chat_template/lexer.hpp"
+#include "trlhpc/data/chat_template/value.hpp"
 
-namespace trlhpc::jinja {
+namespace trlhpc::chat_template {
 
 struct Expr;
 using ExprPtr = std::unique_ptr<Expr>;
@@ -91,4 +91,4 @@ bool is_known_test(const std::string& name);
 std::string known_filters_list();
 std::string known_tests_list();
 
-}  // namespace trlhpc::jinja
+}  // namespace trlhpc::chat_template

@@ -6,7 +6,7 @@
 // ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True) plus its AssistantTracker
 // ({% generation %}) and loopcontrols extensions, its own `tojson` (json.dumps, ensure_ascii=False),
 // and the globals raise_exception, strftime_now, namespace, dict. This is a C++ implementation of the
-// part of Jinja2 chat templates use (chat_template_{lexer,parser,interpreter}.hpp describe it):
+// part of Jinja2 chat templates use ({lexer,parser,interpreter}.hpp in this folder describe it):
 //   {{ }}, {% %}, {# #}, `-`/`+` whitespace control, raw; if/elif/else, for (else, `if` filter, loop.*,
 //   break/continue), set (tuples, namespace attributes, block form), macro, generation;
 //   filters abs capitalize count d default first float indent int items join last length list lower
@@ -42,11 +42,9 @@
 
 #include <nlohmann/json.hpp>
 
-namespace trlhpc {
+namespace trlhpc::chat_template {
 
-namespace jinja {
-struct Program;
-}
+struct Program;  // ast.hpp
 
 struct RenderResult {
   std::string text;
@@ -72,7 +70,7 @@ class ChatTemplate {
 
  private:
   std::string source_;
-  std::shared_ptr<const jinja::Program> program_;
+  std::shared_ptr<const Program> program_;
 };
 
 // Which bytes of the rendered conversation (add_generation_prompt=false) are assistant output.
@@ -109,4 +107,4 @@ std::string load_chat_template(const std::string& tokenizer_dir, const std::stri
 // AddedToken object's "content").
 nlohmann::ordered_json load_special_tokens_context(const std::string& tokenizer_dir);
 
-}  // namespace trlhpc
+}  // namespace trlhpc::chat_template

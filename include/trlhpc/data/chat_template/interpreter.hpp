@@ -1,5 +1,5 @@
 #pragma once
-// Evaluates a parsed chat template (chat_template_ast.hpp) the way jinja2's compiled template runs in
+// Evaluates a parsed chat template (ast.hpp) the way jinja2's compiled template runs in
 // transformers' ImmutableSandboxedEnvironment:
 //   - scopes: a for-loop iteration, a macro call and a {% generation %} body each get a fresh scope
 //     whose lookups fall back to the enclosing one, so `{% set %}` inside them is not seen outside
@@ -18,9 +18,9 @@
 #include <utility>
 #include <vector>
 
-#include "trlhpc/data/chat_template_ast.hpp"
+#include "trlhpc/data/chat_template/ast.hpp"
 
-namespace trlhpc::jinja {
+namespace trlhpc::chat_template {
 
 // A failure during evaluation, without a position yet (see above).
 class EvalError : public std::runtime_error {
@@ -90,7 +90,7 @@ class Interpreter {
   std::vector<ScopePtr> macro_scopes_;
 };
 
-// ---- operators (chat_template_operators.cpp): Python semantics, EvalError on type errors
+// ---- operators (operators.cpp): Python semantics, EvalError on type errors
 Value binary_operator(const std::string& op, const Value& a, const Value& b);
 // Python ordering for < <= > >=; EvalError for unorderable types.
 bool less_than(const Value& a, const Value& b);
@@ -102,17 +102,17 @@ std::vector<Value> iterate(const Value& v);
 int64_t length_of(const Value& v);
 [[noreturn]] void throw_undefined(const Value& undefined);
 
-// ---- filters, tests (chat_template_filters.cpp, chat_template_tests.cpp)
+// ---- filters, tests (filters.cpp, tests.cpp)
 Value apply_filter(Interpreter& interp, const std::string& name, const Value& input, CallArgs& args);
 bool apply_test(Interpreter& interp, const std::string& name, const Value& subject, CallArgs& args);
 
-// ---- methods and globals (chat_template_builtins.cpp)
+// ---- methods and globals (builtins.cpp)
 // The bound method `object.name` ('abc'.strip, dict.items, ...), or Undefined when there is none.
 Value bound_method(const Value& object, const std::string& name);
 // range, namespace, dict, raise_exception, strftime_now.
 void install_globals(Scope& scope);
 
-// ---- JSON (chat_template_json.cpp): Python's json.dumps, as transformers' tojson filter calls it.
+// ---- JSON (json.cpp): Python's json.dumps, as transformers' tojson filter calls it.
 struct JsonDumpOptions {
   bool ensure_ascii = false;
   bool has_indent = false;
@@ -123,4 +123,4 @@ struct JsonDumpOptions {
 };
 std::string python_json_dumps(const Value& v, const JsonDumpOptions& options);
 
-}  // namespace trlhpc::jinja
+}  // namespace trlhpc::chat_template

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace trlhpc::jinja {
+namespace trlhpc::chat_template {
 
 enum class TokenKind { Text, VariableBegin, VariableEnd, BlockBegin, BlockEnd, Name, String, Integer, Float, Operator, End };
 
@@ -33,4 +33,4 @@ std::vector<Token> tokenize_template(const std::string& source);
 std::string template_location(int line, int column);
 [[noreturn]] void throw_template_error(int line, int column, const std::string& message);
 
-}  // namespace trlhpc::jinja
+}  // namespace trlhpc::chat_template

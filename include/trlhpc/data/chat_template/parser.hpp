@@ -1,6 +1,6 @@
 #pragma once
 // The recursive-descent parser behind parse_template, split over two files: expressions
-// (chat_template_parse_expr.cpp) and statements (chat_template_parse_stmt.cpp). The grammar and
+// (parse_expr.cpp) and statements (parse_stmt.cpp). The grammar and
 // precedence are jinja2.parser.Parser's, loosest first:
 //   conditional  x if c else y            (not inside `if`/`for` headers, as in jinja2)
 //   or, and, not
@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "trlhpc/data/chat_template_ast.hpp"
+#include "trlhpc/data/chat_template/ast.hpp"
 
-namespace trlhpc::jinja {
+namespace trlhpc::chat_template {
 
 class Parser {
  public:
@@ -22,7 +22,7 @@ class Parser {
 
   Program parse_program();
 
-  // ---- expressions (chat_template_parse_expr.cpp)
+  // ---- expressions (parse_expr.cpp)
   ExprPtr parse_tuple(bool with_conditional, bool explicit_parentheses = false);
   ExprPtr parse_expression(bool with_conditional = true);
   ExprPtr parse_or();
@@ -46,7 +46,7 @@ class Parser {
   ExprPtr parse_subscript(ExprPtr node);
   void parse_call_args(std::vector<ExprPtr>& positional, KeywordArgs& keywords);
 
-  // ---- statements (chat_template_parse_stmt.cpp)
+  // ---- statements (parse_stmt.cpp)
   // Parses nodes until a block tag whose name is in `end_names` (left unconsumed, cursor on its name) or
   // the end of the template (an error naming `opener` when end_names is non-empty).
   Body parse_body(const std::vector<std::string>& end_names, const Token* opener);
@@ -87,4 +87,4 @@ class Parser {
   int loop_depth_ = 0;  // `break`/`continue` are only valid inside a for loop (not across a macro)
 };
 
-}  // namespace trlhpc::jinja
+}  // namespace trlhpc::chat_template

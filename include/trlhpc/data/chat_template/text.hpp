@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace trlhpc::jinja {
+namespace trlhpc::chat_template {
 
 // UTF-8 <-> code points. A byte that is not valid UTF-8 decodes to the lone surrogate U+DC00+byte (Python's
 // surrogateescape) and encodes back to the same byte, so malformed text passes through unchanged.
@@ -41,4 +41,4 @@ std::string jinja_title(const std::string& s);        // the |title filter: word
 std::vector<int64_t> python_slice_indices(int64_t length, std::optional<int64_t> start, std::optional<int64_t> stop,
                                           std::optional<int64_t> step);
 
-}  // namespace trlhpc::jinja
+}  // namespace trlhpc::chat_template

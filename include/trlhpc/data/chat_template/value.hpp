@@ -4,7 +4,7 @@
 // callables), with Python's semantics for truthiness, equality, ordering, str() and repr().
 //
 // Strings are UTF-8; everything Python counts in characters (len, indexing, slicing) counts Unicode code
-// points here (see chat_template_text.hpp). Lists and dicts are shared, immutable after construction
+// points here (see text.hpp). Lists and dicts are shared, immutable after construction
 // (transformers renders in jinja2's ImmutableSandboxedEnvironment, which forbids mutating them); only a
 // namespace() object is mutable, through `{% set ns.attr = ... %}`.
 #include <cstdint>
@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace trlhpc::jinja {
+namespace trlhpc::chat_template {
 
 class Value;
 struct CallArgs;
@@ -132,7 +132,7 @@ struct CallArgs {
 // Python's repr() of a float ("1.0", "0.1", "1e-05", "1e+16", "inf").
 std::string python_float_repr(double d);
 // Python's repr() of a str: single quotes unless the text holds ' and no ", escapes as CPython does
-// (non-printable characters as \xNN / \uNNNN; see chat_template_text.cpp for the printable rule).
+// (non-printable characters as \xNN / \uNNNN; see text.cpp for the printable rule).
 std::string python_string_repr(const std::string& s);
 
 template <class BasicJson>
@@ -160,4 +160,4 @@ Value Value::from_json(const BasicJson& j) {
   }
 }
 
-}  // namespace trlhpc::jinja
+}  // namespace trlhpc::chat_template

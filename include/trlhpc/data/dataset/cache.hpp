@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
-#include "trlhpc/data/example.hpp"
-#include "trlhpc/data/sft_dataset.hpp"
+#include "trlhpc/data/dataset/example.hpp"
+#include "trlhpc/data/dataset/sft_dataset.hpp"
 
-namespace trlhpc {
+namespace trlhpc::dataset {
 
 inline constexpr uint32_t kDatasetCacheVersion = 1;
 
@@ -46,4 +46,4 @@ bool write_dataset_cache(const std::string& path, uint64_t key, const DatasetCac
 // version, key or size does not check out (*warning gets a one-line reason).
 std::optional<DatasetCacheEntry> read_dataset_cache(const std::string& path, uint64_t key, std::string* warning = nullptr);
 
-}  // namespace trlhpc
+}  // namespace trlhpc::dataset

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace trlhpc {
+namespace trlhpc::dataset {
 
 struct TokenizedExample {
   std::vector<int32_t> input_ids;  // (L) token ids
@@ -18,4 +18,4 @@ struct TokenizedExample {
   int32_t length() const { return static_cast<int32_t>(input_ids.size()); }
 };
 
-}  // namespace trlhpc
+}  // namespace trlhpc::dataset

@@ -22,10 +22,10 @@
 #include <optional>
 #include <string>
 
-#include "trlhpc/data/dataset_reader.hpp"
-#include "trlhpc/data/example.hpp"
+#include "trlhpc/data/dataset/example.hpp"
+#include "trlhpc/data/dataset/reader.hpp"
 
-namespace trlhpc {
+namespace trlhpc::dataset {
 
 enum class DatasetForm {
   kLanguageModeling,
@@ -89,4 +89,4 @@ struct DatasetScan {
 DatasetScan scan_dataset(DatasetReader& reader, const std::string& dataset_text_field,
                          const std::function<void(const DatasetRow&, const DatasetFormSpec&)>& on_row);
 
-}  // namespace trlhpc
+}  // namespace trlhpc::dataset

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-namespace trlhpc {
+namespace trlhpc::dataset {
 
 // One row of a dataset file.
 struct DatasetRow {
@@ -107,4 +107,4 @@ class DatasetReader {
   std::string buffer_;
 };
 
-}  // namespace trlhpc
+}  // namespace trlhpc::dataset

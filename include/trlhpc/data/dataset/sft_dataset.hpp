@@ -19,15 +19,15 @@
 #include <vector>
 
 #include "trlhpc/data/batch.hpp"
-#include "trlhpc/data/dataset_form.hpp"
-#include "trlhpc/data/example.hpp"
-#include "trlhpc/data/packing.hpp"
+#include "trlhpc/data/batching/packing.hpp"
+#include "trlhpc/data/dataset/example.hpp"
+#include "trlhpc/data/dataset/form.hpp"
 
-namespace trlhpc {
-
-namespace data {
+namespace trlhpc::tokenizer {
 class Tokenizer;
 }
+
+namespace trlhpc::dataset {
 
 struct SftDataOptions {
   std::string dataset_name;
@@ -63,15 +63,15 @@ struct SftTokenizedExamples {
 class SftDataset {
  public:
   // tokenizer may be null only for pre-tokenized datasets. build = from_examples(tokenize(...)).
-  static SftDataset build(const SftDataOptions& options, const data::Tokenizer* tokenizer);
+  static SftDataset build(const SftDataOptions& options, const tokenizer::Tokenizer* tokenizer);
   // Reads and tokenizes (with truncation); UserError when no non-empty example comes out.
-  static SftTokenizedExamples tokenize(const SftDataOptions& options, const data::Tokenizer* tokenizer);
+  static SftTokenizedExamples tokenize(const SftDataOptions& options, const tokenizer::Tokenizer* tokenizer);
   // Packing and collate set-up over already tokenized examples (deterministic: same rows on every rank).
   static SftDataset from_examples(const SftDataOptions& options, SftTokenizedExamples tokenized,
-                                  const data::Tokenizer* tokenizer);
+                                  const tokenizer::Tokenizer* tokenizer);
 
   const std::vector<TokenizedExample>& examples() const { return examples_; }
-  const std::vector<PackedRow>& rows() const { return rows_; }
+  const std::vector<batching::PackedRow>& rows() const { return rows_; }
   int64_t num_rows() const { return static_cast<int64_t>(rows_.size()); }
   const SftDataStats& stats() const { return stats_; }
   // The micro-batch of the given row indices.
@@ -79,15 +79,15 @@ class SftDataset {
 
  private:
   std::vector<TokenizedExample> examples_;
-  std::vector<PackedRow> rows_;
-  CollateOptions collate_;
+  std::vector<batching::PackedRow> rows_;
+  batching::CollateOptions collate_;
   SftDataStats stats_;
 };
 
 // One dataset row as TRL would tokenize it (exposed for `trlhpc tokenize` and tests).
 class RowTokenizer {
  public:
-  RowTokenizer(const SftDataOptions& options, const DatasetFormSpec& form, const data::Tokenizer* tokenizer);
+  RowTokenizer(const SftDataOptions& options, const DatasetFormSpec& form, const tokenizer::Tokenizer* tokenizer);
   ~RowTokenizer();
   TokenizedExample tokenize(const DatasetRow& row) const;
   // The rendered text of a conversational row (empty for other forms).
@@ -98,4 +98,4 @@ class RowTokenizer {
   std::unique_ptr<State> state_;
 };
 
-}  // namespace trlhpc
+}  // namespace trlhpc::dataset

@@ -36,7 +36,7 @@
 #include <utility>
 #include <vector>
 
-namespace trlhpc::data {
+namespace trlhpc::tokenizer {
 
 // Ids with, for each id, the bytes [begin, end) of the input text it came from. Special tokens the
 // post-processor added have an empty range {0, 0}; tokens of an added-token match cover the match.
@@ -92,4 +92,4 @@ class Tokenizer {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace trlhpc::data
+}  // namespace trlhpc::tokenizer
