@@ -187,11 +187,7 @@ ExprPtr Parser::parse_postfix(ExprPtr node) {
     if (at_operator(".") || at_operator("[")) {
       node = parse_subscript(std::move(node));
     } else if (at_operator("(")) {
-      const Token at = current();
-      auto call = make<Expr>(Expr::Kind::Call, at);
-      call->operands.push_back(std::move(node));
-      parse_call_args(call->operands, call->keywords);
-      node = std::move(call);
+      node = parse_call(std::move(node));
     } else {
       return node;
     }
@@ -205,11 +201,7 @@ ExprPtr Parser::parse_filter_expr(ExprPtr node) {
     } else if (at_name("is")) {
       node = parse_test(std::move(node));
     } else if (at_operator("(")) {
-      const Token at = current();
-      auto call = make<Expr>(Expr::Kind::Call, at);
-      call->operands.push_back(std::move(node));
-      parse_call_args(call->operands, call->keywords);
-      node = std::move(call);
+      node = parse_call(std::move(node));
     } else {
       return node;
     }
@@ -289,6 +281,13 @@ ExprPtr Parser::parse_subscript(ExprPtr node) {
   out->operands.push_back(std::move(node));
   for (auto& b : bounds) out->operands.push_back(std::move(b));
   return out;
+}
+
+ExprPtr Parser::parse_call(ExprPtr callee) {
+  auto call = make<Expr>(Expr::Kind::Call, current());
+  call->operands.push_back(std::move(callee));
+  parse_call_args(call->operands, call->keywords);
+  return call;
 }
 
 void Parser::parse_call_args(std::vector<ExprPtr>& positional, KeywordArgs& keywords) {

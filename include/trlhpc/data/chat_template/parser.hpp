@@ -44,6 +44,10 @@ class Parser {
   ExprPtr parse_filter(ExprPtr node);
   ExprPtr parse_test(ExprPtr node);
   ExprPtr parse_subscript(ExprPtr node);
+  // `callee(args)` at the '(': a Call node positioned there (after a primary, and after a filter or
+  // test, as jinja2 allows `x|f(1)(2)`).
+  ExprPtr parse_call(ExprPtr callee);
+  // `(args)`: positional arguments appended to `positional`, `name=value` ones to `keywords`.
   void parse_call_args(std::vector<ExprPtr>& positional, KeywordArgs& keywords);
 
   // ---- statements (parse_stmt.cpp)
