@@ -127,4 +127,23 @@ std::vector<int64_t> DistributedSampler::micro_batch(int64_t epoch, int64_t step
   return std::vector<int64_t>(first + begin, first + end);
 }
 
+EvalPlan eval_micro_batches(int64_t rows, int64_t dp_size, int64_t dp_rank, int64_t batch_size) {
+  TRLHPC_REQUIRE(rows >= 0, "eval rows " + number(rows) + " must be >= 0");
+  TRLHPC_REQUIRE(dp_size >= 1, "data-parallel size " + number(dp_size) + " must be >= 1");
+  TRLHPC_REQUIRE(dp_rank >= 0 && dp_rank < dp_size,
+                 "data-parallel rank " + number(dp_rank) + " must be in [0, " + number(dp_size) + ")");
+  TRLHPC_REQUIRE(batch_size >= 1, "eval micro-batch size " + number(batch_size) + " must be >= 1");
+  std::vector<int64_t> mine;
+  for (int64_t row = dp_rank; row < rows; row += dp_size) mine.push_back(row);
+  EvalPlan plan;
+  for (size_t begin = 0; begin < mine.size(); begin += static_cast<size_t>(batch_size)) {
+    const size_t end = std::min(mine.size(), begin + static_cast<size_t>(batch_size));
+    plan.micro_batches.emplace_back(mine.begin() + static_cast<std::ptrdiff_t>(begin),
+                                    mine.begin() + static_cast<std::ptrdiff_t>(end));
+  }
+  const int64_t most_rows = rows / dp_size + (rows % dp_size != 0);  // rank 0's share
+  plan.micro_batch_count = most_rows / batch_size + (most_rows % batch_size != 0);
+  return plan;
+}
+
 }  // namespace trlhpc::batching

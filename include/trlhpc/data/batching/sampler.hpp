@@ -20,6 +20,12 @@
 // step is kept and split as evenly as the formula above allows: every rank still runs `accumulation`
 // micro-steps, but some micro-batches hold fewer rows and, when R < S, some are EMPTY (the trainer must
 // still run its collectives for them). The loss stays the token mean over the whole global batch.
+//
+// Evaluation (eval_micro_batches) uses every eval row exactly once, unshuffled: row i goes to dp rank
+// i mod dp, and each rank cuts its rows, in order, into micro-batches of the training micro-batch size.
+// Ranks may then hold different numbers of micro-batches (e.g. 5 rows, dp 2, batch 2: rank 0 has {0, 2},
+// {4}; rank 1 has {1, 3}), but every rank must run the same number of forwards because sharded
+// strategies gather parameters inside them, so the ones with fewer pad with padding_batch (batch.hpp).
 #include <cstdint>
 #include <vector>
 
@@ -82,5 +88,18 @@ class DistributedSampler {
   int64_t cached_epoch_ = -1;
   std::vector<int64_t> cached_order_;  // (N) permutation for cached_epoch_
 };
+
+// One dp rank's share of an evaluation (see the top of this file).
+struct EvalPlan {
+  std::vector<std::vector<int64_t>> micro_batches;  // this rank's row lists, in order
+  // Forwards EVERY rank runs: the most micro-batches any rank holds. Rank 0 holds the most rows
+  // (ceil(rows / dp)), so this is ceil(ceil(rows / dp) / batch_size), known without communication;
+  // a rank pads micro_batch_count - micro_batches.size() padding batches.
+  int64_t micro_batch_count = 0;
+};
+
+// The eval rows [0, rows) of dp rank `dp_rank` of `dp_size`, in micro-batches of `batch_size` rows.
+// UserError when rows < 0, dp_size < 1, dp_rank is outside [0, dp_size) or batch_size < 1.
+EvalPlan eval_micro_batches(int64_t rows, int64_t dp_size, int64_t dp_rank, int64_t batch_size);
 
 }  // namespace trlhpc::batching
