@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "trlhpc/data/dataset_form.hpp"
-#include "trlhpc/data/dataset_reader.hpp"
-#include "trlhpc/data/packing.hpp"
-#include "trlhpc/data/sampler.hpp"
+#include "trlhpc/data/batching/packing.hpp"
+#include "trlhpc/data/batching/sampler.hpp"
+#include "trlhpc/data/dataset/form.hpp"
+#include "trlhpc/data/dataset/reader.hpp"
 
 namespace {
 
@@ -94,13 +94,13 @@ int main(int argc, char** argv) {
     lengths.clear();
     start = Clock::now();
     std::clock_t cpu_start = std::clock();
-    trlhpc::DatasetReader reader({file});
-    auto on_row = [&](const trlhpc::DatasetRow& row, const trlhpc::DatasetFormSpec&) {
+    trlhpc::dataset::DatasetReader reader({file});
+    auto on_row = [&](const trlhpc::dataset::DatasetRow& row, const trlhpc::dataset::DatasetFormSpec&) {
       int64_t chars = 0;
       for (const auto& m : row.value["messages"]) chars += m["content"].get_ref<const std::string&>().size();
       lengths.push_back(static_cast<int32_t>(chars / 4 + 8));
     };
-    auto scan = trlhpc::scan_dataset(reader, "text", on_row);
+    auto scan = trlhpc::dataset::scan_dataset(reader, "text", on_row);
     double secs = seconds_since(start);
     report(file == jsonl ? "read+validate JSONL" : "read+validate JSON array", secs, static_cast<double>(scan.rows),
            "rows");
@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
 
   int64_t total_tokens = 0;
   for (int32_t l : lengths) total_tokens += std::min(l, max_length);
-  std::vector<trlhpc::TokenizedExample> examples(lengths.size());
+  std::vector<trlhpc::dataset::TokenizedExample> examples(lengths.size());
   for (size_t i = 0; i < lengths.size(); ++i) {
     examples[i].input_ids.assign(static_cast<size_t>(lengths[i]), static_cast<int32_t>(i % 32000));
     examples[i].loss_mask.assign(static_cast<size_t>(lengths[i]), 1);
@@ -119,22 +119,22 @@ int main(int argc, char** argv) {
               static_cast<long long>(total_tokens));
 
   for (int64_t map_batch : {int64_t{1000}, int64_t{0}}) {
-    trlhpc::PackingOptions options{.max_length = max_length, .map_batch_size = map_batch};
-    for (auto strategy : {trlhpc::PackingStrategy::kBfd, trlhpc::PackingStrategy::kWrapped}) {
+    trlhpc::batching::PackingOptions options{.max_length = max_length, .map_batch_size = map_batch};
+    for (auto strategy : {trlhpc::batching::PackingStrategy::kBfd, trlhpc::batching::PackingStrategy::kWrapped}) {
       start = Clock::now();
-      auto packed = trlhpc::pack(strategy, lengths, options);
+      auto packed = trlhpc::batching::pack(strategy, lengths, options);
       double secs = seconds_since(start);
       int64_t used = 0;
       for (const auto& row : packed) used += row.length();
       char name[96];
-      const char* strategy_name = strategy == trlhpc::PackingStrategy::kBfd ? "bfd" : "wrapped";
+      const char* strategy_name = strategy == trlhpc::batching::PackingStrategy::kBfd ? "bfd" : "wrapped";
       std::snprintf(name, sizeof name, "pack %s (map batch %lld)", strategy_name, static_cast<long long>(map_batch));
       report(name, secs, static_cast<double>(lengths.size()), "examples");
       std::printf("%-34s %zu rows, fill %.2f%%\n", "", packed.size(),
                   100.0 * static_cast<double>(used) / (static_cast<double>(packed.size()) * max_length));
 
-      if (strategy == trlhpc::PackingStrategy::kBfd && map_batch == 1000) {
-        trlhpc::DistributedSampler sampler(
+      if (strategy == trlhpc::batching::PackingStrategy::kBfd && map_batch == 1000) {
+        trlhpc::batching::DistributedSampler sampler(
             {.num_rows = static_cast<int64_t>(packed.size()), .per_device_batch_size = 8, .dp = 1});
         start = Clock::now();
         const auto& order = sampler.epoch_order(0);
@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
         int64_t tokens = 0;
         for (int64_t step = 0; step < sampler.steps_per_epoch(); ++step) {
           auto pick = sampler.micro_batch(0, step, 0, 0);
-          auto batch = trlhpc::collate(examples, packed, pick, {.padding_free = true, .pad_to_multiple_of = 8});
+          auto batch = trlhpc::batching::collate(examples, packed, pick, {.padding_free = true, .pad_to_multiple_of = 8});
           tokens += batch.tokens();
         }
         report("collate epoch (padding_free, B=8)", seconds_since(start), static_cast<double>(tokens), "tokens");

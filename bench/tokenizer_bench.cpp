@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/data/tokenizer.hpp"
+#include "trlhpc/data/tokenizer/tokenizer.hpp"
 
 namespace {
 
@@ -57,7 +57,7 @@ int run(int argc, char** argv) {
   }
 
   const auto load_start = std::chrono::steady_clock::now();
-  const auto tokenizer = trlhpc::data::Tokenizer::from_directory(argv[1]);
+  const auto tokenizer = trlhpc::tokenizer::Tokenizer::from_directory(argv[1]);
   const double load_seconds = seconds_since(load_start);
 
   // Warm-up pass, timed too: with an empty word cache it shows the cost on text never seen before.

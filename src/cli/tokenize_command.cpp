@@ -7,18 +7,29 @@
 #include <sstream>
 
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/data/dataset_reader.hpp"
-#include "trlhpc/data/sft_dataset.hpp"
-#include "trlhpc/data/tokenizer.hpp"
+#include "trlhpc/data/dataset/reader.hpp"
+#include "trlhpc/data/dataset/sft_dataset.hpp"
+#include "trlhpc/data/tokenizer/tokenizer.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 
 namespace po = boost::program_options;
 
 namespace trlhpc {
+
+using dataset::DatasetFormSpec;
+using dataset::DatasetReader;
+using dataset::DatasetRow;
+using dataset::resolve_dataset_files;
+using dataset::RowTokenizer;
+using dataset::scan_dataset;
+using dataset::SftDataOptions;
+using dataset::TokenizedExample;
+using tokenizer::Tokenizer;
+
 namespace {
 
 // The decoded row with every run of trained tokens wrapped in [[ ]], decoded run by run.
-std::string marked_text(const data::Tokenizer& tok, const TokenizedExample& ex) {
+std::string marked_text(const Tokenizer& tok, const TokenizedExample& ex) {
   std::string out;
   for (size_t begin = 0; begin < ex.input_ids.size();) {
     size_t end = begin;
@@ -30,7 +41,7 @@ std::string marked_text(const data::Tokenizer& tok, const TokenizedExample& ex) 
   return out;
 }
 
-nlohmann::ordered_json describe(const data::Tokenizer& tok, const TokenizedExample& ex, const std::string& text) {
+nlohmann::ordered_json describe(const Tokenizer& tok, const TokenizedExample& ex, const std::string& text) {
   nlohmann::ordered_json line;
   line["input_ids"] = ex.input_ids;
   std::vector<std::string> pieces;
@@ -78,7 +89,7 @@ int run_tokenize_command(const std::vector<std::string>& args, MpiEnvironment& m
   else if (completion_only != "auto") throw UserError("--completion_only_loss " + completion_only + ": use true, false or auto");
   if (mpi.world_rank() != 0) return 0;  // one printer
 
-  const data::Tokenizer tok = data::Tokenizer::from_directory(o.tokenizer_dir);
+  const Tokenizer tok = Tokenizer::from_directory(o.tokenizer_dir);
   if (o.dataset_name.empty()) {
     std::string text;
     while (std::getline(in, text)) {

@@ -13,10 +13,10 @@
 #include <optional>
 
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/data/dataset_cache.hpp"
-#include "trlhpc/data/sampler.hpp"
-#include "trlhpc/data/sft_dataset.hpp"
-#include "trlhpc/data/tokenizer.hpp"
+#include "trlhpc/data/batching/sampler.hpp"
+#include "trlhpc/data/dataset/cache.hpp"
+#include "trlhpc/data/dataset/sft_dataset.hpp"
+#include "trlhpc/data/tokenizer/tokenizer.hpp"
 #include "trlhpc/io/hf_model_dir.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
 #include "trlhpc/optim/lr_scheduler.hpp"
@@ -32,6 +32,20 @@
 extern "C" void openblas_set_num_threads(int);
 
 namespace trlhpc {
+
+using batching::DistributedSampler;
+using batching::SamplerConfig;
+using batching::SamplerPosition;
+using dataset::dataset_cache_key;
+using dataset::dataset_cache_path;
+using dataset::read_dataset_cache;
+using dataset::SftDataOptions;
+using dataset::SftDataset;
+using dataset::SftDataStats;
+using dataset::SftTokenizedExamples;
+using dataset::write_dataset_cache;
+using tokenizer::Tokenizer;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -94,7 +108,7 @@ void broadcast_string(std::string& s) {
 // every rank raises the same error and none hangs); the other ranks read the file rank 0 names (shared
 // file system) and tokenize themselves only if that read misses. Packing runs on every rank.
 // cache_dir "none": every rank tokenizes itself, as without the cache.
-SftDataset load_dataset(const SftDataOptions& o, const data::Tokenizer* tokenizer, const std::string& cache_dir,
+SftDataset load_dataset(const SftDataOptions& o, const Tokenizer* tokenizer, const std::string& cache_dir,
                         MpiEnvironment& mpi, MetricsLogger& logger) {
   if (cache_dir == "none") return SftDataset::build(o, tokenizer);
   enum : int { kOk = 0, kUserError = 1, kOtherError = 2 };
@@ -189,8 +203,8 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   // Data: rank 0 tokenizes (or loads the cache), the others read its cache file; every rank packs the
   // same examples the same way (identical rows).
   const std::string tokenizer_dir = !c.tokenizer.empty() ? c.tokenizer : c.model_name_or_path;
-  std::optional<data::Tokenizer> tokenizer;
-  if (has_tokenizer_files(tokenizer_dir)) tokenizer = data::Tokenizer::from_directory(tokenizer_dir);
+  std::optional<Tokenizer> tokenizer;
+  if (has_tokenizer_files(tokenizer_dir)) tokenizer = Tokenizer::from_directory(tokenizer_dir);
   const std::string cache_dir = !c.dataset_cache_dir.empty()
                                     ? c.dataset_cache_dir
                                     : (std::filesystem::path(c.output_dir) / ".dataset_cache").string();

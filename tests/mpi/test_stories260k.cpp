@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "test_support.hpp"
-#include "trlhpc/data/tokenizer.hpp"
+#include "trlhpc/data/tokenizer/tokenizer.hpp"
 #include "trlhpc/io/hf_model_dir.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/train/model_export.hpp"
@@ -25,7 +25,7 @@ const char* kStory[] = {
 };
 
 // One row per sentence, right-padded: BOS is added by the tokenizer's post-processor.
-Batch story_batch(const data::Tokenizer& tok, int first, int count) {
+Batch story_batch(const tokenizer::Tokenizer& tok, int first, int count) {
   std::vector<std::vector<int32_t>> rows;
   int64_t T = 0;
   for (int i = first; i < first + count; ++i) {
@@ -55,7 +55,7 @@ TEST(Stories260K, PretrainedLossIsFarBelowUniform) {
   ParameterStore store(dir.config(), *ops);
   load_all_units(weights_from_hf_dir(dir), *ops, store);
   Decoder decoder(dir.config(), *ops, store);
-  const data::Tokenizer tok = data::Tokenizer::from_directory(stories_dir());
+  const tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_directory(stories_dir());
   const LossResult r = decoder.forward_loss(DeviceBatch::upload(story_batch(tok, 0, 4), *ops));
   const double loss = r.loss_sum / static_cast<double>(r.target_tokens);
   EXPECT_GT(r.target_tokens, 40);
@@ -69,7 +69,7 @@ TEST(Stories260K, FineTuningLowersTheLossAndTheSavedModelReloads) {
   ProcessGroups groups(Mesh(ParallelDims{}.resolved(world)), MPI_COMM_WORLD);
   auto ops = make_cpu_ops();
   HfModelDir dir(stories_dir());
-  const data::Tokenizer tok = data::Tokenizer::from_directory(stories_dir());
+  const tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_directory(stories_dir());
   TrainerOptions options;
   Trainer trainer(dir.config(), *ops, groups, options);
   trainer.model().load_weights(weights_from_hf_dir(dir));

@@ -15,11 +15,11 @@
 
 #include "test_support.hpp"
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/data/chat_template.hpp"
+#include "trlhpc/data/chat_template/chat_template.hpp"
 
 namespace {
 
-using trlhpc::ChatTemplate;
+using trlhpc::chat_template::ChatTemplate;
 using Json = nlohmann::ordered_json;
 
 std::string fixtures_dir() { return trlhpc::testing::tests_dir() + "/fixtures/chat_templates"; }
@@ -64,9 +64,9 @@ std::vector<int> token_mask(const std::vector<std::pair<size_t, size_t>>& spans,
 std::string load_template(const Json& fixture) {
   if (fixture.contains("tokenizer_dir")) {
     const std::string dir = trlhpc::testing::shared_data_dir() + "/" + fixture["tokenizer_dir"].get<std::string>();
-    return trlhpc::load_chat_template(dir, "");
+    return trlhpc::chat_template::load_chat_template(dir, "");
   }
-  return trlhpc::load_chat_template("", fixtures_dir() + "/" + fixture["template_file"].get<std::string>());
+  return trlhpc::chat_template::load_chat_template("", fixtures_dir() + "/" + fixture["template_file"].get<std::string>());
 }
 
 void check_case(const ChatTemplate& tmpl, const Json& c, const std::string& label) {
@@ -82,7 +82,7 @@ void check_case(const ChatTemplate& tmpl, const Json& c, const std::string& labe
     }
     return;
   }
-  const trlhpc::RenderResult got = tmpl.render(c["messages"], add_generation_prompt, c["extra_context"]);
+  const trlhpc::chat_template::RenderResult got = tmpl.render(c["messages"], add_generation_prompt, c["extra_context"]);
   const std::string want = c["text"].get<std::string>();
   ASSERT_EQ(got.text, want) << describe_difference(want, got.text);
 
@@ -98,7 +98,7 @@ void check_case(const ChatTemplate& tmpl, const Json& c, const std::string& labe
 
   // assistant_char_mask marks exactly the bytes of the generation spans (add_generation_prompt=false).
   if (!add_generation_prompt) {
-    const trlhpc::AssistantCharMask mask = trlhpc::assistant_char_mask(tmpl, c["messages"], c["extra_context"]);
+    const trlhpc::chat_template::AssistantCharMask mask = trlhpc::chat_template::assistant_char_mask(tmpl, c["messages"], c["extra_context"]);
     EXPECT_TRUE(mask.from_generation_blocks);
     ASSERT_EQ(mask.text, want);
     std::vector<uint8_t> expected(want.size(), 0);
@@ -130,7 +130,7 @@ TEST(ChatTemplateGolden, Qwen2FromTokenizerConfig) {
   const std::string dir = trlhpc::testing::shared_data_dir() + "/qwen2-tokenizer";
   if (!std::filesystem::exists(dir)) return;
   const nlohmann::json want = read_fixture("qwen2")["cases"][0]["extra_context"];
-  EXPECT_EQ(nlohmann::json(trlhpc::load_special_tokens_context(dir)), want);
+  EXPECT_EQ(nlohmann::json(trlhpc::chat_template::load_special_tokens_context(dir)), want);
 }
 TEST(ChatTemplateGolden, Llama3WithTools) { check_fixture("llama3"); }
 TEST(ChatTemplateGolden, Zephyr) { check_fixture("zephyr"); }

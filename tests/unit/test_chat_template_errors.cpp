@@ -9,11 +9,11 @@
 
 #include "test_support.hpp"
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/data/chat_template.hpp"
+#include "trlhpc/data/chat_template/chat_template.hpp"
 
 namespace {
 
-using trlhpc::ChatTemplate;
+using trlhpc::chat_template::ChatTemplate;
 using Json = nlohmann::json;
 using OrderedJson = nlohmann::ordered_json;
 
@@ -118,7 +118,7 @@ TEST(ChatTemplate, AssistantMaskFallbackLocatesContentInOrder) {
   EXPECT_FALSE(t.has_generation_blocks());
   const Json messages = Json::parse(R"([{"role": "user", "content": "say hi"}, {"role": "assistant", "content": " hi "},
                                          {"role": "user", "content": "again"}, {"role": "assistant", "content": "hi"}])");
-  const auto mask = trlhpc::assistant_char_mask(t, messages, Json{{"eos_token", "</s>"}});
+  const auto mask = trlhpc::chat_template::assistant_char_mask(t, messages, Json{{"eos_token", "</s>"}});
   EXPECT_FALSE(mask.from_generation_blocks);
   EXPECT_EQ(mask.text, "<|user|>\nsay hi</s>\n<|assistant|>\nhi</s>\n<|user|>\nagain</s>\n<|assistant|>\nhi</s>\n");
   std::string marked;
@@ -129,7 +129,7 @@ TEST(ChatTemplate, AssistantMaskFallbackLocatesContentInOrder) {
 TEST(ChatTemplate, AssistantMaskFallbackRejectsRewrittenContent) {
   const auto t = ChatTemplate::parse("{% for m in messages %}{{ m.content | upper }}{% endfor %}");
   try {
-    trlhpc::assistant_char_mask(t, Json::parse(R"([{"role": "assistant", "content": "quiet"}])"));
+    trlhpc::chat_template::assistant_char_mask(t, Json::parse(R"([{"role": "assistant", "content": "quiet"}])"));
     FAIL() << "expected a UserError";
   } catch (const trlhpc::UserError& e) {
     EXPECT_TRUE(contains(e.what(), "message 0")) << e.what();
@@ -163,18 +163,18 @@ class ChatTemplateLoading : public ::testing::Test {
 
 TEST_F(ChatTemplateLoading, FromTokenizerConfigString) {
   write("tokenizer_config.json", R"({"chat_template": "{{ bos_token }}x", "bos_token": {"content": "<s>"}, "eos_token": "</s>"})");
-  EXPECT_EQ(trlhpc::load_chat_template(dir_), "{{ bos_token }}x");
-  const auto context = trlhpc::load_special_tokens_context(dir_);
+  EXPECT_EQ(trlhpc::chat_template::load_chat_template(dir_), "{{ bos_token }}x");
+  const auto context = trlhpc::chat_template::load_special_tokens_context(dir_);
   EXPECT_EQ(context.dump(), R"({"bos_token":"<s>","eos_token":"</s>"})");
 }
 
 TEST_F(ChatTemplateLoading, NamedTemplatesPickDefault) {
   write("tokenizer_config.json",
         R"({"chat_template": [{"name": "tool_use", "template": "T"}, {"name": "default", "template": "D"}]})");
-  EXPECT_EQ(trlhpc::load_chat_template(dir_), "D");
+  EXPECT_EQ(trlhpc::chat_template::load_chat_template(dir_), "D");
   write("tokenizer_config.json", R"({"chat_template": [{"name": "rag", "template": "R"}]})");
   try {
-    trlhpc::load_chat_template(dir_);
+    trlhpc::chat_template::load_chat_template(dir_);
     FAIL() << "expected a UserError";
   } catch (const trlhpc::UserError& e) {
     EXPECT_TRUE(contains(e.what(), "\"rag\"")) << e.what();
@@ -184,20 +184,20 @@ TEST_F(ChatTemplateLoading, NamedTemplatesPickDefault) {
 TEST_F(ChatTemplateLoading, JinjaFileWinsAndPathOverrides) {
   write("tokenizer_config.json", R"({"chat_template": "from config"})");
   write("chat_template.jinja", "from jinja file");
-  EXPECT_EQ(trlhpc::load_chat_template(dir_), "from jinja file");
+  EXPECT_EQ(trlhpc::chat_template::load_chat_template(dir_), "from jinja file");
   write("custom.jinja", "{{ 'custom' }}");
-  EXPECT_EQ(trlhpc::load_chat_template("/nonexistent", dir_ + "/custom.jinja"), "{{ 'custom' }}");
+  EXPECT_EQ(trlhpc::chat_template::load_chat_template("/nonexistent", dir_ + "/custom.jinja"), "{{ 'custom' }}");
 }
 
 TEST_F(ChatTemplateLoading, MissingTemplateSaysWhatToDo) {
   write("tokenizer_config.json", R"({"eos_token": "</s>"})");
   try {
-    trlhpc::load_chat_template(dir_);
+    trlhpc::chat_template::load_chat_template(dir_);
     FAIL() << "expected a UserError";
   } catch (const trlhpc::UserError& e) {
     EXPECT_TRUE(contains(e.what(), "--chat_template_path")) << e.what();
   }
-  EXPECT_THROW(trlhpc::load_chat_template(dir_, dir_ + "/absent.jinja"), trlhpc::UserError);
+  EXPECT_THROW(trlhpc::chat_template::load_chat_template(dir_, dir_ + "/absent.jinja"), trlhpc::UserError);
 }
 
 }  // namespace

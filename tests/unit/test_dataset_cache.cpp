@@ -9,12 +9,13 @@
 #include <string>
 
 #include "trlhpc/data/batch.hpp"
-#include "trlhpc/data/dataset_cache.hpp"
-#include "trlhpc/data/sft_dataset.hpp"
-#include "trlhpc/data/tokenizer.hpp"
+#include "trlhpc/data/dataset/cache.hpp"
+#include "trlhpc/data/dataset/sft_dataset.hpp"
+#include "trlhpc/data/tokenizer/tokenizer.hpp"
 
 namespace fs = std::filesystem;
 using namespace trlhpc;
+using namespace trlhpc::dataset;
 
 namespace {
 
@@ -103,7 +104,7 @@ TEST_F(DatasetCacheTest, RoundTrip) {
 }
 
 TEST_F(DatasetCacheTest, RealDatasetRoundTripAndFromExamplesEqualsBuild) {
-  const data::Tokenizer tok = data::Tokenizer::from_directory((dir_ / "tok").string());
+  const tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_directory((dir_ / "tok").string());
   const SftDataOptions o = options();
   SftTokenizedExamples t = SftDataset::tokenize(o, &tok);
   const uint64_t key = dataset_cache_key(o, true);

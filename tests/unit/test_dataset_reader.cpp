@@ -6,10 +6,10 @@
 
 #include "test_support.hpp"
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/data/dataset_form.hpp"
-#include "trlhpc/data/dataset_reader.hpp"
+#include "trlhpc/data/dataset/form.hpp"
+#include "trlhpc/data/dataset/reader.hpp"
 
-namespace trlhpc {
+namespace trlhpc::dataset {
 namespace {
 
 namespace fs = std::filesystem;
@@ -287,4 +287,4 @@ TEST(DatasetForm, PretokenizedExampleMasks) {
 }
 
 }  // namespace
-}  // namespace trlhpc
+}  // namespace trlhpc::dataset

@@ -7,11 +7,12 @@
 
 #include "test_support.hpp"
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/data/packing.hpp"
+#include "trlhpc/data/batching/packing.hpp"
 
-namespace trlhpc {
+namespace trlhpc::batching {
 namespace {
 
+using dataset::TokenizedExample;
 using Ids = std::vector<int32_t>;
 
 // Token values of each row, read through its segments.
@@ -335,4 +336,4 @@ TEST(Collate, TargetsNeverCrossDocumentsAndHonourMasks) {
 }
 
 }  // namespace
-}  // namespace trlhpc
+}  // namespace trlhpc::batching

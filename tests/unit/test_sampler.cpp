@@ -1,13 +1,15 @@
-// Deterministic distributed sampler: layout-independent global batches, epochs, resume.
+// Deterministic distributed sampler: layout-independent global batches, epochs, resume; eval row dealing.
 #include <algorithm>
+#include <numeric>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "test_support.hpp"
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/data/sampler.hpp"
+#include "trlhpc/data/batching/sampler.hpp"
 
-namespace trlhpc {
+namespace trlhpc::batching {
 namespace {
 
 SamplerConfig layout(int64_t n, int64_t per_device, int64_t dp, int64_t accumulation, bool drop_last = true) {
@@ -183,5 +185,58 @@ TEST(Sampler, ErrorsNameTheSizes) {
   EXPECT_NO_THROW(DistributedSampler(layout(10, 4, 2, 2, false)));
 }
 
+// Eval dealing against a brute-force enumeration: walk every row, hand it to rank row % dp, and start a
+// new micro-batch on that rank whenever its current one is full.
+TEST(Sampler, EvalMicroBatchesMatchBruteForce) {
+  for (int64_t rows : {0, 1, 2, 3, 5, 7, 8, 16, 17, 100})
+    for (int64_t dp : {1, 2, 3, 4, 8})
+      for (int64_t batch : {1, 2, 3, 5, 64}) {
+        std::vector<std::vector<std::vector<int64_t>>> want(static_cast<size_t>(dp));
+        for (int64_t row = 0; row < rows; ++row) {
+          auto& batches = want[static_cast<size_t>(row % dp)];
+          if (batches.empty() || static_cast<int64_t>(batches.back().size()) == batch) batches.emplace_back();
+          batches.back().push_back(row);
+        }
+        int64_t want_count = 0;
+        for (const auto& batches : want) want_count = std::max(want_count, static_cast<int64_t>(batches.size()));
+
+        std::vector<int64_t> every_row;
+        for (int64_t rank = 0; rank < dp; ++rank) {
+          const EvalPlan plan = eval_micro_batches(rows, dp, rank, batch);
+          SCOPED_TRACE("rows " + std::to_string(rows) + " dp " + std::to_string(dp) + " batch " +
+                       std::to_string(batch) + " rank " + std::to_string(rank));
+          EXPECT_EQ(plan.micro_batches, want[static_cast<size_t>(rank)]);
+          EXPECT_EQ(plan.micro_batch_count, want_count);
+          EXPECT_LE(static_cast<int64_t>(plan.micro_batches.size()), plan.micro_batch_count);
+          for (const auto& micro : plan.micro_batches) every_row.insert(every_row.end(), micro.begin(), micro.end());
+        }
+        std::sort(every_row.begin(), every_row.end());
+        std::vector<int64_t> all(static_cast<size_t>(rows));
+        std::iota(all.begin(), all.end(), 0);
+        EXPECT_EQ(every_row, all) << "rows " << rows << " dp " << dp << " batch " << batch;  // each row once
+      }
+}
+
+TEST(Sampler, EvalMicroBatchesWorkedExamples) {
+  // The example of sampler.hpp: 5 rows, dp 2, batch 2.
+  EXPECT_EQ(eval_micro_batches(5, 2, 0, 2).micro_batches, (std::vector<std::vector<int64_t>>{{0, 2}, {4}}));
+  EXPECT_EQ(eval_micro_batches(5, 2, 1, 2).micro_batches, (std::vector<std::vector<int64_t>>{{1, 3}}));
+  EXPECT_EQ(eval_micro_batches(5, 2, 1, 2).micro_batch_count, 2);
+  // Fewer rows than ranks: the ranks without a row still run rank 0's one forward, padded.
+  const EvalPlan idle = eval_micro_batches(2, 4, 3, 8);
+  EXPECT_TRUE(idle.micro_batches.empty());
+  EXPECT_EQ(idle.micro_batch_count, 1);
+  // No rows: nothing to run anywhere.
+  EXPECT_EQ(eval_micro_batches(0, 4, 0, 8).micro_batch_count, 0);
+}
+
+TEST(Sampler, EvalMicroBatchesRejectBadSizes) {
+  EXPECT_THROW(eval_micro_batches(10, 0, 0, 1), UserError);
+  EXPECT_THROW(eval_micro_batches(10, 2, 2, 1), UserError);
+  EXPECT_THROW(eval_micro_batches(10, 2, -1, 1), UserError);
+  EXPECT_THROW(eval_micro_batches(10, 2, 0, 0), UserError);
+  EXPECT_THROW(eval_micro_batches(-1, 2, 0, 1), UserError);
+}
+
 }  // namespace
-}  // namespace trlhpc
+}  // namespace trlhpc::batching

@@ -12,11 +12,11 @@
 #include <sstream>
 
 #include "test_support.hpp"
-#include "trlhpc/data/tokenizer.hpp"
+#include "trlhpc/data/tokenizer/tokenizer.hpp"
 
 namespace {
 
-using trlhpc::data::Tokenizer;
+using trlhpc::tokenizer::Tokenizer;
 using nlohmann::json;
 
 struct Expected {

@@ -7,11 +7,11 @@
 
 #include "test_support.hpp"
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/data/tokenizer.hpp"
+#include "trlhpc/data/tokenizer/tokenizer.hpp"
 
 namespace {
 
-using trlhpc::data::Tokenizer;
+using trlhpc::tokenizer::Tokenizer;
 
 std::string qwen2_dir() { return trlhpc::testing::shared_data_dir() + "/qwen2-tokenizer"; }
 std::string fixture_dir(const std::string& name) { return trlhpc::testing::tests_dir() + "/fixtures/tokenizers/" + name; }

@@ -1,0 +1,110 @@
+#pragma once
+// Streaming readers for dataset files: JSON Lines (.jsonl, or .json holding one object per line), JSON
+// arrays (.json whose first character is '['), and directories of them. Rows come out one at a time
+// with the file and the 1-based line where they start, so memory stays at one row whatever the file size
+// (a 1 GB JSONL file is read line by line; a JSON array is cut into its elements by a small brace/string
+// scanner and each element is parsed on its own).
+//
+// `--dataset_name PATH --dataset_train_split SPLIT` resolve like Hugging Face `datasets` does for a local
+// folder (a subset of its patterns, see resolve_dataset_files):
+//   PATH is a file                      -> that file, whatever the split
+//   PATH/SPLIT.jsonl, PATH/SPLIT.json   -> that file
+//   PATH/SPLIT-*.jsonl, SPLIT_*.json ... -> those shards, sorted by name (also under PATH/data/)
+//   PATH/SPLIT/                         -> every .jsonl/.json file inside, sorted
+//   none of the above and SPLIT=="train"-> every .jsonl/.json file in PATH (HF: unnamed files are "train")
+// Anything else is a UserError that lists what the folder holds.
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace trlhpc::dataset {
+
+// One row of a dataset file.
+struct DatasetRow {
+  std::string file;      // path as given/resolved
+  int64_t line = 0;      // 1-based line where the row starts
+  nlohmann::ordered_json value;  // the parsed JSON object
+
+  // "path/to/file.jsonl:17", the prefix of every message about this row.
+  std::string where() const { return file + ":" + std::to_string(line); }
+};
+
+struct DatasetReaderOptions {
+  // --skip_bad_rows: a malformed row is counted and skipped instead of stopping with a UserError.
+  bool skip_bad_rows = false;
+};
+
+// The files `--dataset_name PATH` with `--dataset_train_split SPLIT` stands for, in reading order.
+// UserError when PATH does not exist or holds no file for SPLIT.
+std::vector<std::string> resolve_dataset_files(const std::string& dataset_name, const std::string& split = "train");
+
+namespace detail {
+// Cuts the top-level array of a JSON text stream into the text of its elements, one at a time, without
+// holding more than one element in memory. Tracks strings and escapes so brackets inside strings do not
+// count. Used by DatasetReader for .json array files.
+class JsonArrayElementScanner {
+ public:
+  JsonArrayElementScanner(std::istream& in, std::string file);
+  // Fills `text` with the next element's source text and `line` with the line it starts on.
+  // Returns false after the closing ']'. UserError on text that is not an array of values.
+  bool next(std::string& text, int64_t& line);
+
+ private:
+  int get();
+  int peek_non_space();
+  std::istream& in_;
+  std::string file_;
+  int64_t line_ = 1;
+  bool started_ = false;
+  bool finished_ = false;
+};
+}  // namespace detail
+
+// Reads the rows of a list of files in order.
+//   DatasetReader reader(resolve_dataset_files(path, "train"), {});
+//   DatasetRow row;
+//   while (reader.next(row)) use(row);
+// Errors (UserError, naming file and line, saying what to do): a file that cannot be opened, malformed
+// JSON, a row that is not a JSON object, a file with no rows (empty or only blank lines). With
+// skip_bad_rows, malformed rows and non-object rows are skipped and counted; an empty file still fails.
+class DatasetReader {
+ public:
+  DatasetReader(std::vector<std::string> files, DatasetReaderOptions options = {});
+  ~DatasetReader();
+  DatasetReader(const DatasetReader&) = delete;
+  DatasetReader& operator=(const DatasetReader&) = delete;
+
+  // Next row into `row`; false once every file is exhausted.
+  bool next(DatasetRow& row);
+
+  const std::vector<std::string>& files() const { return files_; }
+  const DatasetReaderOptions& options() const { return options_; }
+  int64_t rows_read() const { return rows_read_; }        // rows handed out so far
+  int64_t rows_skipped() const { return rows_skipped_; }  // malformed rows skipped (skip_bad_rows only)
+
+ private:
+  enum class FileKind { kJsonLines, kJsonArray };
+  bool open_next_file();
+  bool next_in_file(DatasetRow& row);
+  bool accept(const std::string& text, int64_t line, DatasetRow& row);
+  void finish_file();
+
+  std::vector<std::string> files_;
+  DatasetReaderOptions options_;
+  size_t next_file_ = 0;
+  std::ifstream stream_;
+  FileKind kind_ = FileKind::kJsonLines;
+  std::unique_ptr<detail::JsonArrayElementScanner> scanner_;
+  std::string current_file_;
+  int64_t line_ = 0;              // last line read in a JSONL file
+  int64_t rows_in_file_ = 0;      // good rows of the current file
+  int64_t entries_in_file_ = 0;   // good + skipped rows of the current file
+  int64_t rows_read_ = 0;
+  int64_t rows_skipped_ = 0;
+  std::string buffer_;
+};
+
+}  // namespace trlhpc::dataset

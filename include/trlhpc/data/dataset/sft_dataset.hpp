@@ -1,0 +1,101 @@
+#pragma once
+// SftDataset: a dataset file turned into exactly the token rows TRL's SFTTrainer trains on.
+//
+//   rows (dataset_reader) -> form detection (dataset_form) -> per-form tokenization as TRL does it:
+//     language modeling     encode(text + eos unless it ends with eos), loss on every token
+//     prompt-completion     ids = encode(prompt + completion [+ eos]); completion_mask marks the
+//                           tokens past encode(prompt) (TRL tokenizes the concatenation, not the parts)
+//     conversational        chat template -> encode(text, no special tokens); assistant_only_loss marks
+//                           the tokens overlapping assistant bytes (generation blocks, else content spans)
+//     conv. prompt-compl.   prompt rendered with add_generation_prompt, completion mask past it
+//     pre-tokenized         input_ids with completion_mask / assistant_masks
+//   -> truncation to max_length (keep_start) -> packing (bfd | wrapped) or one row per example
+//   -> collate(row indices) -> Batch (targets shifted within documents).
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "trlhpc/data/batch.hpp"
+#include "trlhpc/data/batching/packing.hpp"
+#include "trlhpc/data/dataset/example.hpp"
+#include "trlhpc/data/dataset/form.hpp"
+
+namespace trlhpc::tokenizer {
+class Tokenizer;
+}
+
+namespace trlhpc::dataset {
+
+struct SftDataOptions {
+  std::string dataset_name;
+  std::string split = "train";
+  std::string text_field = "text";
+  std::string tokenizer_dir;       // for the chat template and special tokens
+  std::string chat_template_path;  // overrides the tokenizer's template
+  int64_t max_length = 1024;
+  bool packing = false;
+  std::string packing_strategy = "bfd";
+  bool padding_free = false;
+  int64_t pad_to_multiple_of = 0;
+  std::optional<bool> completion_only_loss;  // unset: TRL's default for the form
+  bool assistant_only_loss = false;
+  bool skip_bad_rows = false;
+  bool shuffle = true;  // --shuffle_dataset: seeded shuffle of the examples before packing
+  uint64_t seed = 42;
+};
+
+struct SftDataStats {
+  int64_t rows_read = 0, rows_skipped = 0, examples = 0, truncated = 0;
+  int64_t tokens = 0, target_tokens = 0, packed_rows = 0;
+  std::string form;
+};
+
+// The examples of a dataset after tokenization and truncation, before packing (what the dataset cache
+// stores), with the counters known at that point (packed_rows stays 0).
+struct SftTokenizedExamples {
+  std::vector<TokenizedExample> examples;
+  SftDataStats stats;
+};
+
+class SftDataset {
+ public:
+  // tokenizer may be null only for pre-tokenized datasets. build = from_examples(tokenize(...)).
+  static SftDataset build(const SftDataOptions& options, const tokenizer::Tokenizer* tokenizer);
+  // Reads and tokenizes (with truncation); UserError when no non-empty example comes out.
+  static SftTokenizedExamples tokenize(const SftDataOptions& options, const tokenizer::Tokenizer* tokenizer);
+  // Packing and collate set-up over already tokenized examples (deterministic: same rows on every rank).
+  static SftDataset from_examples(const SftDataOptions& options, SftTokenizedExamples tokenized,
+                                  const tokenizer::Tokenizer* tokenizer);
+
+  const std::vector<TokenizedExample>& examples() const { return examples_; }
+  const std::vector<batching::PackedRow>& rows() const { return rows_; }
+  int64_t num_rows() const { return static_cast<int64_t>(rows_.size()); }
+  const SftDataStats& stats() const { return stats_; }
+  // The micro-batch of the given row indices.
+  Batch collate(std::span<const int64_t> row_indices) const;
+
+ private:
+  std::vector<TokenizedExample> examples_;
+  std::vector<batching::PackedRow> rows_;
+  batching::CollateOptions collate_;
+  SftDataStats stats_;
+};
+
+// One dataset row as TRL would tokenize it (exposed for `trlhpc tokenize` and tests).
+class RowTokenizer {
+ public:
+  RowTokenizer(const SftDataOptions& options, const DatasetFormSpec& form, const tokenizer::Tokenizer* tokenizer);
+  ~RowTokenizer();
+  TokenizedExample tokenize(const DatasetRow& row) const;
+  // The rendered text of a conversational row (empty for other forms).
+  std::string rendered_text(const DatasetRow& row) const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace trlhpc::dataset

@@ -1,0 +1,245 @@
+#include "trlhpc/data/dataset/cache.hpp"
+
+#include <unistd.h>
+
+#include <bit>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <system_error>
+
+#include "trlhpc/data/batching/packing.hpp"
+#include "trlhpc/data/chat_template/chat_template.hpp"
+#include "trlhpc/data/dataset/reader.hpp"
+
+namespace trlhpc::dataset {
+namespace {
+
+namespace fs = std::filesystem;
+static_assert(std::endian::native == std::endian::little, "the dataset cache is written in host (little-endian) order");
+
+constexpr char kMagic[8] = {'T', 'R', 'L', 'H', 'T', 'O', 'K', 'C'};
+constexpr size_t kStatsCount = 6;
+
+// FNV-1a over length-framed fields, so ("ab","c") and ("a","bc") differ.
+class Hasher {
+ public:
+  void bytes(const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) {
+      h_ ^= p[i];
+      h_ *= 1099511628211ull;
+    }
+  }
+  void u64(uint64_t v) { bytes(&v, sizeof v); }
+  void field(const std::string& s) {
+    u64(s.size());
+    bytes(s.data(), s.size());
+  }
+  void field(const char* name, const std::string& value) {
+    field(std::string(name));
+    field(value);
+  }
+  uint64_t value() const {
+    // Final avalanche (splitmix64) so near-identical inputs spread over the whole key.
+    uint64_t z = h_ + 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+
+ private:
+  uint64_t h_ = 1469598103934665603ull;
+};
+
+bool read_file_bytes(const fs::path& path, std::string& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return true;
+}
+
+template <typename T>
+void put(std::string& buf, const T& v) {
+  buf.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+// A bounds-checked cursor over the file's bytes.
+class Reader {
+ public:
+  explicit Reader(const std::string& data) : data_(data) {}
+  template <typename T>
+  bool get(T& v) {
+    return raw(&v, sizeof v);
+  }
+  bool raw(void* out, size_t n) {
+    if (n > data_.size() - pos_) return false;
+    std::memcpy(out, data_.data() + pos_, n);
+    pos_ += n;
+    return true;
+  }
+  size_t remaining() const { return data_.size() - pos_; }
+
+ private:
+  const std::string& data_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+uint64_t dataset_cache_key(const SftDataOptions& o, bool has_tokenizer) {
+  Hasher h;
+  h.field("trlhpc-dataset-cache");
+  h.u64(kDatasetCacheVersion);
+  const std::vector<std::string> files = resolve_dataset_files(o.dataset_name, o.split);
+  h.u64(files.size());
+  for (const std::string& f : files) {
+    std::error_code ec;
+    const fs::path abs = fs::absolute(f, ec);
+    h.field("file", ec ? f : abs.lexically_normal().string());
+    const uintmax_t size = fs::file_size(f, ec);
+    h.u64(ec ? ~uint64_t{0} : static_cast<uint64_t>(size));
+    const auto mtime = fs::last_write_time(f, ec);
+    h.u64(ec ? ~uint64_t{0} : static_cast<uint64_t>(mtime.time_since_epoch().count()));
+  }
+  h.u64(has_tokenizer ? 1 : 0);
+  if (!o.tokenizer_dir.empty()) {
+    for (const char* name : {"tokenizer.json", "vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json"}) {
+      std::string bytes;
+      const bool present = read_file_bytes(fs::path(o.tokenizer_dir) / name, bytes);
+      h.field(name, present ? "present" : "absent");
+      if (present) h.field(bytes);
+    }
+  }
+  std::string chat_template;
+  try {
+    chat_template = chat_template::load_chat_template(o.tokenizer_dir, o.chat_template_path);
+  } catch (const std::exception&) {
+    chat_template.clear();  // no template: only non-conversational datasets can be used, and they ignore it
+  }
+  h.field("chat_template", chat_template);
+  h.field("split", o.split);
+  h.field("text_field", o.text_field);
+  h.field("chat_template_path", o.chat_template_path);
+  h.field("max_length", std::to_string(o.max_length));
+  const bool truncate = !(o.packing && batching::parse_packing_strategy(o.packing_strategy) == batching::PackingStrategy::kWrapped);
+  h.field("truncate", truncate ? "1" : "0");
+  h.field("completion_only_loss", o.completion_only_loss ? (*o.completion_only_loss ? "true" : "false") : "auto");
+  h.field("assistant_only_loss", o.assistant_only_loss ? "1" : "0");
+  h.field("skip_bad_rows", o.skip_bad_rows ? "1" : "0");
+  return h.value();
+}
+
+std::string dataset_cache_path(const std::string& cache_dir, uint64_t key) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(key));
+  return (fs::path(cache_dir) / (std::string(hex) + ".tokens")).string();
+}
+
+bool write_dataset_cache(const std::string& path, uint64_t key, const DatasetCacheEntry& entry, std::string* error) {
+  uint64_t total = 0;
+  for (const TokenizedExample& ex : entry.examples) {
+    if (ex.loss_mask.size() != ex.input_ids.size()) {
+      if (error) *error = "an example's loss mask and ids differ in length";
+      return false;
+    }
+    total += ex.input_ids.size();
+  }
+  std::string buf;
+  buf.reserve(64 + entry.stats.form.size() + (entry.examples.size() + 1) * 8 + total * 5);
+  buf.append(kMagic, sizeof kMagic);
+  put(buf, kDatasetCacheVersion);
+  put(buf, uint32_t{0});
+  put(buf, key);
+  put(buf, static_cast<uint64_t>(entry.examples.size()));
+  put(buf, total);
+  const SftDataStats& s = entry.stats;
+  for (int64_t v : {s.rows_read, s.rows_skipped, s.examples, s.truncated, s.tokens, s.target_tokens}) put(buf, v);
+  put(buf, static_cast<uint32_t>(s.form.size()));
+  buf.append(s.form);
+  uint64_t offset = 0;
+  put(buf, offset);
+  for (const TokenizedExample& ex : entry.examples) put(buf, offset += ex.input_ids.size());
+  for (const TokenizedExample& ex : entry.examples)
+    buf.append(reinterpret_cast<const char*>(ex.input_ids.data()), ex.input_ids.size() * sizeof(int32_t));
+  for (const TokenizedExample& ex : entry.examples)
+    buf.append(reinterpret_cast<const char*>(ex.loss_mask.data()), ex.loss_mask.size());
+
+  std::error_code ec;
+  const fs::path target(path);
+  if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (out) out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
+    if (!out || !out.flush()) {
+      if (error) *error = "cannot write " + tmp;
+      fs::remove(tmp, ec);
+      return false;
+    }
+  }
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    if (error) *error = "cannot rename " + tmp + " to " + path + ": " + ec.message();
+    fs::remove(tmp, ec);
+    return false;
+  }
+  return true;
+}
+
+std::optional<DatasetCacheEntry> read_dataset_cache(const std::string& path, uint64_t key, std::string* warning) {
+  if (warning) warning->clear();
+  std::string data;
+  if (!read_file_bytes(path, data)) return std::nullopt;  // no file: a plain miss
+  auto bad = [&](const std::string& why) -> std::optional<DatasetCacheEntry> {
+    if (warning) *warning = "dataset cache " + path + " ignored (" + why + "); tokenizing again";
+    return std::nullopt;
+  };
+  Reader r(data);
+  char magic[sizeof kMagic];
+  if (!r.raw(magic, sizeof magic) || std::memcmp(magic, kMagic, sizeof magic) != 0) return bad("bad magic");
+  uint32_t version = 0, reserved = 0;
+  if (!r.get(version) || !r.get(reserved)) return bad("truncated header");
+  if (version != kDatasetCacheVersion)
+    return bad("version " + std::to_string(version) + ", expected " + std::to_string(kDatasetCacheVersion));
+  uint64_t file_key = 0, count = 0, total = 0;
+  if (!r.get(file_key) || !r.get(count) || !r.get(total)) return bad("truncated header");
+  if (file_key != key) return bad("key mismatch");
+  DatasetCacheEntry entry;
+  SftDataStats& s = entry.stats;
+  int64_t stats[kStatsCount];
+  for (int64_t& v : stats)
+    if (!r.get(v)) return bad("truncated header");
+  s.rows_read = stats[0], s.rows_skipped = stats[1], s.examples = stats[2], s.truncated = stats[3], s.tokens = stats[4],
+  s.target_tokens = stats[5];
+  uint32_t form_size = 0;
+  if (!r.get(form_size) || form_size > r.remaining()) return bad("truncated header");
+  s.form.resize(form_size);
+  r.raw(s.form.data(), form_size);
+  // Exact size check before allocating anything sized by the file's counts.
+  const size_t rest = r.remaining();
+  if (count >= rest / 8 || total > rest) return bad("size does not match its counts");
+  if (rest != (count + 1) * 8 + total * 5) return bad("size does not match its counts");
+  std::vector<uint64_t> offsets(count + 1);
+  r.raw(offsets.data(), offsets.size() * 8);
+  if (offsets.front() != 0 || offsets.back() != total) return bad("bad offsets");
+  for (size_t i = 0; i < count; ++i)
+    if (offsets[i + 1] < offsets[i]) return bad("bad offsets");
+  entry.examples.resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    TokenizedExample& ex = entry.examples[i];
+    ex.input_ids.resize(offsets[i + 1] - offsets[i]);
+    r.raw(ex.input_ids.data(), ex.input_ids.size() * sizeof(int32_t));
+  }
+  for (size_t i = 0; i < count; ++i) {
+    TokenizedExample& ex = entry.examples[i];
+    ex.loss_mask.resize(offsets[i + 1] - offsets[i]);
+    r.raw(ex.loss_mask.data(), ex.loss_mask.size());
+  }
+  if (s.examples != static_cast<int64_t>(count) || s.tokens != static_cast<int64_t>(total)) return bad("stats do not match the examples");
+  return entry;
+}
+
+}  // namespace trlhpc::dataset

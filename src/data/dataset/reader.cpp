@@ -1,0 +1,130 @@
+// DatasetReader: rows of JSONL / JSON-array files, one at a time (see reader.hpp).
+#include "trlhpc/data/dataset/reader.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "trlhpc/core/error.hpp"
+
+namespace trlhpc::dataset {
+namespace {
+
+bool blank(const std::string& s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; });
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Line (relative to the start of `text`, 0-based) of byte offset `byte`, for errors inside a multi-line element.
+int64_t lines_before(const std::string& text, size_t byte) {
+  byte = std::min(byte, text.size());
+  return std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(byte), '\n');
+}
+
+const char* json_type_name(const nlohmann::ordered_json& v) { return v.type_name(); }
+
+}  // namespace
+
+DatasetReader::DatasetReader(std::vector<std::string> files, DatasetReaderOptions options)
+    : files_(std::move(files)), options_(options) {
+  TRLHPC_REQUIRE(!files_.empty(), "no dataset file to read: pass --dataset_name with a .jsonl/.json file");
+}
+
+DatasetReader::~DatasetReader() = default;
+
+bool DatasetReader::open_next_file() {
+  if (next_file_ >= files_.size()) return false;
+  current_file_ = files_[next_file_++];
+  stream_ = std::ifstream(current_file_, std::ios::binary);
+  TRLHPC_REQUIRE(stream_.is_open(), current_file_ + ": cannot open the dataset file (check the path and permissions)");
+  line_ = 0;
+  rows_in_file_ = 0;
+  entries_in_file_ = 0;
+  scanner_.reset();
+  kind_ = FileKind::kJsonLines;
+  if (!ends_with(current_file_, ".jsonl")) {
+    // .json (or anything else): a JSON array when the first non-blank character is '[', else JSON Lines,
+    // as `datasets` accepts both in .json files.
+    auto* buf = stream_.rdbuf();
+    std::string head;
+    for (int c = buf->sgetc(); c != std::char_traits<char>::eof() && head.size() < 4096; c = buf->sgetc()) {
+      head.push_back(static_cast<char>(buf->sbumpc()));
+      if (!(c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == 0xEF || c == 0xBB || c == 0xBF)) break;
+    }
+    bool array = !head.empty() && head.back() == '[';
+    stream_.seekg(0);
+    if (array) {
+      kind_ = FileKind::kJsonArray;
+      scanner_ = std::make_unique<detail::JsonArrayElementScanner>(stream_, current_file_);
+    }
+  }
+  return true;
+}
+
+void DatasetReader::finish_file() {
+  TRLHPC_REQUIRE(entries_in_file_ > 0, current_file_ +
+                                           ": the dataset file has no rows (it is empty, blank or an empty "
+                                           "array). Remove it or point --dataset_name at the right data");
+  stream_.close();
+  current_file_.clear();
+}
+
+// Parses one row's text; true when it is a good row (stored in `row`), false when skipped.
+bool DatasetReader::accept(const std::string& text, int64_t line, DatasetRow& row) {
+  ++entries_in_file_;
+  std::string problem;
+  int64_t problem_line = line;
+  try {
+    row.value = nlohmann::ordered_json::parse(text);
+    if (!row.value.is_object())
+      problem = std::string("the row is a JSON ") + json_type_name(row.value) +
+                ", not an object like {\"messages\": [...]} or {\"text\": \"...\"}";
+  } catch (const nlohmann::ordered_json::parse_error& e) {
+    // Drop nlohmann's "[json.exception.parse_error.101] " tag; keep "parse error at line 1, column 9: ...".
+    std::string detail = e.what();
+    if (size_t tag_end = detail.find("] "); detail.rfind("[json.exception", 0) == 0 && tag_end != std::string::npos)
+      detail.erase(0, tag_end + 2);
+    problem = "malformed JSON: " + detail;
+    problem_line = line + lines_before(text, e.byte > 0 ? e.byte - 1 : 0);
+  }
+  if (problem.empty()) {
+    row.file = current_file_;
+    row.line = line;
+    ++rows_in_file_;
+    ++rows_read_;
+    return true;
+  }
+  TRLHPC_REQUIRE(options_.skip_bad_rows, current_file_ + ":" + std::to_string(problem_line) + ": " + problem +
+                                             ". Fix the row, or pass --skip_bad_rows to skip and count such rows");
+  ++rows_skipped_;
+  return false;
+}
+
+bool DatasetReader::next_in_file(DatasetRow& row) {
+  if (kind_ == FileKind::kJsonArray) {
+    int64_t line = 0;
+    while (scanner_->next(buffer_, line))
+      if (accept(buffer_, line, row)) return true;
+    return false;
+  }
+  while (std::getline(stream_, buffer_)) {
+    ++line_;
+    if (line_ == 1 && buffer_.rfind("\xEF\xBB\xBF", 0) == 0) buffer_.erase(0, 3);  // UTF-8 byte order mark
+    if (blank(buffer_)) continue;
+    if (accept(buffer_, line_, row)) return true;
+  }
+  TRLHPC_REQUIRE(!stream_.bad(), current_file_ + ":" + std::to_string(line_) + ": read error (I/O failure)");
+  return false;
+}
+
+bool DatasetReader::next(DatasetRow& row) {
+  for (;;) {
+    if (current_file_.empty() && !open_next_file()) return false;
+    if (next_in_file(row)) return true;
+    finish_file();
+  }
+}
+
+}  // namespace trlhpc::dataset
