@@ -1,0 +1,30 @@
+#pragma once
+// The data of a `trlhpc sft` run: the tokenizer and the train / eval datasets, read through the
+// preprocessing cache (data/dataset/cache.hpp) so that one rank tokenizes and the others read its file.
+#include <optional>
+#include <string>
+
+#include "trlhpc/data/dataset/sft_dataset.hpp"
+#include "trlhpc/data/tokenizer/tokenizer.hpp"
+#include "trlhpc/train/sft_config.hpp"
+#include "trlhpc/train/sft_plan.hpp"
+
+namespace trlhpc {
+
+class Communicator;
+class MetricsLogger;
+
+// The tokenizer of `dir` when it holds tokenizer files (tokenizer.json or vocab.json), else none
+// (pre-tokenized datasets need none).
+std::optional<tokenizer::Tokenizer> load_tokenizer(const std::string& dir);
+
+// The dataset `dataset_name` (the train or the eval one) as the config's options prepare it. Collective
+// over `world`: its rank 0 loads the examples from the cache or tokenizes them and writes the cache
+// file, then broadcasts a status (and the error text when it failed, so every rank raises the same
+// error and none hangs); the other ranks read the file rank 0 names (shared file system) and tokenize
+// themselves only if that read misses. Packing then runs on every rank: identical rows everywhere.
+// plan.cache_dir "none": every rank tokenizes itself.
+dataset::SftDataset load_sft_dataset(const SftConfig& config, const SftPlan& plan, const std::string& dataset_name,
+                                     const tokenizer::Tokenizer* tokenizer, Communicator& world, MetricsLogger& logger);
+
+}  // namespace trlhpc

@@ -1,0 +1,28 @@
+#pragma once
+// The plan of a `trlhpc sft` run: everything that follows from the configuration alone (the model's
+// architecture, the mesh, the trainer's options, the lr schedule, where the tokenizer and the dataset
+// cache are). Built first and only from files every rank reads the same, so a bad option or config is
+// the same UserError on every rank, before any collective could leave one waiting.
+#include <string>
+
+#include "trlhpc/model/model_config.hpp"
+#include "trlhpc/optim/lr_scheduler.hpp"
+#include "trlhpc/parallel/parallel_dims.hpp"
+#include "trlhpc/train/sft_config.hpp"
+#include "trlhpc/train/trainer.hpp"
+
+namespace trlhpc {
+
+struct SftPlan {
+  ModelConfig model;          // from --model_name_or_path's config.json or --model_config
+  ParallelDims dims;          // resolved for the world size and the model's heads (for_model)
+  TrainerOptions trainer;     // layout (sharding, checkpointing, loss chunks), AdamW, clipping
+  LrSchedule schedule;        // --lr_scheduler_type
+  std::string tokenizer_dir;  // --tokenizer, else --model_name_or_path (may hold no tokenizer files)
+  std::string cache_dir;      // --dataset_cache_dir, else OUTPUT_DIR/.dataset_cache; "none": no cache
+};
+
+// Throws UserError naming the option and what to do.
+SftPlan plan_sft_job(const SftConfig& config, int world_size);
+
+}  // namespace trlhpc

@@ -1,0 +1,143 @@
+#include "trlhpc/train/sft_data.hpp"
+
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <stdexcept>
+#include <vector>
+
+#include "trlhpc/core/error.hpp"
+#include "trlhpc/data/dataset/cache.hpp"
+#include "trlhpc/parallel/communicator.hpp"
+#include "trlhpc/train/metrics_logger.hpp"
+
+namespace trlhpc {
+namespace {
+
+std::optional<bool> tri_state(const std::string& value, const char* option) {
+  if (value == "auto" || value.empty()) return std::nullopt;
+  if (value == "true" || value == "1" || value == "True") return true;
+  if (value == "false" || value == "0" || value == "False") return false;
+  throw UserError(std::string("--") + option + " " + value + ": use true, false or auto");
+}
+
+dataset::SftDataOptions data_options(const SftConfig& c, const std::string& dataset, const std::string& tokenizer_dir) {
+  dataset::SftDataOptions o;
+  o.dataset_name = dataset;
+  o.split = c.dataset_train_split;
+  o.text_field = c.dataset_text_field;
+  o.tokenizer_dir = tokenizer_dir;
+  o.chat_template_path = c.chat_template_path;
+  o.max_length = c.max_length;
+  o.packing = c.packing;
+  o.packing_strategy = c.packing_strategy;
+  o.padding_free = c.padding_free;
+  o.pad_to_multiple_of = c.pad_to_multiple_of;
+  o.completion_only_loss = tri_state(c.completion_only_loss, "completion_only_loss");
+  o.assistant_only_loss = c.assistant_only_loss;
+  o.skip_bad_rows = c.skip_bad_rows;
+  o.shuffle = c.shuffle_dataset;
+  o.seed = c.seed;
+  return o;
+}
+
+// `s` of rank 0 on every rank of `world`.
+void broadcast_string(Communicator& world, std::string& s) {
+  int64_t size = static_cast<int64_t>(s.size());
+  world.broadcast(std::span<int64_t>(&size, 1), 0);
+  std::vector<uint8_t> bytes(s.begin(), s.end());
+  bytes.resize(static_cast<size_t>(size));
+  if (size > 0) world.broadcast(std::span<uint8_t>(bytes), 0);
+  s.assign(bytes.begin(), bytes.end());
+}
+
+// What rank 0 found, for every rank: where the cache file is (empty: none was written) and its key,
+// or the error that every rank must raise.
+struct CacheOutcome {
+  enum Status : int32_t { kOk = 0, kUserError = 1, kOtherError = 2 };
+  int32_t status = kOk;
+  std::string error, path;
+  uint64_t key = 0;
+};
+
+// Rank 0's part: the examples from the cache, or tokenized and written to it.
+std::optional<dataset::SftTokenizedExamples> load_or_tokenize(const dataset::SftDataOptions& o,
+                                                              const tokenizer::Tokenizer* tokenizer,
+                                                              const std::string& cache_dir, MetricsLogger& logger,
+                                                              CacheOutcome& outcome) {
+  try {
+    outcome.key = dataset::dataset_cache_key(o, tokenizer != nullptr);
+    const std::string candidate = dataset::dataset_cache_path(cache_dir, outcome.key);
+    std::string warning;
+    std::optional<dataset::SftTokenizedExamples> tokenized = dataset::read_dataset_cache(candidate, outcome.key, &warning);
+    if (!warning.empty()) logger.message(warning);
+    if (tokenized) {
+      outcome.path = candidate;
+      logger.message("dataset cache hit: " + candidate);
+      return tokenized;
+    }
+    tokenized = dataset::SftDataset::tokenize(o, tokenizer);
+    std::string write_error;
+    if (dataset::write_dataset_cache(candidate, outcome.key, *tokenized, &write_error)) {
+      outcome.path = candidate;
+      logger.message("dataset cache written: " + candidate);
+    } else {
+      logger.message("dataset cache not written (" + write_error + "); every rank tokenizes");
+    }
+    return tokenized;
+  } catch (const UserError& e) {
+    outcome.status = CacheOutcome::kUserError;
+    outcome.error = e.what();
+  } catch (const std::exception& e) {
+    outcome.status = CacheOutcome::kOtherError;
+    outcome.error = e.what();
+  }
+  return std::nullopt;
+}
+
+// Rank 0's outcome on every rank; rethrows its error everywhere.
+void share_outcome(Communicator& world, CacheOutcome& outcome) {
+  world.broadcast(std::span<int32_t>(&outcome.status, 1), 0);
+  if (outcome.status != CacheOutcome::kOk) {
+    broadcast_string(world, outcome.error);
+    if (outcome.status == CacheOutcome::kUserError) throw UserError(outcome.error);
+    throw std::runtime_error(outcome.error);
+  }
+  broadcast_string(world, outcome.path);
+  int64_t key = 0;  // the Communicator carries signed 64-bit integers: the key's bits travel unchanged
+  std::memcpy(&key, &outcome.key, sizeof key);
+  world.broadcast(std::span<int64_t>(&key, 1), 0);
+  std::memcpy(&outcome.key, &key, sizeof key);
+}
+
+}  // namespace
+
+std::optional<tokenizer::Tokenizer> load_tokenizer(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (dir.empty() || (!fs::exists(fs::path(dir) / "tokenizer.json") && !fs::exists(fs::path(dir) / "vocab.json")))
+    return std::nullopt;
+  return tokenizer::Tokenizer::from_directory(dir);
+}
+
+dataset::SftDataset load_sft_dataset(const SftConfig& config, const SftPlan& plan, const std::string& dataset_name,
+                                     const tokenizer::Tokenizer* tokenizer, Communicator& world, MetricsLogger& logger) {
+  const dataset::SftDataOptions o = data_options(config, dataset_name, plan.tokenizer_dir);
+  if (plan.cache_dir == "none") return dataset::SftDataset::build(o, tokenizer);
+  CacheOutcome outcome;
+  std::optional<dataset::SftTokenizedExamples> tokenized;
+  if (world.rank() == 0) tokenized = load_or_tokenize(o, tokenizer, plan.cache_dir, logger, outcome);
+  share_outcome(world, outcome);
+  if (world.rank() != 0) {
+    if (!outcome.path.empty()) {
+      std::string warning;
+      tokenized = dataset::read_dataset_cache(outcome.path, outcome.key, &warning);
+      if (!tokenized)
+        std::cerr << "rank " << world.rank() << ": "
+                  << (warning.empty() ? "dataset cache " + outcome.path + " not readable; tokenizing" : warning) << "\n";
+    }
+    if (!tokenized) tokenized = dataset::SftDataset::tokenize(o, tokenizer);
+  }
+  return dataset::SftDataset::from_examples(o, std::move(*tokenized), tokenizer);
+}
+
+}  // namespace trlhpc

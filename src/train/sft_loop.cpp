@@ -1,0 +1,103 @@
+#include "src/train/sft_loop.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/train/flops.hpp"
+
+namespace trlhpc {
+namespace {
+
+batching::SamplerConfig sampler_config(const SftConfig& c, const dataset::SftDataset& train, int64_t dp) {
+  return {train.num_rows(), c.per_device_train_batch_size, dp, c.gradient_accumulation_steps, c.seed,
+          c.shuffle_dataset, /*drop_last=*/true};
+}
+
+int64_t total_steps_of(const SftConfig& c, const batching::DistributedSampler& sampler) {
+  if (c.max_steps > 0) return c.max_steps;
+  return static_cast<int64_t>(std::ceil(c.num_train_epochs * static_cast<double>(sampler.steps_per_epoch())));
+}
+
+bool every(int64_t interval, int64_t step) { return interval > 0 && (step + 1) % interval == 0; }
+
+}  // namespace
+
+SftLoop::SftLoop(const SftConfig& config, LrSchedule schedule, Trainer& trainer, const dataset::SftDataset& train,
+                 const dataset::SftDataset* eval, MetricsLogger& logger)
+    : config_(config),
+      trainer_(trainer),
+      train_(train),
+      eval_(eval),
+      logger_(logger),
+      sampler_(sampler_config(config, train, trainer.model().groups().dp().size())),
+      total_steps_(total_steps_of(config, sampler_)),
+      scheduler_(schedule, config.learning_rate, warmup_steps_for(config.warmup_steps, config.warmup_ratio, total_steps_),
+                 total_steps_) {}
+
+double SftLoop::epoch_after(int64_t step) const {
+  return static_cast<double>(step + 1) / static_cast<double>(sampler_.steps_per_epoch());
+}
+
+std::vector<Batch> SftLoop::step_micro_batches(int64_t step, int64_t* seq_len) {
+  const batching::SamplerPosition pos = sampler_.position(step);
+  const int64_t dp_rank = trainer_.model().groups().dp().rank();
+  std::vector<Batch> micro;
+  *seq_len = 0;
+  for (int64_t a = 0; a < config_.gradient_accumulation_steps; ++a) {
+    const Batch batch = train_.collate(sampler_.micro_batch(pos.epoch, pos.step, a, dp_rank));
+    *seq_len = std::max(*seq_len, batch.seq_len);
+    micro.push_back(trainer_.model().shard_tokens(batch));
+  }
+  return micro;
+}
+
+void SftLoop::log_step(int64_t step, const StepResult& result, double peak_flops_per_rank) {
+  StepMetrics m;
+  m.total_steps = total_steps_;
+  m.step = step + 1;
+  m.loss = window_.mean_loss();
+  m.grad_norm = result.grad_norm;
+  m.learning_rate = scheduler_.lr(step + 1);  // what transformers logs: the lr after the scheduler step
+  m.epoch = epoch_after(step);
+  m.num_tokens = num_tokens_;
+  m.tokens_per_second = window_.tokens_per_second();
+  m.mfu = window_.mfu(peak_flops_per_rank, trainer_.model().groups().world().size());
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
+  m.seconds_left = elapsed / static_cast<double>(step + 1) * static_cast<double>(total_steps_ - step - 1);
+  logger_.log_step(m);
+  window_.clear();
+}
+
+double SftLoop::evaluate() {
+  ParallelModel& model = trainer_.model();
+  const batching::EvalPlan plan = batching::eval_micro_batches(eval_->num_rows(), model.groups().dp().size(),
+                                                                model.groups().dp().rank(),
+                                                                config_.per_device_train_batch_size);
+  std::vector<Batch> batches;
+  for (const std::vector<int64_t>& rows : plan.micro_batches) batches.push_back(model.shard_tokens(eval_->collate(rows)));
+  // Every rank runs the same number of forwards (sharded strategies gather inside them): pad with
+  // batches of one all-padding row, which carry no target.
+  while (static_cast<int64_t>(batches.size()) < plan.micro_batch_count)
+    batches.push_back(model.shard_tokens(padding_batch(2)));
+  return trainer_.evaluate(batches);
+}
+
+void SftLoop::run(double peak_flops_per_rank) {
+  const ModelConfig& model = trainer_.model().config();
+  start_ = Clock::now();
+  for (int64_t step = 0; step < total_steps_; ++step) {
+    const auto t0 = Clock::now();
+    int64_t seq_len = 0;
+    const std::vector<Batch> micro = step_micro_batches(step, &seq_len);
+    const StepResult r = trainer_.step(micro, scheduler_.lr(step));
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    window_.add(r.loss, r.tokens, seconds, training_flops_per_token(model, seq_len) * static_cast<double>(r.tokens));
+    num_tokens_ += r.tokens;
+    const bool last = step + 1 == total_steps_;
+    if (every(config_.logging_steps, step) || last) log_step(step, r, peak_flops_per_rank);
+    if (eval_ && (every(config_.eval_steps, step) || last)) logger_.log_eval(step + 1, evaluate(), epoch_after(step));
+  }
+}
+
+}  // namespace trlhpc

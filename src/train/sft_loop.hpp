@@ -1,0 +1,53 @@
+#pragma once
+// The training loop of `trlhpc sft`: for each optimizer step this rank's micro-batches (the sampler's
+// rows of its dp rank, collated, then cut to its cp/sp shard), one Trainer::step at the scheduled
+// learning rate, a metrics line every logging_steps, an evaluation every eval_steps and after the last.
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "trlhpc/data/batch.hpp"
+#include "trlhpc/data/batching/sampler.hpp"
+#include "trlhpc/data/dataset/sft_dataset.hpp"
+#include "trlhpc/optim/lr_scheduler.hpp"
+#include "trlhpc/train/metrics_logger.hpp"
+#include "trlhpc/train/metrics_window.hpp"
+#include "trlhpc/train/sft_config.hpp"
+#include "trlhpc/train/trainer.hpp"
+
+namespace trlhpc {
+
+class SftLoop {
+ public:
+  // `eval` may be null (no --eval_dataset). Everything is borrowed.
+  SftLoop(const SftConfig& config, LrSchedule schedule, Trainer& trainer, const dataset::SftDataset& train,
+          const dataset::SftDataset* eval, MetricsLogger& logger);
+
+  int64_t total_steps() const { return total_steps_; }
+  // Every step, with MFU against `peak_flops_per_rank`.
+  void run(double peak_flops_per_rank);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  // This rank's micro-batches of optimizer step `step`; *seq_len: the longest collated row (before
+  // sequence sharding), for the attention FLOPs.
+  std::vector<Batch> step_micro_batches(int64_t step, int64_t* seq_len);
+  void log_step(int64_t step, const StepResult& result, double peak_flops_per_rank);
+  // Mean loss over every eval row (batching::eval_micro_batches deals them over the dp ranks).
+  double evaluate();
+  double epoch_after(int64_t step) const;
+
+  const SftConfig& config_;
+  Trainer& trainer_;
+  const dataset::SftDataset& train_;
+  const dataset::SftDataset* eval_;
+  MetricsLogger& logger_;
+  batching::DistributedSampler sampler_;
+  int64_t total_steps_ = 0;
+  LrScheduler scheduler_;
+  MetricsWindow window_;
+  int64_t num_tokens_ = 0;  // trained so far, all ranks
+  Clock::time_point start_;
+};
+
+}  // namespace trlhpc

@@ -1,0 +1,79 @@
+#include "trlhpc/train/sft_plan.hpp"
+
+#include <filesystem>
+
+#include "trlhpc/core/error.hpp"
+#include "trlhpc/model/tensor_parallel.hpp"
+#include "trlhpc/parallel/data_parallel.hpp"
+
+namespace trlhpc {
+namespace {
+
+void require_supported(const SftConfig& c) {
+  if (c.output_dir.empty()) throw UserError("--output_dir must not be empty");
+  if (c.per_device_train_batch_size < 1) throw UserError("--per_device_train_batch_size must be >= 1");
+  if (c.gradient_accumulation_steps < 1) throw UserError("--gradient_accumulation_steps must be >= 1");
+  if (c.max_length < 2) throw UserError("--max_length must be >= 2, got " + std::to_string(c.max_length));
+  if (c.dataset_name.empty()) throw UserError("no dataset: pass --dataset_name PATH (.jsonl/.json file or directory)");
+  if (c.save_steps > 0 || !c.resume_from_checkpoint.empty())
+    throw UserError("--save_steps / --resume_from_checkpoint: HDF5 checkpoints are not implemented in this version; "
+                    "the final model is saved to --output_dir");
+  if (c.bf16) throw UserError("--bf16 needs the CUDA backend, which this version does not have; train in fp32 on cpu");
+}
+
+ModelConfig load_model_config(const SftConfig& c) {
+  if (!c.model_name_or_path.empty() && !c.model_config.empty())
+    throw UserError("give either --model_name_or_path or --model_config, not both");
+  if (!c.model_name_or_path.empty()) return ModelConfig::from_file(c.model_name_or_path + "/config.json");
+  if (!c.model_config.empty()) return ModelConfig::from_file(c.model_config);
+  throw UserError("no model: pass --model_name_or_path DIR (a Hugging Face directory) or --model_config FILE");
+}
+
+// The mesh the flags ask for, resolved for the world size.
+ParallelDims requested_dims(const SftConfig& c, int world_size) {
+  return ParallelDims{static_cast<int>(c.dp_replicate_size), static_cast<int>(c.dp_shard_size),
+                      static_cast<int>(c.cp_size), static_cast<int>(c.sp_size), static_cast<int>(c.tp_size),
+                      c.tp_sequence_parallel}
+      .resolved(world_size);
+}
+
+// `resolved` checked against the model's heads, intermediate size and vocabulary and the sequence
+// length, with the model's kv_share.
+ParallelDims model_dims(const ParallelDims& resolved, const ModelConfig& model, const SftConfig& c) {
+  const ParallelDims dims = resolved.for_model(static_cast<int>(model.num_attention_heads),
+                                               static_cast<int>(model.num_key_value_heads));
+  validate_tensor_parallel(model, dims.tp);  // vocab_size and intermediate_size split by tp too
+  dims.validate_sequence(c.max_length, c.pad_to_multiple_of);
+  return dims;
+}
+
+TrainerOptions trainer_options(const SftConfig& c) {
+  TrainerOptions o;
+  o.parallel.data_parallel.sharding = parse_sharding(c.sharding);
+  o.parallel.data_parallel.bucket_elements = c.bucket_size_mb * 1024 * 1024 / 4;
+  o.parallel.gradient_checkpointing = c.gradient_checkpointing;
+  o.parallel.loss_chunk_tokens = c.loss_chunk_tokens;
+  o.adamw = {static_cast<float>(c.adam_beta1), static_cast<float>(c.adam_beta2), static_cast<float>(c.adam_epsilon),
+             static_cast<float>(c.weight_decay)};
+  o.max_grad_norm = c.max_grad_norm;
+  return o;
+}
+
+}  // namespace
+
+SftPlan plan_sft_job(const SftConfig& c, int world_size) {
+  require_supported(c);
+  // The order of the checks is the order of the messages a user with several mistakes sees.
+  SftPlan plan;
+  plan.schedule = parse_lr_schedule(c.lr_scheduler_type);
+  const ParallelDims resolved = requested_dims(c, world_size);
+  plan.trainer = trainer_options(c);
+  plan.model = load_model_config(c);
+  plan.dims = model_dims(resolved, plan.model, c);
+  plan.tokenizer_dir = !c.tokenizer.empty() ? c.tokenizer : c.model_name_or_path;
+  plan.cache_dir = !c.dataset_cache_dir.empty() ? c.dataset_cache_dir
+                                                : (std::filesystem::path(c.output_dir) / ".dataset_cache").string();
+  return plan;
+}
+
+}  // namespace trlhpc
