@@ -11,7 +11,7 @@ namespace trlhpc {
 
 class MpiEnvironment;
 
-// argv[0] is the command name ("env"), the rest its flags. Collective over MPI_COMM_WORLD. Returns the
+// argv[0] is the command name ("env"), the rest its flags. Collective over every rank of the job. Returns the
 // exit code (0). Bad flags, bad sizes or an impossible device binding throw UserError, identically on
 // every rank and before any rank could wait for another.
 int run_env_command(int argc, char** argv, MpiEnvironment& mpi);
