@@ -21,6 +21,7 @@ class DdpStrategy final : public DataParallelStrategy {
   double grad_norm_squared() override;
   void scale_owned_grads(float factor) override;
   std::vector<OptimizerRange> owned_ranges() const override;
+  bool primary_owner() const override { return comm_.rank() == 0; }  // comm_: the loss group
   std::vector<Tensor> owned_params() override;
   std::vector<Tensor> owned_grads() override;
   void finish_step() override;

@@ -35,6 +35,8 @@ class ShardedGradients {
   int64_t shard_numel(int unit) const { return shard_numel_[static_cast<size_t>(unit)]; }
   int64_t shard_begin(int unit) const { return shard_numel(unit) * fsdp_.rank(); }
   OptimizerRange range(int unit) const { return {shard_begin(unit), shard_begin(unit) + shard_numel(unit)}; }
+  // This rank's index among the dp_replicate ranks holding the same shards.
+  int replica_rank() const { return replicate_.rank(); }
 
   // Starts the reduce-scatter of `full` (padded_numel of unit `unit`). `full` must stay untouched until
   // the reduction completes; with `recycle` it then goes back to the pool. `final_contribution`: no

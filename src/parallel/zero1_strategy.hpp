@@ -31,6 +31,7 @@ class Zero1Strategy : public DataParallelStrategy {
   double grad_norm_squared() override { return grads_.norm_squared(); }
   void scale_owned_grads(float factor) override { grads_.scale(factor); }
   std::vector<OptimizerRange> owned_ranges() const override;
+  bool primary_owner() const override { return grads_.replica_rank() == 0; }
   std::vector<Tensor> owned_params() override;
   std::vector<Tensor> owned_grads() override { return grads_.shards(); }
   void finish_step() override;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "trlhpc/core/error.hpp"
 
@@ -12,9 +13,30 @@ MetricsLogger::MetricsLogger(const std::string& output_dir, bool enabled, bool m
     : enabled_(enabled), tty_(enabled && may_redraw && isatty(STDOUT_FILENO)) {
   if (!enabled_) return;
   std::filesystem::create_directories(output_dir);
-  const std::string path = (std::filesystem::path(output_dir) / "metrics.jsonl").string();
-  file_ = std::fopen(path.c_str(), "a");
-  if (!file_) throw UserError("cannot write " + path + ": check that --output_dir is writable");
+  path_ = (std::filesystem::path(output_dir) / "metrics.jsonl").string();
+  file_ = std::fopen(path_.c_str(), "a");
+  if (!file_) throw UserError("cannot write " + path_ + ": check that --output_dir is writable");
+}
+
+void MetricsLogger::forget_after(int64_t step) {
+  if (!enabled_) return;
+  std::fclose(file_);
+  file_ = nullptr;
+  std::ifstream in(path_);
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object() || j.value("step", int64_t{0}) <= step) kept += line + "\n";
+  }
+  in.close();
+  const std::string tmp = path_ + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << kept;
+  }
+  std::filesystem::rename(tmp, path_);
+  file_ = std::fopen(path_.c_str(), "a");
+  if (!file_) throw UserError("cannot write " + path_ + ": check that --output_dir is writable");
 }
 
 MetricsLogger::~MetricsLogger() {

@@ -14,6 +14,8 @@
 #include "trlhpc/runtime/cpu_blas.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 #include "trlhpc/runtime/topology.hpp"
+#include "trlhpc/train/checkpoint/checkpoint.hpp"
+#include "trlhpc/train/checkpoint/manifest.hpp"
 #include "trlhpc/train/flops.hpp"
 #include "trlhpc/train/metrics_logger.hpp"
 #include "trlhpc/train/model_export.hpp"
@@ -58,6 +60,51 @@ void load_initial_weights(const SftConfig& c, ParallelModel& model) {
   } else {
     model.load_weights(weights_from_init(model.config(), c.seed, model.tp_layout()));
   }
+}
+
+// What a checkpoint of this run must match to be resumed: the plan's model and tokenizer, the
+// training rows, the global batch (the sampler's rows of a step depend on it).
+nlohmann::json run_identity(const SftPlan& plan, const dataset::SftDataset& train, const SftLoop& loop) {
+  nlohmann::json identity = plan.identity;
+  const dataset::SftDataStats& st = train.stats();
+  identity["dataset"] = {{"rows", train.num_rows()}, {"examples", st.examples}, {"tokens", st.tokens},
+                         {"target_tokens", st.target_tokens}};
+  identity["global_batch_size"] = loop.global_batch_size();
+  return identity;
+}
+
+// The options a checkpoint records about the run (not checked on resume).
+nlohmann::json run_record(const SftConfig& c, const SftPlan& plan, int64_t total_steps) {
+  const ParallelDims& d = plan.dims;
+  return {{"mesh", {{"dp_replicate", d.dp_replicate}, {"dp_shard", d.dp_shard}, {"cp", d.cp}, {"sp", d.sp}, {"tp", d.tp},
+                    {"tp_sequence_parallel", d.tp_sequence_parallel}}},
+          {"sharding", sharding_name(plan.trainer.parallel.data_parallel.sharding)},
+          {"seed", c.seed}, {"learning_rate", c.learning_rate}, {"lr_scheduler_type", c.lr_scheduler_type},
+          {"warmup_steps", c.warmup_steps}, {"warmup_ratio", c.warmup_ratio}, {"total_steps", total_steps},
+          {"max_length", c.max_length}, {"packing", c.packing}, {"dataset_name", c.dataset_name},
+          {"per_device_train_batch_size", c.per_device_train_batch_size},
+          {"gradient_accumulation_steps", c.gradient_accumulation_steps}};
+}
+
+// --save_steps and --resume_from_checkpoint: the loop saves with this run's identity; a resumed run
+// loads the checkpoint (on this layout, whatever layout wrote it) instead of the initial weights.
+void set_up_checkpoints(const SftConfig& c, const SftPlan& plan, const dataset::SftDataset& train, Trainer& trainer,
+                        SftLoop& loop, MetricsLogger& logger) {
+  const nlohmann::json identity = run_identity(plan, train, loop);
+  if (c.save_steps > 0)
+    loop.save_every(c.save_steps, {c.output_dir, {}, identity, run_record(c, plan, loop.total_steps()),
+                                   plan.tokenizer_dir, c.save_total_limit});
+  if (plan.resume_dir.empty()) {
+    load_initial_weights(c, trainer.model());
+    return;
+  }
+  checkpoint::require_same_identity(plan.resume_dir, plan.resume_manifest.value("identity", nlohmann::json::object()),
+                                    identity);
+  const checkpoint::TrainingProgress progress = checkpoint::load_checkpoint(plan.resume_dir, plan.resume_manifest, trainer);
+  loop.resume_at(progress);
+  logger.forget_after(progress.step);
+  logger.message("resumed from " + plan.resume_dir + " after step " + std::to_string(progress.step) + " of " +
+                 std::to_string(loop.total_steps()));
 }
 
 void log_start(const SftPlan& plan, const Trainer& trainer, const Topology& topology, int64_t total_steps,
@@ -109,7 +156,7 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   auto ops = make_cpu_ops();
   Trainer trainer(plan.model, *ops, groups, plan.trainer);
   SftLoop loop(c, plan.schedule, trainer, train, eval ? &*eval : nullptr, logger);
-  load_initial_weights(c, trainer.model());
+  set_up_checkpoints(c, plan, train, trainer, loop, logger);
   log_start(plan, trainer, topology, loop.total_steps(), logger);
   loop.run(peak_flops_per_rank(c, *ops, groups));
   logger.finish();

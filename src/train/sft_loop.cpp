@@ -35,6 +35,23 @@ SftLoop::SftLoop(const SftConfig& config, LrSchedule schedule, Trainer& trainer,
       scheduler_(schedule, config.learning_rate, warmup_steps_for(config.warmup_steps, config.warmup_ratio, total_steps_),
                  total_steps_) {}
 
+void SftLoop::save_every(int64_t save_steps, checkpoint::SaveRequest request) {
+  save_steps_ = save_steps;
+  save_request_ = std::move(request);
+}
+
+void SftLoop::resume_at(const checkpoint::TrainingProgress& progress) {
+  first_step_ = progress.step;
+  num_tokens_ = progress.num_tokens;
+}
+
+void SftLoop::save(int64_t step) {
+  checkpoint::SaveRequest request = save_request_;
+  const batching::SamplerPosition next = sampler_.position(step + 1);
+  request.progress = {step + 1, num_tokens_, epoch_after(step), next.epoch, next.step};
+  logger_.message("checkpoint saved: " + checkpoint::save_checkpoint(request, trainer_));
+}
+
 double SftLoop::epoch_after(int64_t step) const {
   return static_cast<double>(step + 1) / static_cast<double>(sampler_.steps_per_epoch());
 }
@@ -64,7 +81,8 @@ void SftLoop::log_step(int64_t step, const StepResult& result, double peak_flops
   m.tokens_per_second = window_.tokens_per_second();
   m.mfu = window_.mfu(peak_flops_per_rank, trainer_.model().groups().world().size());
   const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
-  m.seconds_left = elapsed / static_cast<double>(step + 1) * static_cast<double>(total_steps_ - step - 1);
+  const double done = static_cast<double>(step + 1 - first_step_);
+  m.seconds_left = elapsed / done * static_cast<double>(total_steps_ - step - 1);
   logger_.log_step(m);
   window_.clear();
 }
@@ -86,7 +104,7 @@ double SftLoop::evaluate() {
 void SftLoop::run(double peak_flops_per_rank) {
   const ModelConfig& model = trainer_.model().config();
   start_ = Clock::now();
-  for (int64_t step = 0; step < total_steps_; ++step) {
+  for (int64_t step = first_step_; step < total_steps_; ++step) {
     const auto t0 = Clock::now();
     int64_t seq_len = 0;
     const std::vector<Batch> micro = step_micro_batches(step, &seq_len);
@@ -97,6 +115,7 @@ void SftLoop::run(double peak_flops_per_rank) {
     const bool last = step + 1 == total_steps_;
     if (every(config_.logging_steps, step) || last) log_step(step, r, peak_flops_per_rank);
     if (eval_ && (every(config_.eval_steps, step) || last)) logger_.log_eval(step + 1, evaluate(), epoch_after(step));
+    if (every(save_steps_, step)) save(step);
   }
 }
 

@@ -1,7 +1,10 @@
 #pragma once
 // The training loop of `trlhpc sft`: for each optimizer step this rank's micro-batches (the sampler's
 // rows of its dp rank, collated, then cut to its cp/sp shard), one Trainer::step at the scheduled
-// learning rate, a metrics line every logging_steps, an evaluation every eval_steps and after the last.
+// learning rate, a metrics line every logging_steps, an evaluation every eval_steps and after the last,
+// a checkpoint every save_steps. A resumed loop starts at the checkpoint's step: the learning rate and
+// the sampler's rows are functions of the step, so the steps that follow are those of an uninterrupted
+// run.
 #include <chrono>
 #include <cstdint>
 #include <vector>
@@ -11,6 +14,7 @@
 #include "trlhpc/data/dataset/sft_dataset.hpp"
 #include "trlhpc/optim/lr_scheduler.hpp"
 #include "trlhpc/train/metrics_logger.hpp"
+#include "trlhpc/train/checkpoint/checkpoint.hpp"
 #include "trlhpc/train/metrics_window.hpp"
 #include "trlhpc/train/sft_config.hpp"
 #include "trlhpc/train/trainer.hpp"
@@ -24,6 +28,11 @@ class SftLoop {
           const dataset::SftDataset* eval, MetricsLogger& logger);
 
   int64_t total_steps() const { return total_steps_; }
+  int64_t global_batch_size() const { return sampler_.global_batch_size(); }
+  // Saves a checkpoint every `save_steps` (> 0) optimizer steps with `request`'s settings.
+  void save_every(int64_t save_steps, checkpoint::SaveRequest request);
+  // Continues after `progress.step` steps (the trainer already holds the checkpoint's state).
+  void resume_at(const checkpoint::TrainingProgress& progress);
   // Every step, with MFU against `peak_flops_per_rank`.
   void run(double peak_flops_per_rank);
 
@@ -36,6 +45,7 @@ class SftLoop {
   // Mean loss over every eval row (batching::eval_micro_batches deals them over the dp ranks).
   double evaluate();
   double epoch_after(int64_t step) const;
+  void save(int64_t step);
 
   const SftConfig& config_;
   Trainer& trainer_;
@@ -47,6 +57,9 @@ class SftLoop {
   LrScheduler scheduler_;
   MetricsWindow window_;
   int64_t num_tokens_ = 0;  // trained so far, all ranks
+  int64_t first_step_ = 0;  // 0, or the step a resumed run continues after
+  int64_t save_steps_ = 0;
+  checkpoint::SaveRequest save_request_;
   Clock::time_point start_;
 };
 

@@ -5,6 +5,8 @@
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
 #include "trlhpc/parallel/data_parallel.hpp"
+#include "trlhpc/train/checkpoint/checkpoint.hpp"
+#include "trlhpc/train/checkpoint/manifest.hpp"
 
 namespace trlhpc {
 namespace {
@@ -15,9 +17,9 @@ void require_supported(const SftConfig& c) {
   if (c.gradient_accumulation_steps < 1) throw UserError("--gradient_accumulation_steps must be >= 1");
   if (c.max_length < 2) throw UserError("--max_length must be >= 2, got " + std::to_string(c.max_length));
   if (c.dataset_name.empty()) throw UserError("no dataset: pass --dataset_name PATH (.jsonl/.json file or directory)");
-  if (c.save_steps > 0 || !c.resume_from_checkpoint.empty())
-    throw UserError("--save_steps / --resume_from_checkpoint: HDF5 checkpoints are not implemented in this version; "
-                    "the final model is saved to --output_dir");
+  if (c.save_steps < 0) throw UserError("--save_steps must be >= 0 (0: no checkpoints), got " + std::to_string(c.save_steps));
+  if (c.save_total_limit < 0)
+    throw UserError("--save_total_limit must be >= 0 (0: keep every checkpoint), got " + std::to_string(c.save_total_limit));
   if (c.bf16) throw UserError("--bf16 needs the CUDA backend, which this version does not have; train in fp32 on cpu");
 }
 
@@ -73,6 +75,12 @@ SftPlan plan_sft_job(const SftConfig& c, int world_size) {
   plan.tokenizer_dir = !c.tokenizer.empty() ? c.tokenizer : c.model_name_or_path;
   plan.cache_dir = !c.dataset_cache_dir.empty() ? c.dataset_cache_dir
                                                 : (std::filesystem::path(c.output_dir) / ".dataset_cache").string();
+  plan.identity = checkpoint::model_identity(plan.model);
+  plan.identity["tokenizer_fingerprint"] = checkpoint::tokenizer_fingerprint(plan.tokenizer_dir);
+  if (!c.resume_from_checkpoint.empty()) {
+    plan.resume_dir = checkpoint::resolve_checkpoint(c.resume_from_checkpoint, c.output_dir);
+    plan.resume_manifest = checkpoint::open_manifest(plan.resume_dir, plan.identity);
+  }
   return plan;
 }
 

@@ -63,6 +63,10 @@ class DataParallelStrategy : public UnitHooks {
   virtual double grad_norm_squared() = 0;
   virtual void scale_owned_grads(float factor) = 0;
   virtual std::vector<OptimizerRange> owned_ranges() const = 0;
+  // True on exactly one of the ranks (of one tp slice) that own the same elements: DDP's owned
+  // ranges are whole units on every rank of the loss group, ZeRO's shards are repeated across
+  // dp_replicate. The copy a checkpoint writes and verifies.
+  virtual bool primary_owner() const = 0;
   virtual std::vector<Tensor> owned_params() = 0;
   virtual std::vector<Tensor> owned_grads() = 0;
   virtual void finish_step() = 0;

@@ -29,10 +29,14 @@ class MetricsLogger {
   void log_step(const StepMetrics& m);
   void log_eval(int64_t step, double eval_loss, double epoch);
   void message(const std::string& text);  // a line above the progress display
+  // Resuming after `step`: drops the lines of later steps (logged by the run that was interrupted,
+  // and about to be logged again), so metrics.jsonl reads as one uninterrupted run.
+  void forget_after(int64_t step);
   void finish();
 
  private:
   void write_line(const nlohmann::json& j);
+  std::string path_;
   bool enabled_;
   bool tty_;
   bool progress_shown_ = false;

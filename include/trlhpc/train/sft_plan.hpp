@@ -5,6 +5,8 @@
 // the same UserError on every rank, before any collective could leave one waiting.
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "trlhpc/model/model_config.hpp"
 #include "trlhpc/optim/lr_scheduler.hpp"
 #include "trlhpc/parallel/parallel_dims.hpp"
@@ -20,9 +22,14 @@ struct SftPlan {
   LrSchedule schedule;        // --lr_scheduler_type
   std::string tokenizer_dir;  // --tokenizer, else --model_name_or_path (may hold no tokenizer files)
   std::string cache_dir;      // --dataset_cache_dir, else OUTPUT_DIR/.dataset_cache; "none": no cache
+  nlohmann::json identity;    // checkpoint::model_identity + tokenizer_fingerprint of this run
+  // --resume_from_checkpoint: the committed checkpoint folder and its manifest, already checked
+  // against this run's model and tokenizer (the dataset is checked once loaded). Empty otherwise.
+  std::string resume_dir;
+  nlohmann::json resume_manifest;
 };
 
-// Throws UserError naming the option and what to do.
+// Throws UserError naming the option and what to do (also for a checkpoint that cannot be resumed).
 SftPlan plan_sft_job(const SftConfig& config, int world_size);
 
 }  // namespace trlhpc

@@ -1,0 +1,106 @@
+#pragma once
+// ParallelHdf5File: one HDF5 file opened by every rank of a process group through MPI-IO (parallel
+// HDF5's mpio driver), for checkpoints. The file holds float32 datasets of GLOBAL shapes; each rank
+// reads or writes only the rectangular blocks it owns.
+//
+//   create / open / create_dataset / open_dataset /         collective over the group (metadata
+//   has_dataset / close                                      operations are collective here: the file
+//                                                            is opened with collective metadata I/O)
+//   write                                                     collective (MPI-IO collective transfer):
+//                                                            every rank calls it for every dataset, in
+//                                                            the same order, a rank that owns nothing
+//                                                            with no blocks
+//   read                                                      independent: any rank, any order
+//
+// Blocks are rectangles of a 2-D dataset (a 1-D dataset is one row). The elements of a rank's blocks
+// map to its buffer in the dataset's row-major order, which is how HDF5 iterates a union of hyperslabs
+// whatever order they were added in: callers list blocks of ascending position (checked).
+//
+// File locking: HDF5 1.10.7+ locks files it opens; some Lustre/NFS mounts have no flock and the open
+// fails. The error then says to set HDF5_USE_FILE_LOCKING=FALSE (read by HDF5 itself).
+#include <hdf5.h>
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "trlhpc/core/tensor.hpp"
+
+namespace trlhpc {
+
+class ProcessGroup;
+
+// A rectangle [row, row + rows) x [col, col + cols) of a dataset viewed as (R, C); R = 1 for 1-D.
+struct Hdf5Block {
+  int64_t row = 0, col = 0, rows = 0, cols = 0;
+  int64_t numel() const { return rows * cols; }
+  bool operator==(const Hdf5Block&) const = default;
+};
+
+// Owner of one HDF5 identifier; closes it with the matching H5?close.
+class Hdf5Id {
+ public:
+  using Closer = herr_t (*)(hid_t);
+  Hdf5Id() = default;
+  Hdf5Id(hid_t id, Closer closer) : id_(id), closer_(closer) {}
+  ~Hdf5Id() { reset(); }
+  Hdf5Id(Hdf5Id&& o) noexcept : id_(o.id_), closer_(o.closer_) { o.id_ = -1; }
+  Hdf5Id& operator=(Hdf5Id&& o) noexcept;
+  Hdf5Id(const Hdf5Id&) = delete;
+  Hdf5Id& operator=(const Hdf5Id&) = delete;
+  hid_t get() const { return id_; }
+  // Gives up ownership without closing.
+  hid_t release() noexcept {
+    const hid_t id = id_;
+    id_ = -1;
+    return id;
+  }
+  void reset() noexcept;
+
+ private:
+  hid_t id_ = -1;
+  Closer closer_ = nullptr;
+};
+
+class ParallelHdf5File {
+ public:
+  // Collective. create truncates an existing file; open is read-only. Throw RuntimeFailure naming the
+  // path (and the file-locking hint) when HDF5 refuses.
+  static ParallelHdf5File create(const std::string& path, ProcessGroup& group);
+  static ParallelHdf5File open(const std::string& path, ProcessGroup& group);
+  ~ParallelHdf5File();  // closes (collective); call close() to see errors
+  ParallelHdf5File(ParallelHdf5File&&) noexcept = default;
+  ParallelHdf5File& operator=(ParallelHdf5File&&) noexcept = default;
+
+  const std::string& path() const { return path_; }
+  // Collective: a float32 dataset of `shape` (1-D or 2-D) named `name` ("a/b/c": groups created).
+  void create_dataset(const std::string& name, const Shape& shape);
+  // Collective: opens an existing dataset for read / write. Its shape, or RuntimeFailure if absent.
+  Shape open_dataset(const std::string& name);
+  bool has_dataset(const std::string& name) const;  // collective
+
+  // Collective over the group, once per dataset: writes data (sum of the blocks' numel elements) to
+  // this rank's blocks.
+  void write(const std::string& name, std::span<const Hdf5Block> blocks, std::span<const float> data);
+  // Collective: a string attribute of the root group (the same text on every rank).
+  void write_text_attribute(const std::string& name, const std::string& text);
+  // Independent: reads this rank's blocks into data.
+  void read(const std::string& name, std::span<const Hdf5Block> blocks, std::span<float> data);
+  // Collective: closes every dataset and the file; data is on disk (or in the file system's cache)
+  // when it returns on every rank.
+  void close();
+
+ private:
+  ParallelHdf5File(std::string path, Hdf5Id file) : path_(std::move(path)), file_(std::move(file)) {}
+  hid_t dataset(const std::string& name) const;
+  // The file selection of `blocks` on `name`'s dataspace (none when empty) and its element count.
+  Hdf5Id select(const std::string& name, std::span<const Hdf5Block> blocks, int64_t* count) const;
+
+  std::string path_;
+  Hdf5Id file_;
+  std::map<std::string, Hdf5Id> datasets_;
+};
+
+}  // namespace trlhpc

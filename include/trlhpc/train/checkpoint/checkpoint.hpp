@@ -1,0 +1,50 @@
+#pragma once
+// Saving and resuming a training run (ARCHITECTURE.md section 7): the trainer's state in one
+// parallel-HDF5 file per checkpoint (state.hpp), committed atomically (commit.hpp), described by a
+// manifest (manifest.hpp). A checkpoint written on one layout resumes on any other: every rank reads
+// exactly the slices it holds.
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "trlhpc/model/model_config.hpp"
+#include "trlhpc/train/trainer.hpp"
+
+namespace trlhpc::checkpoint {
+
+// Where training stands after `step` optimizer steps.
+struct TrainingProgress {
+  int64_t step = 0;
+  int64_t num_tokens = 0;       // non-padding tokens trained on so far (all ranks)
+  double epoch = 0;             // step / steps per epoch, as logged
+  int64_t sampler_epoch = 0, sampler_step = 0;  // the sampler position of the next step
+};
+
+// What must match to resume, for require_same_identity: the model's parameter names and full
+// shapes and its config; the caller adds tokenizer_fingerprint, dataset and global_batch_size.
+nlohmann::json model_identity(const ModelConfig& config);
+
+struct SaveRequest {
+  std::string output_dir;
+  TrainingProgress progress;
+  nlohmann::json identity;      // model_identity + tokenizer, dataset, global batch
+  nlohmann::json run;           // the mesh, sharding, options and schedule the run used (recorded only)
+  std::string tokenizer_dir;    // its tokenizer files are copied into the checkpoint ("" = none)
+  int64_t save_total_limit = 0;  // keep at most this many checkpoints (<= 0: all)
+};
+
+// Collective over the trainer's groups. Returns the committed folder.
+std::string save_checkpoint(const SaveRequest& request, Trainer& trainer);
+
+// Collective: the manifest of committed checkpoint `dir` after checking it against `identity`
+// (UserError naming the difference, on every rank, before any collective).
+nlohmann::json open_manifest(const std::string& dir, const nlohmann::json& identity);
+
+// Collective: parameters, AdamW moments and step of `dir` into the trainer; returns the progress.
+TrainingProgress load_checkpoint(const std::string& dir, const nlohmann::json& manifest, Trainer& trainer);
+
+// Collective: the parameters only (export, evaluation).
+void load_checkpoint_parameters(const std::string& dir, const nlohmann::json& manifest, ParallelModel& model);
+
+}  // namespace trlhpc::checkpoint

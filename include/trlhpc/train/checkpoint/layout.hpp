@@ -1,0 +1,28 @@
+#pragma once
+// Where a rank's elements of a parameter lie in its checkpoint dataset. Datasets hold the GLOBAL
+// (Hugging Face) shape of each tensor; a rank holds a tp-local slice (tp_layout.hpp) of which it owns
+// the elements of its optimizer range (the whole unit, or a ZeRO shard). This maps a range of the
+// local tensor's flat elements to rectangles of the global tensor viewed as (R, C) (1-D: R = 1), in
+// the order HDF5 iterates them: ascending global position, which is also the local order (tp slices
+// keep the row-major order of the full tensor).
+//
+// Worked example: o_proj (C, NH*HS) = (4, 8) row-parallel over tp 2, rank 1 holds columns 4..7 as a
+// local (4, 4); local elements [2, 14) = local (0,2)..(3,1) -> global rows 0..3:
+//   {row 0, col 6, 1 x 2}, {row 1, col 4, 2 x 4} (rows 1-2 merged), {row 3, col 4, 1 x 2}.
+#include <cstdint>
+#include <vector>
+
+#include "trlhpc/model/parameter_names.hpp"
+#include "trlhpc/model/tp_layout.hpp"
+#include "trlhpc/parallel/parallel_hdf5.hpp"
+
+namespace trlhpc::checkpoint {
+
+// The dataset shape of a tp-local parameter: its full shape.
+Shape dataset_shape(const ParameterSpec& local, int tp_size);
+
+// Rectangles of the full tensor holding local flat elements [begin, end) of tp rank `tp`'s slice,
+// ascending; consecutive rows with the same columns are merged into one rectangle.
+std::vector<Hdf5Block> global_blocks(const ParameterSpec& local, TpLayout tp, int64_t begin, int64_t end);
+
+}  // namespace trlhpc::checkpoint

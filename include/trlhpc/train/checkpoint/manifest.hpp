@@ -1,0 +1,54 @@
+#pragma once
+// The checkpoint folder and its manifest (docs/CONTRACT.md "Files"):
+//
+//   OUTPUT_DIR/checkpoint-STEP/state.h5        parallel HDF5: params/NAME, exp_avg/NAME, exp_avg_sq/NAME
+//                                              (global shapes, Hugging Face names), the manifest as the
+//                                              root attribute "trlhpc_manifest"
+//   OUTPUT_DIR/checkpoint-STEP/manifest.json   written LAST: a folder without it is not a checkpoint
+//   OUTPUT_DIR/checkpoint-STEP/tokenizer files copied from the run's tokenizer (export needs them)
+//   OUTPUT_DIR/latest                          "checkpoint-STEP" of the newest committed one
+//
+// The manifest holds what resuming needs besides the tensors (step, sampler position, tokens seen,
+// optimizer step, lr schedule), what must match to resume (model config, tokenizer fingerprint,
+// dataset, global batch), the mesh and options the run used, and one checksum per dataset.
+// Everything here is pure file reading: every rank reads the same files and raises the same UserError.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace trlhpc::checkpoint {
+
+inline constexpr int kFormatVersion = 1;
+inline constexpr const char* kStateFile = "state.h5";
+inline constexpr const char* kManifestFile = "manifest.json";
+inline constexpr const char* kLatestFile = "latest";
+
+// "OUTPUT_DIR/checkpoint-STEP"
+std::string checkpoint_dir(const std::string& output_dir, int64_t step);
+
+// Committed checkpoints of output_dir (a manifest.json present), ascending by step; .tmp folders of
+// interrupted saves are not among them.
+std::vector<std::pair<int64_t, std::string>> committed_checkpoints(const std::string& output_dir);
+
+// --resume_from_checkpoint: "latest" (the newest committed checkpoint of output_dir) or a folder.
+// UserError when there is none, or the folder is not a committed checkpoint.
+std::string resolve_checkpoint(const std::string& request, const std::string& output_dir);
+
+// The manifest of committed checkpoint `dir`; UserError naming the folder when it is missing, not
+// JSON, of another format, or of a newer format version than this build reads.
+nlohmann::json read_manifest(const std::string& dir);
+
+// UserError naming the first difference when `saved` (a manifest's "identity") does not match
+// `current`: the model (parameter names and shapes, config), the tokenizer, the dataset, the global
+// batch. Keys: parameters, model_config, tokenizer_fingerprint, dataset, global_batch_size; a key
+// `current` lacks is not compared (the job checks the model and tokenizer before loading any data,
+// the dataset after).
+void require_same_identity(const std::string& dir, const nlohmann::json& saved, const nlohmann::json& current);
+
+// FNV-1a 64 over the tokenizer files of `dir` (hf_tokenizer_file_names, names and bytes); "" when
+// none is present.
+std::string tokenizer_fingerprint(const std::string& dir);
+
+}  // namespace trlhpc::checkpoint

@@ -1,0 +1,39 @@
+#pragma once
+// The tensors of a checkpoint in state.h5: params/NAME (fp32 master weights), exp_avg/NAME and
+// exp_avg_sq/NAME (AdamW moments), each of the parameter's full shape. Every rank writes only the
+// elements it owns (its optimizer ranges, mapped through its tp slice: layout.hpp), and of those only
+// when it holds the primary copy (DataParallelStrategy::primary_owner) of an element its tp rank
+// counts (ParameterSpec::tp_counted_on): every element is written exactly once, by one rank, and no
+// rank ever holds more than its own share. Reading is the converse on any layout: each rank reads
+// exactly what it holds.
+//
+// Checksums: per dataset, the sum over its elements of splitmix64(global index, value bits), split in
+// two 32-bit halves summed in int64 (no overflow below 2^31 elements). Order- and layout-independent,
+// so the writers' partial sums add up to the same value a reader on another layout adds up from the
+// elements it is primary for; a changed byte changes the sum of its dataset.
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "trlhpc/optim/adamw.hpp"
+#include "trlhpc/parallel/parallel_hdf5.hpp"
+#include "trlhpc/train/parallelize.hpp"
+
+namespace trlhpc::checkpoint {
+
+// Collective over the model's world group: creates and writes every dataset. Returns
+// {dataset name: {"shape": [...], "checksum": "..."}} for the manifest (the same on every rank).
+nlohmann::json write_state(ParallelHdf5File& file, ParallelModel& model, AdamW& optimizer);
+
+// Collective: fills the model's parameters (through its strategy, so any sharding) from params/,
+// checking every params/ dataset's checksum against `datasets` (the manifest's). `owned`: the
+// optimizer ranges of this layout (strategy().owned_ranges()). UserError naming the dataset on a
+// mismatch, the same on every rank.
+void read_parameters(ParallelHdf5File& file, ParallelModel& model, const nlohmann::json& datasets);
+
+// Collective: fills the optimizer's moments from exp_avg/ and exp_avg_sq/, checking their checksums.
+void read_optimizer_state(ParallelHdf5File& file, ParallelModel& model, AdamW& optimizer, const nlohmann::json& datasets);
+
+}  // namespace trlhpc::checkpoint

@@ -1,0 +1,186 @@
+#include "trlhpc/parallel/parallel_hdf5.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+
+#include "trlhpc/core/error.hpp"
+#include "trlhpc/parallel/process_groups.hpp"
+
+namespace trlhpc {
+
+Hdf5Id& Hdf5Id::operator=(Hdf5Id&& o) noexcept {
+  if (this != &o) {
+    reset();
+    id_ = o.id_;
+    closer_ = o.closer_;
+    o.id_ = -1;
+  }
+  return *this;
+}
+
+void Hdf5Id::reset() noexcept {
+  if (id_ >= 0 && closer_) closer_(id_);
+  id_ = -1;
+}
+
+namespace {
+
+// File access through MPI-IO over the group, metadata reads and writes collective (all ranks make
+// the same metadata calls in the same order, so one rank reads and broadcasts instead of all hitting
+// the file system).
+Hdf5Id mpio_file_access(ProcessGroup& group) {
+  Hdf5Id fapl(TRLHPC_CHECK_HDF5(H5Pcreate(H5P_FILE_ACCESS)), H5Pclose);
+  TRLHPC_CHECK_HDF5(H5Pset_fapl_mpio(fapl.get(), group.mpi_comm(), MPI_INFO_NULL));
+  TRLHPC_CHECK_HDF5(H5Pset_all_coll_metadata_ops(fapl.get(), true));
+  TRLHPC_CHECK_HDF5(H5Pset_coll_metadata_write(fapl.get(), true));
+  return fapl;
+}
+
+[[noreturn]] void refuse_file(const std::string& what, const std::string& path) {
+  throw RuntimeFailure(rank_prefix() + "parallel HDF5 could not " + what + " " + path + " (" + hdf5_error_string() +
+                       "). On file systems without POSIX locks (some Lustre or NFS mounts) set "
+                       "HDF5_USE_FILE_LOCKING=FALSE; check that the folder exists, is writable and is shared by "
+                       "every node");
+}
+
+std::vector<hsize_t> dims_of(const Shape& shape) { return std::vector<hsize_t>(shape.begin(), shape.end()); }
+
+}  // namespace
+
+ParallelHdf5File ParallelHdf5File::create(const std::string& path, ProcessGroup& group) {
+  const Hdf5Id fapl = mpio_file_access(group);
+  const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
+  if (id < 0) refuse_file("create", path);
+  return ParallelHdf5File(path, Hdf5Id(id, H5Fclose));
+}
+
+ParallelHdf5File ParallelHdf5File::open(const std::string& path, ProcessGroup& group) {
+  const Hdf5Id fapl = mpio_file_access(group);
+  const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get());
+  if (id < 0) refuse_file("open", path);
+  return ParallelHdf5File(path, Hdf5Id(id, H5Fclose));
+}
+
+ParallelHdf5File::~ParallelHdf5File() {
+  datasets_.clear();
+  file_.reset();
+}
+
+void ParallelHdf5File::close() {
+  datasets_.clear();
+  if (file_.get() < 0) return;
+  TRLHPC_CHECK_HDF5(H5Fclose(file_.release()));  // released first: an error is not followed by a second close
+}
+
+void ParallelHdf5File::create_dataset(const std::string& name, const Shape& shape) {
+  TRLHPC_ASSERT(shape.size() == 1 || shape.size() == 2, "checkpoint dataset " + name + " must be 1-D or 2-D");
+  const std::vector<hsize_t> dims = dims_of(shape);
+  const Hdf5Id space(TRLHPC_CHECK_HDF5(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)), H5Sclose);
+  const Hdf5Id lcpl(TRLHPC_CHECK_HDF5(H5Pcreate(H5P_LINK_CREATE)), H5Pclose);
+  TRLHPC_CHECK_HDF5(H5Pset_create_intermediate_group(lcpl.get(), 1));
+  // Contiguous, allocated at creation: every rank's hyperslab writes land in a region all ranks agree on.
+  const Hdf5Id dcpl(TRLHPC_CHECK_HDF5(H5Pcreate(H5P_DATASET_CREATE)), H5Pclose);
+  TRLHPC_CHECK_HDF5(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY));
+  const hid_t id = TRLHPC_CHECK_HDF5(
+      H5Dcreate2(file_.get(), name.c_str(), H5T_IEEE_F32LE, space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT));
+  datasets_[name] = Hdf5Id(id, H5Dclose);
+}
+
+Shape ParallelHdf5File::open_dataset(const std::string& name) {
+  if (!datasets_.count(name)) {
+    TRLHPC_ASSERT(has_dataset(name), path_ + " has no dataset " + name);
+    datasets_[name] = Hdf5Id(TRLHPC_CHECK_HDF5(H5Dopen2(file_.get(), name.c_str(), H5P_DEFAULT)), H5Dclose);
+  }
+  const Hdf5Id space(TRLHPC_CHECK_HDF5(H5Dget_space(dataset(name))), H5Sclose);
+  const int rank = TRLHPC_CHECK_HDF5(H5Sget_simple_extent_ndims(space.get()));
+  std::vector<hsize_t> dims(static_cast<size_t>(rank));
+  TRLHPC_CHECK_HDF5(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr));
+  return Shape(dims.begin(), dims.end());
+}
+
+bool ParallelHdf5File::has_dataset(const std::string& name) const {
+  // Each path component must exist before the next is asked about (H5Lexists' rule).
+  for (size_t slash = name.find('/'); ; slash = name.find('/', slash + 1)) {
+    const std::string prefix = slash == std::string::npos ? name : name.substr(0, slash);
+    if (TRLHPC_CHECK_HDF5(H5Lexists(file_.get(), prefix.c_str(), H5P_DEFAULT)) <= 0) return false;
+    if (slash == std::string::npos) return true;
+  }
+}
+
+hid_t ParallelHdf5File::dataset(const std::string& name) const {
+  const auto it = datasets_.find(name);
+  TRLHPC_ASSERT(it != datasets_.end(), "dataset " + name + " of " + path_ + " was not created or opened");
+  return it->second.get();
+}
+
+Hdf5Id ParallelHdf5File::select(const std::string& name, std::span<const Hdf5Block> blocks, int64_t* count) const {
+  Hdf5Id space(TRLHPC_CHECK_HDF5(H5Dget_space(dataset(name))), H5Sclose);
+  const int rank = TRLHPC_CHECK_HDF5(H5Sget_simple_extent_ndims(space.get()));
+  *count = 0;
+  if (blocks.empty()) {
+    TRLHPC_CHECK_HDF5(H5Sselect_none(space.get()));
+    return space;
+  }
+  int64_t last_end = -1;  // the previous block's first element, for the ascending check
+  std::vector<hsize_t> dims(static_cast<size_t>(rank));
+  TRLHPC_CHECK_HDF5(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr));
+  const int64_t C = static_cast<int64_t>(dims.back());
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const Hdf5Block& b = blocks[i];
+    const int64_t first = b.row * C + b.col;
+    TRLHPC_ASSERT(first > last_end && b.rows > 0 && b.cols > 0, "blocks of " + name + " must ascend and be non-empty");
+    last_end = first;
+    hsize_t start[2] = {static_cast<hsize_t>(b.row), static_cast<hsize_t>(b.col)};
+    hsize_t extent[2] = {static_cast<hsize_t>(b.rows), static_cast<hsize_t>(b.cols)};
+    if (rank == 1) {
+      TRLHPC_ASSERT(b.row == 0 && b.rows == 1, "a 1-D dataset's block is one row: " + name);
+      start[0] = start[1];
+      extent[0] = extent[1];
+    }
+    TRLHPC_CHECK_HDF5(H5Sselect_hyperslab(space.get(), i == 0 ? H5S_SELECT_SET : H5S_SELECT_OR, start, nullptr,
+                                          extent, nullptr));
+    *count += b.numel();
+  }
+  return space;
+}
+
+void ParallelHdf5File::write(const std::string& name, std::span<const Hdf5Block> blocks, std::span<const float> data) {
+  int64_t count = 0;
+  const Hdf5Id file_space = select(name, blocks, &count);
+  TRLHPC_ASSERT(count == static_cast<int64_t>(data.size()), "write of " + name + ": the blocks hold " +
+                                                                 std::to_string(count) + " elements, the buffer " +
+                                                                 std::to_string(data.size()));
+  const hsize_t n = static_cast<hsize_t>(std::max<int64_t>(count, 1));
+  const Hdf5Id memory(TRLHPC_CHECK_HDF5(H5Screate_simple(1, &n, nullptr)), H5Sclose);
+  if (count == 0) TRLHPC_CHECK_HDF5(H5Sselect_none(memory.get()));
+  const Hdf5Id transfer(TRLHPC_CHECK_HDF5(H5Pcreate(H5P_DATASET_XFER)), H5Pclose);
+  TRLHPC_CHECK_HDF5(H5Pset_dxpl_mpio(transfer.get(), H5FD_MPIO_COLLECTIVE));
+  const float dummy = 0;
+  TRLHPC_CHECK_HDF5(H5Dwrite(dataset(name), H5T_NATIVE_FLOAT, memory.get(), file_space.get(), transfer.get(),
+                             count ? data.data() : &dummy));
+}
+
+void ParallelHdf5File::write_text_attribute(const std::string& name, const std::string& text) {
+  const Hdf5Id type(TRLHPC_CHECK_HDF5(H5Tcopy(H5T_C_S1)), H5Tclose);
+  TRLHPC_CHECK_HDF5(H5Tset_size(type.get(), std::max<size_t>(text.size(), 1)));
+  const Hdf5Id space(TRLHPC_CHECK_HDF5(H5Screate(H5S_SCALAR)), H5Sclose);
+  const Hdf5Id attribute(
+      TRLHPC_CHECK_HDF5(H5Acreate2(file_.get(), name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT)), H5Aclose);
+  const std::string padded = text.empty() ? std::string(1, '\0') : text;
+  TRLHPC_CHECK_HDF5(H5Awrite(attribute.get(), type.get(), padded.data()));
+}
+
+void ParallelHdf5File::read(const std::string& name, std::span<const Hdf5Block> blocks, std::span<float> data) {
+  int64_t count = 0;
+  const Hdf5Id file_space = select(name, blocks, &count);
+  TRLHPC_ASSERT(count == static_cast<int64_t>(data.size()), "read of " + name + ": the blocks hold " +
+                                                                std::to_string(count) + " elements, the buffer " +
+                                                                std::to_string(data.size()));
+  if (count == 0) return;
+  const hsize_t n = static_cast<hsize_t>(count);
+  const Hdf5Id memory(TRLHPC_CHECK_HDF5(H5Screate_simple(1, &n, nullptr)), H5Sclose);
+  TRLHPC_CHECK_HDF5(H5Dread(dataset(name), H5T_NATIVE_FLOAT, memory.get(), file_space.get(), H5P_DEFAULT, data.data()));
+}
+
+}  // namespace trlhpc

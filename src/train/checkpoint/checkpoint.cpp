@@ -1,0 +1,87 @@
+#include "trlhpc/train/checkpoint/checkpoint.hpp"
+
+#include <filesystem>
+
+#include "trlhpc/core/error.hpp"
+#include "trlhpc/model/parameter_names.hpp"
+#include "trlhpc/parallel/parallel_hdf5.hpp"
+#include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/parallel/root_action.hpp"
+#include "trlhpc/train/checkpoint/commit.hpp"
+#include "trlhpc/train/checkpoint/manifest.hpp"
+#include "trlhpc/train/checkpoint/state.hpp"
+
+namespace trlhpc::checkpoint {
+namespace fs = std::filesystem;
+
+nlohmann::json model_identity(const ModelConfig& config) {
+  nlohmann::json parameters = nlohmann::json::array();
+  for (const ParameterSpec& spec : parameter_specs(config)) parameters.push_back({spec.name, spec.shape});
+  return {{"parameters", parameters}, {"model_config", config.to_json()}};
+}
+
+namespace {
+
+nlohmann::json manifest_of(const SaveRequest& request, const nlohmann::json& datasets, const AdamW& optimizer) {
+  const TrainingProgress& p = request.progress;
+  return {{"format", "trlhpc-checkpoint"},
+          {"format_version", kFormatVersion},
+          {"step", p.step},
+          {"epoch", p.epoch},
+          {"num_tokens", p.num_tokens},
+          {"sampler", {{"epoch", p.sampler_epoch}, {"step", p.sampler_step}}},
+          {"optimizer_step", optimizer.step_count()},
+          {"identity", request.identity},
+          {"run", request.run},
+          {"state_file", kStateFile},
+          {"datasets", datasets}};
+}
+
+}  // namespace
+
+std::string save_checkpoint(const SaveRequest& request, Trainer& trainer) {
+  ParallelModel& model = trainer.model();
+  Communicator& world = model.groups().world().comm();
+  run_on_root(world, [&] { begin_save(request.output_dir, request.progress.step); });
+  const std::string tmp = checkpoint_dir(request.output_dir, request.progress.step) + ".tmp";  // every rank's path
+  ParallelHdf5File file = ParallelHdf5File::create((fs::path(tmp) / kStateFile).string(), model.groups().world());
+  const nlohmann::json datasets = write_state(file, model, trainer.optimizer());
+  const nlohmann::json manifest = manifest_of(request, datasets, trainer.optimizer());
+  file.write_text_attribute("trlhpc_manifest", manifest.dump());
+  file.close();
+  run_on_root(world, [&] {
+    commit_save(request.output_dir, request.progress.step, manifest, request.tokenizer_dir, request.save_total_limit);
+  });
+  return checkpoint_dir(request.output_dir, request.progress.step);
+}
+
+nlohmann::json open_manifest(const std::string& dir, const nlohmann::json& identity) {
+  nlohmann::json manifest = read_manifest(dir);
+  require_same_identity(dir, manifest.value("identity", nlohmann::json::object()), identity);
+  return manifest;
+}
+
+TrainingProgress load_checkpoint(const std::string& dir, const nlohmann::json& manifest, Trainer& trainer) {
+  ParallelModel& model = trainer.model();
+  ParallelHdf5File file = ParallelHdf5File::open((fs::path(dir) / kStateFile).string(), model.groups().world());
+  const nlohmann::json& datasets = manifest.at("datasets");
+  read_parameters(file, model, datasets);
+  read_optimizer_state(file, model, trainer.optimizer(), datasets);
+  file.close();
+  trainer.optimizer().set_step_count(manifest.value("optimizer_step", int64_t{0}));
+  TrainingProgress p;
+  p.step = manifest.value("step", int64_t{0});
+  p.num_tokens = manifest.value("num_tokens", int64_t{0});
+  p.epoch = manifest.value("epoch", 0.0);
+  p.sampler_epoch = manifest["sampler"].value("epoch", int64_t{0});
+  p.sampler_step = manifest["sampler"].value("step", int64_t{0});
+  return p;
+}
+
+void load_checkpoint_parameters(const std::string& dir, const nlohmann::json& manifest, ParallelModel& model) {
+  ParallelHdf5File file = ParallelHdf5File::open((fs::path(dir) / kStateFile).string(), model.groups().world());
+  read_parameters(file, model, manifest.at("datasets"));
+  file.close();
+}
+
+}  // namespace trlhpc::checkpoint

@@ -1,0 +1,142 @@
+#include "trlhpc/train/checkpoint/manifest.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "trlhpc/core/error.hpp"
+#include "trlhpc/io/hf_model_dir.hpp"
+
+namespace trlhpc::checkpoint {
+namespace fs = std::filesystem;
+
+std::string checkpoint_dir(const std::string& output_dir, int64_t step) {
+  return (fs::path(output_dir) / ("checkpoint-" + std::to_string(step))).string();
+}
+
+std::vector<std::pair<int64_t, std::string>> committed_checkpoints(const std::string& output_dir) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code ec;
+  if (!fs::is_directory(output_dir, ec)) return found;
+  for (const auto& entry : fs::directory_iterator(output_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const std::string prefix = "checkpoint-";
+    if (name.rfind(prefix, 0) != 0 || !entry.is_directory()) continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;  // checkpoint-N.tmp and the like
+    if (!fs::exists(entry.path() / kManifestFile)) continue;
+    found.emplace_back(std::stoll(digits), entry.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+std::string resolve_checkpoint(const std::string& request, const std::string& output_dir) {
+  if (request == "latest") {
+    const auto all = committed_checkpoints(output_dir);
+    if (all.empty())
+      throw UserError("--resume_from_checkpoint latest: " + output_dir +
+                      " holds no committed checkpoint (a checkpoint-STEP folder with " + kManifestFile +
+                      "); train with --save_steps N first, or name a checkpoint folder");
+    return all.back().second;
+  }
+  if (!fs::is_directory(request))
+    throw UserError("--resume_from_checkpoint " + request + ": no such folder; pass a checkpoint-STEP folder or latest");
+  return request;
+}
+
+nlohmann::json read_manifest(const std::string& dir) {
+  const fs::path path = fs::path(dir) / kManifestFile;
+  std::ifstream in(path);
+  if (!in)
+    throw UserError("checkpoint " + dir + " has no " + kManifestFile +
+                    ": it is not a checkpoint, or its save did not finish (the manifest is written last); "
+                    "resume from an earlier one (--resume_from_checkpoint latest picks the newest complete one)");
+  nlohmann::json manifest = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (manifest.is_discarded() || !manifest.is_object() || manifest.value("format", "") != "trlhpc-checkpoint")
+    throw UserError("checkpoint " + dir + ": " + kManifestFile + " is not a trlhpc checkpoint manifest");
+  const int version = manifest.value("format_version", 0);
+  if (version > kFormatVersion)
+    throw UserError("checkpoint " + dir + " has format version " + std::to_string(version) + "; this trlhpc reads up to " +
+                    std::to_string(kFormatVersion) + ": resume it with a newer trlhpc");
+  if (version < 1) throw UserError("checkpoint " + dir + ": " + kManifestFile + " has no valid format_version");
+  if (!fs::exists(fs::path(dir) / kStateFile))
+    throw UserError("checkpoint " + dir + " has a manifest but no " + kStateFile + ": the folder is incomplete");
+  return manifest;
+}
+
+namespace {
+
+std::string first_difference(const nlohmann::json& saved, const nlohmann::json& current, const std::string& where) {
+  // Numbers compare by value (a parsed 910 is unsigned, a computed one signed).
+  if (saved.is_object() != current.is_object() || saved.is_array() != current.is_array() ||
+      (!saved.is_structured() && saved != current))
+    return where + ": checkpoint " + saved.dump() + ", this run " + current.dump();
+  if (saved.is_object()) {
+    for (auto it = saved.begin(); it != saved.end(); ++it) {
+      if (!current.contains(it.key())) return where + "." + it.key() + ": missing in this run";
+      const std::string d = first_difference(it.value(), current.at(it.key()), where + "." + it.key());
+      if (!d.empty()) return d;
+    }
+    for (auto it = current.begin(); it != current.end(); ++it)
+      if (!saved.contains(it.key())) return where + "." + it.key() + ": missing in the checkpoint";
+  }
+  if (saved.is_array()) {
+    if (saved.size() != current.size())
+      return where + ": " + std::to_string(saved.size()) + " entries in the checkpoint, " +
+             std::to_string(current.size()) + " in this run";
+    for (size_t i = 0; i < saved.size(); ++i) {
+      const std::string d = first_difference(saved[i], current[i], where + "[" + std::to_string(i) + "]");
+      if (!d.empty()) return d;
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+void require_same_identity(const std::string& dir, const nlohmann::json& saved, const nlohmann::json& current) {
+  struct Part {
+    const char* key;
+    const char* what;
+  };
+  for (const Part& part : {Part{"parameters", "another model shape"}, Part{"model_config", "another model config"},
+                           Part{"tokenizer_fingerprint", "another tokenizer"},
+                           Part{"dataset", "another dataset (or packing / max_length)"},
+                           Part{"global_batch_size", "another global batch (per_device x dp x accumulation)"}}) {
+    if (!current.contains(part.key)) continue;
+    const nlohmann::json want = saved.contains(part.key) ? saved.at(part.key) : nlohmann::json();
+    const nlohmann::json& have = current.at(part.key);
+    const std::string d = first_difference(want, have, part.key);
+    if (!d.empty())
+      throw UserError("--resume_from_checkpoint " + dir + ": " + part.what + " than the checkpoint (" + d +
+                      "); resume with the model, tokenizer, dataset and global batch it was saved with");
+  }
+}
+
+std::string tokenizer_fingerprint(const std::string& dir) {
+  if (dir.empty()) return "";
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a 64
+  auto feed = [&](const std::string& bytes) {
+    for (unsigned char c : bytes) hash = (hash ^ c) * 1099511628211ull;
+  };
+  bool any = false;
+  for (const std::string& name : hf_tokenizer_file_names()) {
+    if (name == "generation_config.json") continue;  // sampling defaults: no effect on the token ids
+    std::ifstream in(fs::path(dir) / name, std::ios::binary);
+    if (!in) continue;
+    any = true;
+    feed(name);
+    feed(std::string(std::istreambuf_iterator<char>(in), {}));
+  }
+  if (!any) return "";
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  return hex;
+}
+
+}  // namespace trlhpc::checkpoint
