@@ -38,93 +38,133 @@ void convert_elements(const std::byte* src, size_t element_size, int64_t count, 
   for (int64_t i = 0; i < count; ++i) out[i] = convert(src + static_cast<size_t>(i) * element_size);
 }
 
+// Every header problem reads "<path>: invalid safetensors file: <problem>; re-download or re-save it".
+UserError invalid_file(const std::string& path, const std::string& problem) {
+  return UserError(path + ": invalid safetensors file: " + problem + "; re-download or re-save it");
+}
+
+// The 8-byte little-endian header length, checked against the format's limit and the file size before
+// anything reads past it.
+uint64_t read_header_size(const MappedFile& file) {
+  const uint64_t file_size = file.size();
+  if (file_size < 8)
+    throw invalid_file(file.path(),
+                       "truncated: " + std::to_string(file_size) + " bytes, shorter than the 8-byte header length");
+  const uint64_t header_size = load<uint64_t>(file.data());
+  if (header_size == 0 || header_size > kMaxHeaderBytes)
+    throw invalid_file(file.path(), "header length " + std::to_string(header_size) + " is outside 1.." +
+                                        std::to_string(kMaxHeaderBytes));
+  if (header_size > file_size - 8)
+    throw invalid_file(file.path(), "truncated: the header length says " + std::to_string(header_size) +
+                                        " bytes but only " + std::to_string(file_size - 8) + " follow");
+  return header_size;
+}
+
+// The header text after the length must be one JSON object.
+nlohmann::json parse_header_json(const std::string& path, const std::byte* begin, uint64_t size) {
+  const char* text = reinterpret_cast<const char*>(begin);
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(text, text + size);
+  } catch (const nlohmann::json::exception& e) {
+    throw invalid_file(path, std::string("the header is not valid JSON (") + e.what() + ")");
+  }
+  if (!header.is_object()) throw invalid_file(path, "the header is not a JSON object");
+  return header;
+}
+
+// "__metadata__": a flat object of strings.
+void read_metadata(const std::string& path, const nlohmann::json& entry, std::map<std::string, std::string>& out) {
+  if (!entry.is_object()) throw invalid_file(path, "__metadata__ is not an object");
+  for (const auto& [key, value] : entry.items()) {
+    if (!value.is_string()) throw invalid_file(path, "__metadata__." + key + " is not a string");
+    out[key] = value.get<std::string>();
+  }
+}
+
+// The shape as sizes, and its element count. Each size and the product stay under 2^48 so that byte
+// counts (numel * element size) cannot overflow later.
+uint64_t read_shape(const std::string& path, const std::string& where, const nlohmann::json& shape,
+                    std::vector<int64_t>& out) {
+  if (!shape.is_array()) throw invalid_file(path, where + ": shape is not a list");
+  uint64_t numel = 1;
+  for (const auto& d : shape) {
+    if (!d.is_number_unsigned())
+      throw invalid_file(path, where + ": shape " + shape.dump() + " is not a list of sizes");
+    const uint64_t dim = d.get<uint64_t>();
+    if (dim > (uint64_t{1} << 48) || __builtin_mul_overflow(numel, dim, &numel) || numel > (uint64_t{1} << 48))
+      throw invalid_file(path, where + ": shape " + shape.dump() + " is too large");
+    out.push_back(static_cast<int64_t>(dim));
+  }
+  return numel;
+}
+
+// One tensor entry {"dtype", "shape", "data_offsets"}: the offsets must lie inside the data section and
+// span exactly the bytes the dtype and shape need.
+SafetensorsTensorInfo read_tensor_entry(const std::string& path, const std::string& name, const nlohmann::json& entry,
+                                        uint64_t data_size) {
+  const std::string where = "tensor '" + name + "'";
+  if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
+    throw invalid_file(path, where + " needs dtype, shape and data_offsets");
+  SafetensorsTensorInfo info;
+  info.name = name;
+  if (!entry["dtype"].is_string()) throw invalid_file(path, where + ": dtype is not a string");
+  info.dtype = entry["dtype"].get<std::string>();
+  info.element_size = safetensors_element_size(info.dtype);
+  if (info.element_size == 0) throw invalid_file(path, where + ": unknown dtype '" + info.dtype + "'");
+  const uint64_t numel = read_shape(path, where, entry["shape"], info.shape);
+  const auto& offsets = entry["data_offsets"];
+  if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+      !offsets[1].is_number_unsigned())
+    throw invalid_file(path, where + ": data_offsets is not [begin, end]");
+  info.data_begin = offsets[0].get<uint64_t>();
+  info.data_end = offsets[1].get<uint64_t>();
+  if (info.data_begin > info.data_end || info.data_end > data_size)
+    throw invalid_file(path, where + ": data_offsets [" + std::to_string(info.data_begin) + ", " +
+                                 std::to_string(info.data_end) + "] outside the data section of " +
+                                 std::to_string(data_size) + " bytes (file truncated?)");
+  if (info.data_end - info.data_begin != numel * info.element_size)
+    throw invalid_file(path, where + ": data_offsets span " + std::to_string(info.data_end - info.data_begin) +
+                                 " bytes but shape " + shape_string(info.shape) + " of " + info.dtype + " needs " +
+                                 std::to_string(numel * info.element_size));
+  return info;
+}
+
+// Sorts the tensors by offset and checks they tile the data section: no overlap, no gap, nothing left over.
+void sort_and_check_tiling(const std::string& path, std::vector<SafetensorsTensorInfo>& tensors, uint64_t data_size) {
+  std::sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) {
+    return a.data_begin != b.data_begin ? a.data_begin < b.data_begin : a.data_end < b.data_end;
+  });
+  uint64_t expected_begin = 0;
+  for (const auto& info : tensors) {
+    if (info.data_begin != expected_begin)
+      throw invalid_file(path, "tensor '" + info.name + "' starts at byte " + std::to_string(info.data_begin) +
+                                   ", expected " + std::to_string(expected_begin) +
+                                   " (tensors overlap or leave a gap)");
+    expected_begin = info.data_end;
+  }
+  if (expected_begin != data_size)
+    throw invalid_file(path, "the tensors cover " + std::to_string(expected_begin) + " bytes of a " +
+                                 std::to_string(data_size) + "-byte data section");
+}
+
 }  // namespace
 
 SafetensorsReader::SafetensorsReader(const std::string& path) : file_(path) { parse_header(); }
 
+// Layout: 8-byte header length, JSON header, data section. Every check throws UserError naming the file.
 void SafetensorsReader::parse_header() {
   const std::string& path = file_.path();
-  auto invalid = [&](const std::string& problem) -> UserError {
-    return UserError(path + ": invalid safetensors file: " + problem + "; re-download or re-save it");
-  };
-  const uint64_t file_size = file_.size();
-  if (file_size < 8)
-    throw invalid("truncated: " + std::to_string(file_size) + " bytes, shorter than the 8-byte header length");
-  const uint64_t header_size = load<uint64_t>(file_.data());
-  if (header_size == 0 || header_size > kMaxHeaderBytes)
-    throw invalid("header length " + std::to_string(header_size) + " is outside 1.." + std::to_string(kMaxHeaderBytes));
-  if (header_size > file_size - 8)
-    throw invalid("truncated: the header length says " + std::to_string(header_size) + " bytes but only " +
-                  std::to_string(file_size - 8) + " follow");
+  const uint64_t header_size = read_header_size(file_);
   data_section_ = file_.data() + 8 + header_size;
-  data_size_ = file_size - 8 - header_size;
+  data_size_ = file_.size() - 8 - header_size;
 
-  const char* text = reinterpret_cast<const char*>(file_.data() + 8);
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(text, text + header_size);
-  } catch (const nlohmann::json::exception& e) {
-    throw invalid(std::string("the header is not valid JSON (") + e.what() + ")");
-  }
-  if (!header.is_object()) throw invalid("the header is not a JSON object");
-
+  const nlohmann::json header = parse_header_json(path, file_.data() + 8, header_size);
   for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") {
-      if (!entry.is_object()) throw invalid("__metadata__ is not an object");
-      for (const auto& [key, value] : entry.items()) {
-        if (!value.is_string()) throw invalid("__metadata__." + key + " is not a string");
-        metadata_[key] = value.get<std::string>();
-      }
-      continue;
-    }
-    const std::string where = "tensor '" + name + "'";
-    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
-      throw invalid(where + " needs dtype, shape and data_offsets");
-    SafetensorsTensorInfo info;
-    info.name = name;
-    if (!entry["dtype"].is_string()) throw invalid(where + ": dtype is not a string");
-    info.dtype = entry["dtype"].get<std::string>();
-    info.element_size = safetensors_element_size(info.dtype);
-    if (info.element_size == 0) throw invalid(where + ": unknown dtype '" + info.dtype + "'");
-    if (!entry["shape"].is_array()) throw invalid(where + ": shape is not a list");
-    uint64_t numel = 1;
-    for (const auto& d : entry["shape"]) {
-      if (!d.is_number_unsigned()) throw invalid(where + ": shape " + entry["shape"].dump() + " is not a list of sizes");
-      const uint64_t dim = d.get<uint64_t>();
-      if (dim > (uint64_t{1} << 48) || __builtin_mul_overflow(numel, dim, &numel) || numel > (uint64_t{1} << 48))
-        throw invalid(where + ": shape " + entry["shape"].dump() + " is too large");
-      info.shape.push_back(static_cast<int64_t>(dim));
-    }
-    const auto& offsets = entry["data_offsets"];
-    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
-        !offsets[1].is_number_unsigned())
-      throw invalid(where + ": data_offsets is not [begin, end]");
-    info.data_begin = offsets[0].get<uint64_t>();
-    info.data_end = offsets[1].get<uint64_t>();
-    if (info.data_begin > info.data_end || info.data_end > data_size_)
-      throw invalid(where + ": data_offsets [" + std::to_string(info.data_begin) + ", " +
-                    std::to_string(info.data_end) + "] outside the data section of " + std::to_string(data_size_) +
-                    " bytes (file truncated?)");
-    if (info.data_end - info.data_begin != numel * info.element_size)
-      throw invalid(where + ": data_offsets span " + std::to_string(info.data_end - info.data_begin) +
-                    " bytes but shape " + shape_string(info.shape) + " of " + info.dtype + " needs " +
-                    std::to_string(numel * info.element_size));
-    tensors_.push_back(std::move(info));
+    if (name == "__metadata__") read_metadata(path, entry, metadata_);
+    else tensors_.push_back(read_tensor_entry(path, name, entry, data_size_));
   }
-
-  std::sort(tensors_.begin(), tensors_.end(), [](const auto& a, const auto& b) {
-    return a.data_begin != b.data_begin ? a.data_begin < b.data_begin : a.data_end < b.data_end;
-  });
-  uint64_t expected_begin = 0;
-  for (const auto& info : tensors_) {
-    if (info.data_begin != expected_begin)
-      throw invalid("tensor '" + info.name + "' starts at byte " + std::to_string(info.data_begin) + ", expected " +
-                    std::to_string(expected_begin) + " (tensors overlap or leave a gap)");
-    expected_begin = info.data_end;
-  }
-  if (expected_begin != data_size_)
-    throw invalid("the tensors cover " + std::to_string(expected_begin) + " bytes of a " + std::to_string(data_size_) +
-                  "-byte data section");
+  sort_and_check_tiling(path, tensors_, data_size_);
   for (size_t i = 0; i < tensors_.size(); ++i) index_[tensors_[i].name] = i;
 }
 

@@ -114,6 +114,98 @@ std::string read_chat_template(const fs::path& root, const json& config, const s
   return "";
 }
 
+// The model and pipeline from tokenizer.json when there is one, else from vocab.json + merges.txt.
+// Returns whether it was the latter, which changes the special-token defaults and the post-processor.
+bool load_model_files(Tokenizer::Impl& impl, const fs::path& root, const std::string& dir, const json& config,
+                      std::vector<detail::AddedToken>& added_tokens) {
+  const bool from_vocab_merges = !fs::exists(root / "tokenizer.json");
+  if (!from_vocab_merges) {
+    const fs::path file = root / "tokenizer.json";
+    load_tokenizer_json(impl, detail::read_json_file(file), file.string(), added_tokens);
+  } else {
+    TRLHPC_REQUIRE(fs::exists(root / "vocab.json") && fs::exists(root / "merges.txt"),
+                   dir + ": no tokenizer.json, and no vocab.json + merges.txt; this is not a Hugging Face " +
+                       "BPE tokenizer directory");
+    load_vocab_merges(impl, root, config);
+  }
+  return from_vocab_merges;
+}
+
+// tokenizer_config.json: added_tokens_decoder entries the tokenizer does not have yet.
+void add_config_added_tokens(const json& config, const std::string& config_file,
+                             std::vector<detail::AddedToken>& added_tokens) {
+  std::unordered_set<int32_t> known_ids;
+  for (const auto& token : added_tokens) known_ids.insert(token.id);
+  const json& decoder_entries = field_or_null(config, "added_tokens_decoder");
+  if (!decoder_entries.is_object()) return;
+  for (const auto& [key, entry] : decoder_entries.items()) {
+    int32_t id = -1;
+    try {
+      id = std::stoi(key);
+    } catch (const std::exception&) {
+      throw_user_error(config_file + ": added_tokens_decoder key \"" + key + "\" is not a token id");
+    }
+    if (known_ids.insert(id).second)
+      added_tokens.push_back(detail::read_added_token(entry, id, config_file + " added_tokens_decoder"));
+  }
+}
+
+// bos/eos/pad/unk as tokenizer_config.json names them, then the tokenizer class's defaults for the rest.
+void read_special_tokens(Tokenizer::Impl& impl, const json& config, bool from_vocab_merges) {
+  impl.bos_token = detail::read_special_token(config, "bos_token");
+  impl.eos_token = detail::read_special_token(config, "eos_token");
+  impl.pad_token = detail::read_special_token(config, "pad_token");
+  impl.unk_token = detail::read_special_token(config, "unk_token");
+  apply_class_defaults(impl, config, from_vocab_merges);
+}
+
+// As transformers does, named special tokens that are not added tokens yet become special added
+// tokens (their vocabulary id, or a new id after the largest one).
+void add_named_special_tokens(const Tokenizer::Impl& impl, const json& config,
+                              std::vector<detail::AddedToken>& added_tokens) {
+  std::vector<std::string> named;
+  for (const auto* token : {&impl.bos_token, &impl.eos_token, &impl.unk_token, &impl.pad_token})
+    if (*token) named.push_back(**token);
+  const json& additional = field_or_null(config, "additional_special_tokens");
+  if (additional.is_array())
+    for (const auto& token : additional)
+      if (const auto content = token.is_string() ? token.get<std::string>() : detail::optional_string(token, "content"))
+        named.push_back(*content);
+  int32_t next_id = static_cast<int32_t>(impl.model->tokens_by_id().size());
+  for (const auto& token : added_tokens) next_id = std::max(next_id, token.id + 1);
+  for (const std::string& content : named) {
+    bool present = false;
+    for (const auto& token : added_tokens) present |= token.content == content;
+    if (present) continue;
+    detail::AddedToken token;
+    token.content = content;
+    token.id = impl.model->token_to_id(content);
+    if (token.id < 0) token.id = next_id++;
+    token.special = true;
+    token.normalized = false;
+    added_tokens.push_back(token);
+  }
+}
+
+// transformers' update_post_processor: a tokenizer built from vocab.json + merges.txt has no
+// post-processor, so it gets "[bos] $A [eos]" by add_bos_token/add_eos_token (default false). With
+// a tokenizer.json, transformers ignores those flags and keeps the file's post-processor.
+void apply_bos_eos_flags(Tokenizer::Impl& impl, const json& config, bool from_vocab_merges) {
+  if (!from_vocab_merges) return;
+  const auto bos = impl.id_of(impl.bos_token), eos = impl.id_of(impl.eos_token);
+  impl.frame = detail::bos_eos_frame(bos.value_or(-1), detail::optional_bool(config, "add_bos_token", false),
+                                     eos.value_or(-1), detail::optional_bool(config, "add_eos_token", false));
+}
+
+// The model's vocabulary plus the distinct added tokens it does not already hold.
+int32_t count_vocab_size(const Tokenizer::Impl& impl) {
+  std::unordered_set<std::string> distinct;
+  size_t extra = 0;
+  for (const auto& token : impl.added.tokens())
+    if (impl.model->token_to_id(token.content) < 0 && distinct.insert(token.content).second) ++extra;
+  return static_cast<int32_t>(impl.model->size() + extra);
+}
+
 }  // namespace
 
 std::unique_ptr<Tokenizer::Impl> Tokenizer::Impl::load(const std::string& dir) {
@@ -129,82 +221,16 @@ std::unique_ptr<Tokenizer::Impl> Tokenizer::Impl::load(const std::string& dir) {
     TRLHPC_REQUIRE(config.is_object(), config_file + ": must be a JSON object");
 
     std::vector<detail::AddedToken> added_tokens;
-    const bool from_vocab_merges = !fs::exists(root / "tokenizer.json");
-    if (!from_vocab_merges) {
-      const fs::path file = root / "tokenizer.json";
-      load_tokenizer_json(*impl, detail::read_json_file(file), file.string(), added_tokens);
-    } else {
-      TRLHPC_REQUIRE(fs::exists(root / "vocab.json") && fs::exists(root / "merges.txt"),
-                     dir + ": no tokenizer.json, and no vocab.json + merges.txt; this is not a Hugging Face " +
-                         "BPE tokenizer directory");
-      load_vocab_merges(*impl, root, config);
-    }
-
-    // tokenizer_config.json: added_tokens_decoder entries the tokenizer does not have yet.
-    std::unordered_set<int32_t> known_ids;
-    for (const auto& token : added_tokens) known_ids.insert(token.id);
-    const json& decoder_entries = field_or_null(config, "added_tokens_decoder");
-    if (decoder_entries.is_object()) {
-      for (const auto& [key, entry] : decoder_entries.items()) {
-        int32_t id = -1;
-        try {
-          id = std::stoi(key);
-        } catch (const std::exception&) {
-          throw_user_error(config_file + ": added_tokens_decoder key \"" + key + "\" is not a token id");
-        }
-        if (known_ids.insert(id).second)
-          added_tokens.push_back(detail::read_added_token(entry, id, config_file + " added_tokens_decoder"));
-      }
-    }
-
-    impl->bos_token = detail::read_special_token(config, "bos_token");
-    impl->eos_token = detail::read_special_token(config, "eos_token");
-    impl->pad_token = detail::read_special_token(config, "pad_token");
-    impl->unk_token = detail::read_special_token(config, "unk_token");
-    apply_class_defaults(*impl, config, from_vocab_merges);
-
-    // As transformers does, named special tokens that are not added tokens yet become special added
-    // tokens (their vocabulary id, or a new id after the largest one).
-    std::vector<std::string> named;
-    for (const auto* token : {&impl->bos_token, &impl->eos_token, &impl->unk_token, &impl->pad_token})
-      if (*token) named.push_back(**token);
-    const json& additional = field_or_null(config, "additional_special_tokens");
-    if (additional.is_array())
-      for (const auto& token : additional)
-        if (const auto content = token.is_string() ? token.get<std::string>() : detail::optional_string(token, "content"))
-          named.push_back(*content);
-    int32_t next_id = static_cast<int32_t>(impl->model->tokens_by_id().size());
-    for (const auto& token : added_tokens) next_id = std::max(next_id, token.id + 1);
-    for (const std::string& content : named) {
-      bool present = false;
-      for (const auto& token : added_tokens) present |= token.content == content;
-      if (present) continue;
-      detail::AddedToken token;
-      token.content = content;
-      token.id = impl->model->token_to_id(content);
-      if (token.id < 0) token.id = next_id++;
-      token.special = true;
-      token.normalized = false;
-      added_tokens.push_back(token);
-    }
+    const bool from_vocab_merges = load_model_files(*impl, root, dir, config, added_tokens);
+    add_config_added_tokens(config, config_file, added_tokens);
+    read_special_tokens(*impl, config, from_vocab_merges);
+    add_named_special_tokens(*impl, config, added_tokens);
     impl->added = detail::AddedVocabulary(std::move(added_tokens), impl->normalizer.get());
-
-    // transformers' update_post_processor: a tokenizer built from vocab.json + merges.txt has no
-    // post-processor, so it gets "[bos] $A [eos]" by add_bos_token/add_eos_token (default false). With
-    // a tokenizer.json, transformers ignores those flags and keeps the file's post-processor.
-    if (from_vocab_merges) {
-      const auto bos = impl->id_of(impl->bos_token), eos = impl->id_of(impl->eos_token);
-      impl->frame = detail::bos_eos_frame(bos.value_or(-1), detail::optional_bool(config, "add_bos_token", false),
-                                       eos.value_or(-1), detail::optional_bool(config, "add_eos_token", false));
-    }
+    apply_bos_eos_flags(*impl, config, from_vocab_merges);
     impl->chat_template = read_chat_template(root, config, config_file);
-
-    std::unordered_set<std::string> distinct;
-    size_t extra = 0;
-    for (const auto& token : impl->added.tokens())
-      if (impl->model->token_to_id(token.content) < 0 && distinct.insert(token.content).second) ++extra;
-    impl->vocab_size = static_cast<int32_t>(impl->model->size() + extra);
+    impl->vocab_size = count_vocab_size(*impl);
   } catch (const nlohmann::json::exception& e) {
+    // Type and range errors from malformed files surface here rather than as crashes.
     throw_user_error(dir + ": unexpected content in the tokenizer files (" + std::string(e.what()) +
                      "); re-download or fix them");
   }
