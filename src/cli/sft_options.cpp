@@ -68,7 +68,9 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
       ("eval_steps", po::value<int64_t>(&c.eval_steps)->default_value(c.eval_steps), "")
       ("shuffle_dataset", po::value<bool>(&c.shuffle_dataset)->default_value(c.shuffle_dataset), "")
       ("peak_flops", po::value<double>(&c.peak_flops)->default_value(c.peak_flops), "peak FLOP/s per rank for MFU (0: measure)")
-      ("loss_chunk_tokens", po::value<int64_t>(&c.loss_chunk_tokens)->default_value(c.loss_chunk_tokens), "logit rows materialised at once");
+      ("loss_chunk_tokens", po::value<int64_t>(&c.loss_chunk_tokens)->default_value(c.loss_chunk_tokens), "logit rows materialised at once")
+      ("skip_nonfinite_steps", flag(&c.skip_nonfinite_steps),
+       "skip (and count) a step whose loss or grad norm is NaN/inf instead of stopping with an error");
   po::options_description parallel("Parallelism");
   parallel.add_options()
       ("accelerate_config", po::value<std::string>(&c.accelerate_config), "profile name or accelerate YAML file")

@@ -61,14 +61,16 @@ std::string format_duration(double seconds) {
 
 void MetricsLogger::log_step(const StepMetrics& m) {
   if (!enabled_) return;
-  write_line({{"step", m.step},
-              {"loss", m.loss},
-              {"grad_norm", m.grad_norm},
-              {"learning_rate", m.learning_rate},
-              {"num_tokens", m.num_tokens},
-              {"tokens_per_second", m.tokens_per_second},
-              {"mfu", m.mfu},
-              {"epoch", m.epoch}});
+  nlohmann::json line = {{"step", m.step},
+                         {"loss", m.loss},
+                         {"grad_norm", m.grad_norm},
+                         {"learning_rate", m.learning_rate},
+                         {"num_tokens", m.num_tokens},
+                         {"tokens_per_second", m.tokens_per_second},
+                         {"mfu", m.mfu},
+                         {"epoch", m.epoch}};
+  if (m.skipped_steps > 0) line["skipped_steps"] = m.skipped_steps;  // --skip_nonfinite_steps
+  write_line(line);
   std::printf("%sstep %lld/%lld  loss %.4f  grad_norm %.3f  lr %.3e  %.0f tok/s  MFU %.1f%%  ETA %s%s",
               tty_ ? "\r\033[K" : "", static_cast<long long>(m.step), static_cast<long long>(m.total_steps), m.loss,
               m.grad_norm, m.learning_rate, m.tokens_per_second, 100.0 * m.mfu, format_duration(m.seconds_left).c_str(),

@@ -91,9 +91,9 @@ nlohmann::json run_record(const SftConfig& c, const SftPlan& plan, int64_t total
 void set_up_checkpoints(const SftConfig& c, const SftPlan& plan, const dataset::SftDataset& train, Trainer& trainer,
                         SftLoop& loop, MetricsLogger& logger) {
   const nlohmann::json identity = run_identity(plan, train, loop);
-  if (c.save_steps > 0)
-    loop.save_every(c.save_steps, {c.output_dir, {}, identity, run_record(c, plan, loop.total_steps()),
-                                   plan.tokenizer_dir, c.save_total_limit});
+  loop.set_checkpoints({c.output_dir, {}, identity, run_record(c, plan, loop.total_steps()), plan.tokenizer_dir,
+                        c.save_total_limit},
+                       c.save_steps);
   if (plan.resume_dir.empty()) {
     load_initial_weights(c, trainer.model());
     return;
@@ -135,9 +135,25 @@ void log_saved(const SftConfig& c, ProcessGroups& groups, MetricsLogger& logger)
                  " (largest rank)");
 }
 
+
+// Exit code 3 and how to go on (CONTRACT.md), after a preemption signal.
+int report_preemption(const SftConfig& c, int signal, const SftLoopOutcome& outcome, int64_t total_steps,
+                      MetricsLogger& logger) {
+  logger.finish();
+  if (outcome.checkpoint.empty())
+    logger.message(std::string("stopped by ") + signal_name(signal) + " after step " + std::to_string(outcome.steps_done) +
+                   ": no step to save; run the same command again");
+  else
+    logger.message(std::string("stopped by ") + signal_name(signal) + " after step " + std::to_string(outcome.steps_done) +
+                   " of " + std::to_string(total_steps) + ": checkpoint " + outcome.checkpoint +
+                   "; resume with --resume_from_checkpoint latest --output_dir " + c.output_dir);
+  return 3;
+}
+
 }  // namespace
 
 int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
+  const PreemptionWatch watch;  // SIGTERM / SIGUSR1 set a flag from here on
   const SftPlan plan = plan_sft_job(c, mpi.world_size());  // every check that needs no other rank
   const Topology topology = set_up_compute(c, mpi);
   const bool is_main = mpi.world_rank() == 0;
@@ -152,13 +168,16 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   std::optional<dataset::SftDataset> eval;
   if (!c.eval_dataset.empty()) eval = load_sft_dataset(c, plan, c.eval_dataset, tok, groups.world().comm(), logger);
   log_dataset(c, train, logger);
+  if (const int signal = watch.agreed_signal(groups.world().comm()))  // tokenizing can take a while
+    return report_preemption(c, signal, SftLoopOutcome{signal, 0, ""}, 0, logger);
 
   auto ops = make_cpu_ops();
   Trainer trainer(plan.model, *ops, groups, plan.trainer);
-  SftLoop loop(c, plan.schedule, trainer, train, eval ? &*eval : nullptr, logger);
+  SftLoop loop(c, plan.schedule, trainer, train, eval ? &*eval : nullptr, logger, watch);
   set_up_checkpoints(c, plan, train, trainer, loop, logger);
   log_start(plan, trainer, topology, loop.total_steps(), logger);
-  loop.run(peak_flops_per_rank(c, *ops, groups));
+  const SftLoopOutcome outcome = loop.run(peak_flops_per_rank(c, *ops, groups));
+  if (outcome.signal) return report_preemption(c, outcome.signal, outcome, loop.total_steps(), logger);
   logger.finish();
 
   export_hf_model(trainer.model(), c.output_dir, plan.tokenizer_dir, is_main);

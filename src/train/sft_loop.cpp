@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "trlhpc/core/error.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/train/checkpoint/manifest.hpp"
 #include "trlhpc/train/flops.hpp"
 
 namespace trlhpc {
@@ -24,7 +26,7 @@ bool every(int64_t interval, int64_t step) { return interval > 0 && (step + 1) %
 }  // namespace
 
 SftLoop::SftLoop(const SftConfig& config, LrSchedule schedule, Trainer& trainer, const dataset::SftDataset& train,
-                 const dataset::SftDataset* eval, MetricsLogger& logger)
+                 const dataset::SftDataset* eval, MetricsLogger& logger, const PreemptionWatch& watch)
     : config_(config),
       trainer_(trainer),
       train_(train),
@@ -33,23 +35,49 @@ SftLoop::SftLoop(const SftConfig& config, LrSchedule schedule, Trainer& trainer,
       sampler_(sampler_config(config, train, trainer.model().groups().dp().size())),
       total_steps_(total_steps_of(config, sampler_)),
       scheduler_(schedule, config.learning_rate, warmup_steps_for(config.warmup_steps, config.warmup_ratio, total_steps_),
-                 total_steps_) {}
+                 total_steps_),
+      watch_(watch) {}
 
-void SftLoop::save_every(int64_t save_steps, checkpoint::SaveRequest request) {
+void SftLoop::set_checkpoints(checkpoint::SaveRequest request, int64_t save_steps) {
   save_steps_ = save_steps;
   save_request_ = std::move(request);
+  checkpoints_ = true;
 }
 
 void SftLoop::resume_at(const checkpoint::TrainingProgress& progress) {
   first_step_ = progress.step;
   num_tokens_ = progress.num_tokens;
+  last_saved_ = progress.step;
 }
 
-void SftLoop::save(int64_t step) {
+std::string SftLoop::save(int64_t steps) {
   checkpoint::SaveRequest request = save_request_;
-  const batching::SamplerPosition next = sampler_.position(step + 1);
-  request.progress = {step + 1, num_tokens_, epoch_after(step), next.epoch, next.step};
-  logger_.message("checkpoint saved: " + checkpoint::save_checkpoint(request, trainer_));
+  const batching::SamplerPosition next = sampler_.position(steps);
+  request.progress = {steps, num_tokens_, epoch_after(steps - 1), next.epoch, next.step};
+  const std::string dir = checkpoint::save_checkpoint(request, trainer_);
+  last_saved_ = steps;
+  logger_.message("checkpoint saved: " + dir);
+  return dir;
+}
+
+SftLoopOutcome SftLoop::stop_for(int signal, int64_t steps) {
+  SftLoopOutcome outcome{signal, steps, ""};
+  if (steps == last_saved_) outcome.checkpoint = checkpoint::checkpoint_dir(save_request_.output_dir, steps);
+  else if (steps > 0 && checkpoints_) outcome.checkpoint = save(steps);
+  return outcome;
+}
+
+void SftLoop::handle_nonfinite(int64_t step, const StepResult& r) {
+  const std::string where = r.first_nonfinite_gradient.empty() ? ""
+                                                               : "; first non-finite gradient: " + r.first_nonfinite_gradient;
+  if (!config_.skip_nonfinite_steps)
+    throw UserError("step " + std::to_string(step + 1) + ": loss " + std::to_string(r.loss) + ", grad_norm " +
+                    std::to_string(r.grad_norm) + where +
+                    ". The step was not applied; nothing was saved after the last checkpoint. Lower --learning_rate "
+                    "(or raise --warmup_steps), check the data, or pass --skip_nonfinite_steps to skip such steps");
+  ++skipped_steps_;
+  logger_.message("step " + std::to_string(step + 1) + " skipped: loss " + std::to_string(r.loss) + ", grad_norm " +
+                  std::to_string(r.grad_norm) + where + " (" + std::to_string(skipped_steps_) + " skipped so far)");
 }
 
 double SftLoop::epoch_after(int64_t step) const {
@@ -83,11 +111,12 @@ void SftLoop::log_step(int64_t step, const StepResult& result, double peak_flops
   const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
   const double done = static_cast<double>(step + 1 - first_step_);
   m.seconds_left = elapsed / done * static_cast<double>(total_steps_ - step - 1);
+  m.skipped_steps = skipped_steps_;
   logger_.log_step(m);
   window_.clear();
 }
 
-double SftLoop::evaluate() {
+std::optional<double> SftLoop::evaluate() {
   ParallelModel& model = trainer_.model();
   const batching::EvalPlan plan = batching::eval_micro_batches(eval_->num_rows(), model.groups().dp().size(),
                                                                 model.groups().dp().rank(),
@@ -98,25 +127,37 @@ double SftLoop::evaluate() {
   // batches of one all-padding row, which carry no target.
   while (static_cast<int64_t>(batches.size()) < plan.micro_batch_count)
     batches.push_back(model.shard_tokens(padding_batch(2)));
-  return trainer_.evaluate(batches);
+  Communicator& world = model.groups().world().comm();
+  return trainer_.evaluate_unless(batches, [&] { return watch_.agreed_signal(world) != 0; });
 }
 
-void SftLoop::run(double peak_flops_per_rank) {
+SftLoopOutcome SftLoop::run(double peak_flops_per_rank) {
   const ModelConfig& model = trainer_.model().config();
+  Communicator& world = trainer_.model().groups().world().comm();
   start_ = Clock::now();
   for (int64_t step = first_step_; step < total_steps_; ++step) {
+    if (const int signal = watch_.agreed_signal(world)) return stop_for(signal, step);
     const auto t0 = Clock::now();
     int64_t seq_len = 0;
     const std::vector<Batch> micro = step_micro_batches(step, &seq_len);
     const StepResult r = trainer_.step(micro, scheduler_.lr(step));
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    window_.add(r.loss, r.tokens, seconds, training_flops_per_token(model, seq_len) * static_cast<double>(r.tokens));
-    num_tokens_ += r.tokens;
+    if (r.finite) {
+      window_.add(r.loss, r.tokens, seconds, training_flops_per_token(model, seq_len) * static_cast<double>(r.tokens));
+      num_tokens_ += r.tokens;
+    } else {
+      handle_nonfinite(step, r);
+    }
     const bool last = step + 1 == total_steps_;
-    if (every(config_.logging_steps, step) || last) log_step(step, r, peak_flops_per_rank);
-    if (eval_ && (every(config_.eval_steps, step) || last)) logger_.log_eval(step + 1, evaluate(), epoch_after(step));
-    if (every(save_steps_, step)) save(step);
+    if ((every(config_.logging_steps, step) || last) && !window_.empty()) log_step(step, r, peak_flops_per_rank);
+    if (eval_ && (every(config_.eval_steps, step) || last)) {
+      const std::optional<double> eval_loss = evaluate();
+      if (!eval_loss) return stop_for(watch_.agreed_signal(world), step + 1);
+      logger_.log_eval(step + 1, *eval_loss, epoch_after(step));
+    }
+    if (every(save_steps_, step)) save(step + 1);
   }
+  return {0, total_steps_, last_saved_ == total_steps_ ? checkpoint::checkpoint_dir(save_request_.output_dir, total_steps_) : ""};
 }
 
 }  // namespace trlhpc

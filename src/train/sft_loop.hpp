@@ -5,8 +5,16 @@
 // a checkpoint every save_steps. A resumed loop starts at the checkpoint's step: the learning rate and
 // the sampler's rows are functions of the step, so the steps that follow are those of an uninterrupted
 // run.
+//
+// Preemption (preemption.hpp): before each step and each evaluation batch the ranks agree on whether
+// a SIGTERM/SIGUSR1 arrived; if so the loop writes a checkpoint of the steps done (unless that one
+// exists) and returns, and the job exits with code 3. A step with a non-finite loss or gradient norm
+// changes nothing (Trainer::step); the loop then stops with a UserError naming the step and the first
+// parameter, or with --skip_nonfinite_steps counts it and goes on.
 #include <chrono>
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "trlhpc/data/batch.hpp"
@@ -16,25 +24,33 @@
 #include "trlhpc/train/metrics_logger.hpp"
 #include "trlhpc/train/checkpoint/checkpoint.hpp"
 #include "trlhpc/train/metrics_window.hpp"
+#include "trlhpc/train/preemption.hpp"
 #include "trlhpc/train/sft_config.hpp"
 #include "trlhpc/train/trainer.hpp"
 
 namespace trlhpc {
 
+// How the loop ended.
+struct SftLoopOutcome {
+  int signal = 0;          // non-zero: stopped early by this preemption signal
+  int64_t steps_done = 0;  // optimizer steps trained (including those before a resume)
+  std::string checkpoint;  // the checkpoint holding steps_done ("" when none was needed or possible)
+};
+
 class SftLoop {
  public:
   // `eval` may be null (no --eval_dataset). Everything is borrowed.
   SftLoop(const SftConfig& config, LrSchedule schedule, Trainer& trainer, const dataset::SftDataset& train,
-          const dataset::SftDataset* eval, MetricsLogger& logger);
+          const dataset::SftDataset* eval, MetricsLogger& logger, const PreemptionWatch& watch);
 
   int64_t total_steps() const { return total_steps_; }
   int64_t global_batch_size() const { return sampler_.global_batch_size(); }
-  // Saves a checkpoint every `save_steps` (> 0) optimizer steps with `request`'s settings.
-  void save_every(int64_t save_steps, checkpoint::SaveRequest request);
+  // Checkpoints use `request`'s settings: every `save_steps` (> 0) steps, and when preempted.
+  void set_checkpoints(checkpoint::SaveRequest request, int64_t save_steps);
   // Continues after `progress.step` steps (the trainer already holds the checkpoint's state).
   void resume_at(const checkpoint::TrainingProgress& progress);
   // Every step, with MFU against `peak_flops_per_rank`.
-  void run(double peak_flops_per_rank);
+  SftLoopOutcome run(double peak_flops_per_rank);
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -42,10 +58,16 @@ class SftLoop {
   // sequence sharding), for the attention FLOPs.
   std::vector<Batch> step_micro_batches(int64_t step, int64_t* seq_len);
   void log_step(int64_t step, const StepResult& result, double peak_flops_per_rank);
-  // Mean loss over every eval row (batching::eval_micro_batches deals them over the dp ranks).
-  double evaluate();
+  // Mean loss over every eval row (batching::eval_micro_batches deals them over the dp ranks); nullopt
+  // when the ranks agreed on a preemption signal between two batches.
+  std::optional<double> evaluate();
   double epoch_after(int64_t step) const;
-  void save(int64_t step);
+  // A checkpoint of `steps` optimizer steps done; its folder.
+  std::string save(int64_t steps);
+  // Preempted after `steps` steps: the checkpoint of them (written unless it exists) and the outcome.
+  SftLoopOutcome stop_for(int signal, int64_t steps);
+  // A non-finite step: a UserError, or (--skip_nonfinite_steps) counted.
+  void handle_nonfinite(int64_t step, const StepResult& result);
 
   const SftConfig& config_;
   Trainer& trainer_;
@@ -60,6 +82,10 @@ class SftLoop {
   int64_t first_step_ = 0;  // 0, or the step a resumed run continues after
   int64_t save_steps_ = 0;
   checkpoint::SaveRequest save_request_;
+  bool checkpoints_ = false;      // set_checkpoints was called
+  int64_t last_saved_ = -1;       // steps held by the newest checkpoint (the resumed one counts)
+  int64_t skipped_steps_ = 0;
+  const PreemptionWatch& watch_;
   Clock::time_point start_;
 };
 

@@ -1,6 +1,8 @@
 #include "trlhpc/train/trainer.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
@@ -59,6 +61,12 @@ StepResult Trainer::step(const std::vector<Batch>& micro_batches, double lr) {
 
   // Clipping as torch.nn.utils.clip_grad_norm_: coefficient max_norm / (norm + 1e-6), capped at 1.
   result.grad_norm = std::sqrt(model_->strategy().grad_norm_squared());
+  if (!std::isfinite(result.loss) || !std::isfinite(result.grad_norm)) {  // both are global values
+    result.finite = false;
+    result.first_nonfinite_gradient = first_nonfinite_gradient();
+    model_->strategy().finish_step();  // gradients zeroed; no update happened
+    return result;
+  }
   if (options_.max_grad_norm > 0) {
     const double coef = options_.max_grad_norm / (result.grad_norm + 1e-6);
     if (coef < 1.0) model_->strategy().scale_owned_grads(static_cast<float>(coef));
@@ -68,12 +76,37 @@ StepResult Trainer::step(const std::vector<Batch>& micro_batches, double lr) {
   return result;
 }
 
-double Trainer::evaluate(const std::vector<Batch>& batches) {
+std::string Trainer::first_nonfinite_gradient() {
+  ParameterStore& store = model_->store();
+  const std::vector<OptimizerRange> ranges = model_->strategy().owned_ranges();
+  const std::vector<Tensor> grads = model_->strategy().owned_grads();
+  int64_t first = std::numeric_limits<int64_t>::max(), index = 0;
+  std::vector<std::string> names;
+  for (int u = 0; u < store.num_units(); ++u) {
+    const OptimizerRange range = ranges[static_cast<size_t>(u)];
+    std::vector<float> host(static_cast<size_t>(range.end - range.begin));
+    ops_.copy_to_host(host.data(), grads[static_cast<size_t>(u)], host.size() * sizeof(float));
+    for (const ParameterSlot& slot : store.unit(u).slots) {
+      names.push_back(slot.spec.name);
+      const int64_t lo = std::max(range.begin, slot.offset), hi = std::min(range.end, slot.offset + slot.numel);
+      for (int64_t i = lo; i < hi && first > index; ++i)
+        if (!std::isfinite(host[static_cast<size_t>(i - range.begin)])) first = index;
+      ++index;
+    }
+  }
+  groups_.world().comm().all_reduce(std::span<int64_t>(&first, 1), ReduceOp::Min);
+  return first < static_cast<int64_t>(names.size()) ? names[static_cast<size_t>(first)] : "";
+}
+
+double Trainer::evaluate(const std::vector<Batch>& batches) { return *evaluate_unless(batches, {}); }
+
+std::optional<double> Trainer::evaluate_unless(const std::vector<Batch>& batches, const std::function<bool()>& stop) {
   int64_t unsplittable = unsplittable_batches(batches);
   groups_.loss().comm().all_reduce(std::span<int64_t>(&unsplittable, 1));
   require_splittable(unsplittable);
   double sums[2] = {0, 0};  // loss sum, target tokens
   for (const Batch& b : batches) {
+    if (stop && stop()) return std::nullopt;
     const DeviceBatch batch = DeviceBatch::upload(b, ops_);
     const LossResult r = model_->decoder().forward_loss(batch);
     sums[0] += r.loss_sum;

@@ -15,6 +15,7 @@ struct StepMetrics {
   double loss = 0, grad_norm = 0, learning_rate = 0, epoch = 0;
   int64_t num_tokens = 0;  // tokens trained on so far (all ranks, incl. padding-free tokens only)
   double tokens_per_second = 0, mfu = 0, seconds_left = 0;
+  int64_t skipped_steps = 0;  // steps skipped so far for a non-finite loss or gradient norm
 };
 
 class MetricsLogger {

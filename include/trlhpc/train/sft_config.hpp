@@ -50,6 +50,9 @@ struct SftConfig {
   bool shuffle_dataset = true;
   double peak_flops = 0;            // per rank; 0 = measure the GEMM rate
   int64_t loss_chunk_tokens = 1024; // rows of logits materialised at once by the fused loss
+  // A step whose loss or gradient norm is NaN/inf: false (default) stops the job with an error naming
+  // the step and the first parameter; true skips the update and counts it (metrics skipped_steps).
+  bool skip_nonfinite_steps = false;
 
   // Parallelism.
   std::string accelerate_config;

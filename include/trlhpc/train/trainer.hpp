@@ -6,7 +6,10 @@
 // micro-batch's loss gradient is scaled by 1/N_global. Gradients then need only a SUM across ranks,
 // and any split of the same global batch (dp x accumulation x per-device) gives the same update.
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "trlhpc/data/batch.hpp"
@@ -29,6 +32,10 @@ struct StepResult {
   double grad_norm = 0;        // global L2 norm before clipping
   int64_t target_tokens = 0;   // N_global
   int64_t tokens = 0;          // non-padding input tokens of the global batch
+  // False when the loss or the gradient norm is NaN or infinite (the same verdict on every rank):
+  // the optimizer did not step, the gradients were dropped, the parameters are unchanged.
+  bool finite = true;
+  std::string first_nonfinite_gradient;  // !finite: the first parameter (store order) with one, or ""
 };
 
 class Trainer {
@@ -40,9 +47,14 @@ class Trainer {
   ~Trainer();
 
   // One optimizer step on this rank's micro-batches (the same count on every rank) at learning rate lr.
+  // A non-finite loss or gradient norm skips the update (StepResult::finite) instead of spreading NaN
+  // into the weights and the optimizer state.
   StepResult step(const std::vector<Batch>& micro_batches, double lr);
   // Mean loss over the global evaluation batch (no gradients).
   double evaluate(const std::vector<Batch>& batches);
+  // The same, asking `stop` before each batch (a collective decision: every rank runs the same number
+  // of batches and must get the same answer); nullopt when it said stop.
+  std::optional<double> evaluate_unless(const std::vector<Batch>& batches, const std::function<bool()>& stop);
 
   // The laid-out model: store, strategy, decoder, sequence sharding, load_weights.
   ParallelModel& model() { return *model_; }
@@ -54,6 +66,8 @@ class Trainer {
   // UserError for a non-zero count summed over the loss group.
   int64_t unsplittable_batches(const std::vector<Batch>& batches) const;
   void require_splittable(int64_t unsplittable) const;
+  // Collective: the name of the first parameter whose gradient holds a NaN or infinity, or "".
+  std::string first_nonfinite_gradient();
 
   Ops& ops_;
   ProcessGroups& groups_;
