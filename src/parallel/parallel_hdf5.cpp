@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "trlhpc/core/error.hpp"
+#include "trlhpc/parallel/communicator.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
 
 namespace trlhpc {
@@ -52,14 +53,14 @@ ParallelHdf5File ParallelHdf5File::create(const std::string& path, ProcessGroup&
   const Hdf5Id fapl = mpio_file_access(group);
   const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
   if (id < 0) refuse_file("create", path);
-  return ParallelHdf5File(path, Hdf5Id(id, H5Fclose));
+  return ParallelHdf5File(path, Hdf5Id(id, H5Fclose), group.comm());
 }
 
 ParallelHdf5File ParallelHdf5File::open(const std::string& path, ProcessGroup& group) {
   const Hdf5Id fapl = mpio_file_access(group);
   const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get());
   if (id < 0) refuse_file("open", path);
-  return ParallelHdf5File(path, Hdf5Id(id, H5Fclose));
+  return ParallelHdf5File(path, Hdf5Id(id, H5Fclose), group.comm());
 }
 
 ParallelHdf5File::~ParallelHdf5File() {
@@ -82,8 +83,8 @@ void ParallelHdf5File::create_dataset(const std::string& name, const Shape& shap
   // Contiguous, allocated at creation: every rank's hyperslab writes land in a region all ranks agree on.
   const Hdf5Id dcpl(TRLHPC_CHECK_HDF5(H5Pcreate(H5P_DATASET_CREATE)), H5Pclose);
   TRLHPC_CHECK_HDF5(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY));
-  const hid_t id = TRLHPC_CHECK_HDF5(
-      H5Dcreate2(file_.get(), name.c_str(), H5T_IEEE_F32LE, space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT));
+  const hid_t id = H5Dcreate2(file_.get(), name.c_str(), H5T_IEEE_F32LE, space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT);
+  agree(id >= 0, "creating dataset " + name);  // allocation happens here: a full disk shows first
   datasets_[name] = Hdf5Id(id, H5Dclose);
 }
 
@@ -157,8 +158,18 @@ void ParallelHdf5File::write(const std::string& name, std::span<const Hdf5Block>
   const Hdf5Id transfer(TRLHPC_CHECK_HDF5(H5Pcreate(H5P_DATASET_XFER)), H5Pclose);
   TRLHPC_CHECK_HDF5(H5Pset_dxpl_mpio(transfer.get(), H5FD_MPIO_COLLECTIVE));
   const float dummy = 0;
-  TRLHPC_CHECK_HDF5(H5Dwrite(dataset(name), H5T_NATIVE_FLOAT, memory.get(), file_space.get(), transfer.get(),
-                             count ? data.data() : &dummy));
+  const herr_t rc = H5Dwrite(dataset(name), H5T_NATIVE_FLOAT, memory.get(), file_space.get(), transfer.get(),
+                             count ? data.data() : &dummy);
+  agree(rc >= 0, "write of dataset " + name);
+}
+
+void ParallelHdf5File::agree(bool ok, const std::string& what) {
+  const std::string local = ok ? "" : hdf5_error_string();
+  int32_t failed = ok ? 0 : 1;
+  comm_->all_reduce(std::span<int32_t>(&failed, 1), ReduceOp::Max);
+  if (!failed) return;
+  throw RuntimeFailure(rank_prefix() + what + " in " + path_ + " failed" +
+                       (ok ? " on another rank" : ": " + local));
 }
 
 void ParallelHdf5File::write_text_attribute(const std::string& name, const std::string& text) {

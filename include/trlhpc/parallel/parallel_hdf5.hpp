@@ -9,7 +9,8 @@
 //   write                                                     collective (MPI-IO collective transfer):
 //                                                            every rank calls it for every dataset, in
 //                                                            the same order, a rank that owns nothing
-//                                                            with no blocks
+//                                                            with no blocks; the ranks agree on its
+//                                                            success (an error on one rank throws on all)
 //   read                                                      independent: any rank, any order
 //
 // Blocks are rectangles of a 2-D dataset (a 1-D dataset is one row). The elements of a rank's blocks
@@ -30,6 +31,7 @@
 
 namespace trlhpc {
 
+class Communicator;
 class ProcessGroup;
 
 // A rectangle [row, row + rows) x [col, col + cols) of a dataset viewed as (R, C); R = 1 for 1-D.
@@ -93,13 +95,18 @@ class ParallelHdf5File {
   void close();
 
  private:
-  ParallelHdf5File(std::string path, Hdf5Id file) : path_(std::move(path)), file_(std::move(file)) {}
+  ParallelHdf5File(std::string path, Hdf5Id file, Communicator& comm)
+      : path_(std::move(path)), file_(std::move(file)), comm_(&comm) {}
+  // Collective: throws on every rank when `ok` is false on any (an I/O error, e.g. a full disk, can
+  // hit some ranks of a collective write only; the ranks must not part ways).
+  void agree(bool ok, const std::string& what);
   hid_t dataset(const std::string& name) const;
   // The file selection of `blocks` on `name`'s dataspace (none when empty) and its element count.
   Hdf5Id select(const std::string& name, std::span<const Hdf5Block> blocks, int64_t* count) const;
 
   std::string path_;
   Hdf5Id file_;
+  Communicator* comm_ = nullptr;  // the group's
   std::map<std::string, Hdf5Id> datasets_;
 };
 

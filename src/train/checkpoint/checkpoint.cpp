@@ -39,19 +39,51 @@ nlohmann::json manifest_of(const SaveRequest& request, const nlohmann::json& dat
 
 }  // namespace
 
+namespace {
+
+// A failed write (a full disk, an I/O error) on any rank: every rank learns it (the failing rank's
+// text is not shared: each rank names its own, the first line says which step), the .tmp folder is
+// removed to give the space back, and nothing earlier was touched.
+[[noreturn]] void abandon_save(Communicator& world, const SaveRequest& request, const std::string& tmp,
+                               const std::string& local_error) {
+  run_on_root(world, [&] {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+  });
+  throw RuntimeFailure("saving the checkpoint of step " + std::to_string(request.progress.step) +
+                       " into " + tmp + " failed" + (local_error.empty() ? " on another rank" : ": " + local_error) +
+                       ". The disk may be full (ENOSPC) or failing (EIO); the earlier checkpoints and the output "
+                       "directory are untouched. Free space and resume with --resume_from_checkpoint latest");
+}
+
+}  // namespace
+
 std::string save_checkpoint(const SaveRequest& request, Trainer& trainer) {
   ParallelModel& model = trainer.model();
   Communicator& world = model.groups().world().comm();
   run_on_root(world, [&] { begin_save(request.output_dir, request.progress.step); });
   const std::string tmp = checkpoint_dir(request.output_dir, request.progress.step) + ".tmp";  // every rank's path
-  ParallelHdf5File file = ParallelHdf5File::create((fs::path(tmp) / kStateFile).string(), model.groups().world());
-  const nlohmann::json datasets = write_state(file, model, trainer.optimizer());
-  const nlohmann::json manifest = manifest_of(request, datasets, trainer.optimizer());
-  file.write_text_attribute("trlhpc_manifest", manifest.dump());
-  file.close();
-  run_on_root(world, [&] {
-    commit_save(request.output_dir, request.progress.step, manifest, request.tokenizer_dir, request.save_total_limit);
-  });
+  std::string error;
+  nlohmann::json manifest;
+  try {
+    ParallelHdf5File file = ParallelHdf5File::create((fs::path(tmp) / kStateFile).string(), model.groups().world());
+    const nlohmann::json datasets = write_state(file, model, trainer.optimizer());
+    manifest = manifest_of(request, datasets, trainer.optimizer());
+    file.write_text_attribute("trlhpc_manifest", manifest.dump());
+    file.close();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  int32_t failed = error.empty() ? 0 : 1;
+  world.all_reduce(std::span<int32_t>(&failed, 1), ReduceOp::Max);
+  if (failed) abandon_save(world, request, tmp, error);
+  try {
+    run_on_root(world, [&] {
+      commit_save(request.output_dir, request.progress.step, manifest, request.tokenizer_dir, request.save_total_limit);
+    });
+  } catch (const std::exception& e) {
+    abandon_save(world, request, tmp, e.what());
+  }
   return checkpoint_dir(request.output_dir, request.progress.step);
 }
 
