@@ -149,7 +149,8 @@ SftLoopOutcome SftLoop::run(double peak_flops_per_rank) {
       handle_nonfinite(step, r);
     }
     const bool last = step + 1 == total_steps_;
-    if ((every(config_.logging_steps, step) || last) && !window_.empty()) log_step(step, r, peak_flops_per_rank);
+    // A window of skipped steps only still logs its line (loss null), so skipped_steps shows.
+    if (every(config_.logging_steps, step) || last) log_step(step, r, peak_flops_per_rank);
     if (eval_ && (every(config_.eval_steps, step) || last)) {
       const std::optional<double> eval_loss = evaluate();
       if (!eval_loss) return stop_for(watch_.agreed_signal(world), step + 1);

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Surviving the cluster, end to end on the tiny-chat job (4 ranks unless said):
+#  1. SIGUSR1 to one rank mid-training: every rank stops at the next step boundary, a checkpoint of the
+#     steps done is written, exit 3 with the resume line; a second signal during that save changes
+#     nothing; --resume_from_checkpoint latest finishes with the uninterrupted run's losses bit for bit.
+#  2. SIGTERM before training starts (during data loading): exit 3, nothing saved, no model written.
+#  3. --learning_rate 1e30: exit 1, one message on every rank naming the step and the first parameter
+#     with a non-finite gradient; no model.safetensors; the checkpoint of the last good step intact.
+#     With --skip_nonfinite_steps the job finishes and metrics.jsonl counts skipped_steps.
+#  4. A full disk (a 13 MB tmpfs, root only) while saving: exit 2 with the message, the earlier
+#     checkpoint intact, `latest` naming it, no .tmp folder left.
+# Every run has a timeout, so nothing can hang CI.
+set -u
+TRLHPC=$1
+MPIRUN=${2:-mpirun}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+WORK=$(mktemp -d)
+SMALL=""
+cleanup() {
+  [ -n "$SMALL" ] && umount "$SMALL" 2>/dev/null
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+cd "$ROOT"
+failures=0
+fail() { echo "FAIL $*"; failures=$((failures + 1)); }
+export OMP_NUM_THREADS=1
+
+sft() {  # sft NP OUT LOG FLAGS...
+  local np=$1 out=$2 log=$3
+  shift 3
+  timeout 300 "$MPIRUN" --oversubscribe -np "$np" "$TRLHPC" sft --config examples/tiny-chat/sft.yaml \
+    --logging_steps 1 --eval_steps 0 --peak_flops 1e12 --output_dir "$out" "$@" >"$log" 2>&1
+}
+ranks_of() { pgrep -f "^$TRLHPC sft .*--output_dir $1( |$)"; }
+losses() {  # losses METRICS: "step loss grad_norm" per training line
+  python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if "loss" in r: print(r["step"], repr(r["loss"]), repr(r["grad_norm"]))' "$1"
+}
+
+# 1. Preemption at a step boundary, a second signal during the save, resume.
+sft 4 "$WORK/full" "$WORK/full.log" --max_steps 40 || fail "uninterrupted run: exit $?"
+sft 4 "$WORK/pre" "$WORK/pre.log" --max_steps 40 &
+job=$!
+for _ in $(seq 200); do grep -q '"step":3,' "$WORK/pre/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
+pid=$(ranks_of "$WORK/pre" | tail -n1)
+kill -USR1 "$pid"
+for _ in $(seq 400); do ls -d "$WORK"/pre/checkpoint-*.tmp >/dev/null 2>&1 && break; sleep 0.005; done
+kill -USR1 "$pid" 2>/dev/null  # a second signal, while the checkpoint is written (or just after)
+wait $job
+rc=$?
+[ $rc -eq 3 ] || { fail "preempted job: exit $rc, want 3"; tail -5 "$WORK/pre.log"; }
+grep -q "stopped by SIGUSR1 after step [0-9]* of 40: checkpoint .*; resume with --resume_from_checkpoint latest" "$WORK/pre.log" ||
+  fail "preempted job: no stop line"
+latest=$(cat "$WORK/pre/latest" 2>/dev/null)
+[ -f "$WORK/pre/$latest/manifest.json" ] || fail "preempted job: latest ($latest) is not a complete checkpoint"
+ls -d "$WORK"/pre/checkpoint-*.tmp >/dev/null 2>&1 && fail "preempted job: a .tmp folder remains"
+[ -f "$WORK/pre/model.safetensors" ] && fail "preempted job wrote the final model"
+echo "preempted after ${latest#checkpoint-} steps"
+sft 4 "$WORK/pre" "$WORK/pre-resumed.log" --max_steps 40 --resume_from_checkpoint latest || fail "resume: exit $?"
+diff <(losses "$WORK/full/metrics.jsonl") <(losses "$WORK/pre/metrics.jsonl") >/dev/null ||
+  fail "preempted + resumed losses differ from the uninterrupted run"
+cmp -s "$WORK/full/model.safetensors" "$WORK/pre/model.safetensors" || fail "preempted + resumed final model differs"
+
+# 2. A signal before the first step: nothing to save.
+sft 4 "$WORK/early" "$WORK/early.log" --max_steps 40 --dataset_cache_dir none &
+job=$!
+# Signal once the rank has installed its handler (SigCgt has SIGTERM, bit 15): before that the
+# default action would kill it, as for any program still starting up.
+handles_term() { [ -n "$1" ] && (( 0x$(awk '/^SigCgt/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0) >> 14 & 1 )); }
+pid=""
+for _ in $(seq 2000); do
+  pid=$(ranks_of "$WORK/early" | tail -n1)
+  handles_term "$pid" && break
+  sleep 0.005
+done
+kill -TERM "$pid"
+wait $job
+rc=$?
+if grep -q '"step":' "$WORK/early/metrics.jsonl" 2>/dev/null; then
+  echo "    (the signal landed after training started; checking the step-boundary path instead)"
+  [ $rc -eq 3 ] || fail "early signal: exit $rc, want 3"
+else
+  [ $rc -eq 3 ] || { fail "early signal: exit $rc, want 3"; tail -3 "$WORK/early.log"; }
+  grep -q "stopped by SIGTERM after step 0: no step to save" "$WORK/early.log" || fail "early signal: no stop line"
+  ls "$WORK/early" | grep -q checkpoint && fail "early signal: a checkpoint was written"
+fi
+
+# 3. Non-finite steps.
+sft 4 "$WORK/nan" "$WORK/nan.log" --max_steps 6 --learning_rate 1e30 --save_steps 1
+rc=$?
+[ $rc -eq 1 ] || fail "lr 1e30: exit $rc, want 1"
+n=$(grep "trlhpc: error:" "$WORK/nan.log" | sort -u | wc -l)
+[ "$n" -eq 1 ] || fail "lr 1e30: $n different error lines"
+grep -q "trlhpc: error: step [0-9]*: loss .*first non-finite gradient: model\." "$WORK/nan.log" ||
+  { fail "lr 1e30: the error does not name the step and parameter"; grep error "$WORK/nan.log" | head -2; }
+[ "$(grep -c 'trlhpc: error:' "$WORK/nan.log")" -eq 4 ] || fail "lr 1e30: not every rank reported it"
+[ -f "$WORK/nan/model.safetensors" ] && fail "lr 1e30: a model was saved"
+latest=$(cat "$WORK/nan/latest" 2>/dev/null)
+[ -f "$WORK/nan/$latest/manifest.json" ] || fail "lr 1e30: no intact checkpoint ($latest)"
+sft 4 "$WORK/skip" "$WORK/skip.log" --max_steps 6 --learning_rate 1e30 --skip_nonfinite_steps || fail "skip: exit $?"
+grep -q '"skipped_steps":[1-9]' "$WORK/skip/metrics.jsonl" || fail "skip: metrics.jsonl counts no skipped step"
+grep -q "skipped: loss" "$WORK/skip.log" || fail "skip: no skip line in the log"
+
+# 4. A full disk while saving (mounting a tmpfs needs root).
+mkdir -p "$WORK/small"
+if mount -t tmpfs -o size=13M tmpfs "$WORK/small" 2>/dev/null; then
+  SMALL=$WORK/small
+  sft 2 "$SMALL/out" "$WORK/full-disk.log" --max_steps 6 --save_steps 2 --dataset_cache_dir none
+  rc=$?
+  [ $rc -eq 2 ] || { fail "full disk: exit $rc, want 2"; tail -3 "$WORK/full-disk.log"; }
+  grep -q "saving the checkpoint of step 4 into .* failed.*The disk may be full" "$WORK/full-disk.log" ||
+    fail "full disk: no message"
+  [ -f "$SMALL/out/checkpoint-2/manifest.json" ] || fail "full disk: checkpoint-2 damaged"
+  [ "$(cat "$SMALL/out/latest")" = "checkpoint-2" ] || fail "full disk: latest moved"
+  ls -d "$SMALL"/out/checkpoint-*.tmp >/dev/null 2>&1 && fail "full disk: the .tmp folder was left"
+else
+  echo "NOT RUN: the full-disk case (mounting a tmpfs needs root)"
+fi
+
+[ "$failures" -eq 0 ] && echo "PASS" || exit 1
