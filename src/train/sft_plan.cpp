@@ -79,7 +79,7 @@ SftPlan plan_sft_job(const SftConfig& c, int world_size) {
   plan.identity["tokenizer_fingerprint"] = checkpoint::tokenizer_fingerprint(plan.tokenizer_dir);
   if (!c.resume_from_checkpoint.empty()) {
     plan.resume_dir = checkpoint::resolve_checkpoint(c.resume_from_checkpoint, c.output_dir);
-    plan.resume_manifest = checkpoint::open_manifest(plan.resume_dir, plan.identity);
+    if (!plan.resume_dir.empty()) plan.resume_manifest = checkpoint::open_manifest(plan.resume_dir, plan.identity);
   }
   return plan;
 }

@@ -109,6 +109,7 @@ TEST(CheckpointManifest, OnlyCommittedFoldersCountAndLatestIsTheNewest) {
   const fs::path out = testing::make_temp_dir("ckpt-manifest");
   EXPECT_NE(error_of([&] { checkpoint::resolve_checkpoint("latest", out.string()); }).find("holds no committed checkpoint"),
             std::string::npos);
+  EXPECT_EQ(checkpoint::resolve_checkpoint("auto", out.string()), "");  // requeued before any save: fresh start
   for (int step : {2, 10, 9}) {
     write(out / ("checkpoint-" + std::to_string(step)) / "manifest.json", manifest_text(1));
     write(out / ("checkpoint-" + std::to_string(step)) / "state.h5", "");
@@ -120,6 +121,7 @@ TEST(CheckpointManifest, OnlyCommittedFoldersCountAndLatestIsTheNewest) {
   EXPECT_EQ(all.front().first, 2);
   EXPECT_EQ(all.back().first, 10);
   EXPECT_EQ(checkpoint::resolve_checkpoint("latest", out.string()), (out / "checkpoint-10").string());
+  EXPECT_EQ(checkpoint::resolve_checkpoint("auto", out.string()), (out / "checkpoint-10").string());
   EXPECT_EQ(checkpoint::read_manifest((out / "checkpoint-10").string()).value("step", 0), 4);
 
   EXPECT_NE(error_of([&] { checkpoint::read_manifest((out / "checkpoint-12").string()); }).find("has no manifest.json"),

@@ -36,6 +36,10 @@ std::vector<std::pair<int64_t, std::string>> committed_checkpoints(const std::st
 }
 
 std::string resolve_checkpoint(const std::string& request, const std::string& output_dir) {
+  if (request == "auto") {
+    const auto all = committed_checkpoints(output_dir);
+    return all.empty() ? "" : all.back().second;
+  }
   if (request == "latest") {
     const auto all = committed_checkpoints(output_dir);
     if (all.empty())

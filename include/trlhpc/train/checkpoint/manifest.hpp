@@ -32,8 +32,9 @@ std::string checkpoint_dir(const std::string& output_dir, int64_t step);
 // interrupted saves are not among them.
 std::vector<std::pair<int64_t, std::string>> committed_checkpoints(const std::string& output_dir);
 
-// --resume_from_checkpoint: "latest" (the newest committed checkpoint of output_dir) or a folder.
-// UserError when there is none, or the folder is not a committed checkpoint.
+// --resume_from_checkpoint: "latest" (the newest committed checkpoint of output_dir) or a folder;
+// UserError when there is none, or the folder does not exist. "auto" (for job scripts that requeue):
+// the newest committed checkpoint, or "" when output_dir holds none (a fresh start).
 std::string resolve_checkpoint(const std::string& request, const std::string& output_dir);
 
 // The manifest of committed checkpoint `dir`; UserError naming the folder when it is missing, not
