@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# A preempted SLURM job finishes on its own: `sbatch jobs/single-node.slurm` trains with --save_steps;
+# `scancel --signal=USR1` (what --signal=USR1@120 does before a time limit) makes every rank write a
+# checkpoint and exit 3; the script requeues the job, the requeued run resumes from that checkpoint
+# (--resume_from_checkpoint auto) and trains to the end. Skipped (exit 77) without a reachable SLURM
+# with an idle node: scripts/start-local-slurm.sh starts a one-node cluster (root).
+set -euo pipefail
+if [[ -z ${TRLHPC_REQUEUE_TEST_INNER:-} ]]; then
+  TRLHPC_REQUEUE_TEST_INNER=1 exec timeout 600 bash "$0" "$@"
+fi
+TRLHPC=$(realpath "$1")
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+skip() { echo "SKIPPED: $*"; exit 77; }
+fail() { echo "FAILED: $*"; exit 1; }
+for tool in sbatch squeue scancel sinfo; do command -v "$tool" >/dev/null || skip "$tool not found (no SLURM client installed)"; done
+sinfo -h >/dev/null 2>&1 || skip "sinfo cannot reach a SLURM controller"
+[[ -n $(sinfo -h -t idle -o '%n %c' 2>/dev/null | awk '$2 >= 2 {print $1; exit}') ]] || skip "no idle SLURM node with >= 2 CPUs"
+if [[ $(id -u) -eq 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+WORK=$(mktemp -d)
+JOB=""
+trap '[[ -n $JOB ]] && scancel "$JOB" 2>/dev/null; rm -rf "$WORK"' EXIT
+OUT=$WORK/out
+
+JOB=$(sbatch --parsable --chdir="$ROOT" --open-mode=append --output="$WORK/job.out" --time=8 \
+  --export=ALL,TRLHPC="$TRLHPC" jobs/single-node.slurm examples/tiny-chat/sft.yaml --max_steps 120 \
+  --logging_steps 10 --eval_steps 0 --save_steps 25 --output_dir "$OUT")
+echo "job $JOB"
+for _ in $(seq 240); do grep -q '"step":30' "$OUT/metrics.jsonl" 2>/dev/null && break; sleep 0.5; done
+grep -q '"step":30' "$OUT/metrics.jsonl" || { cat "$WORK/job.out"; fail "the job did not reach step 30"; }
+scancel --signal=USR1 "$JOB"
+for _ in $(seq 500); do
+  [[ -z $(squeue -h -j "$JOB" 2>/dev/null) ]] && break
+  sleep 1
+done
+cat "$WORK/job.out" | grep -v '^step'
+grep -q "stopped by SIGUSR1 after step" "$WORK/job.out" || fail "no rank reported the preemption"
+grep -q "requeueing job $JOB" "$WORK/job.out" || fail "the script did not requeue the job"
+grep -q "resumed from .*checkpoint-[0-9]* after step" "$WORK/job.out" || fail "the requeued run did not resume"
+grep -q '"step":120' "$OUT/metrics.jsonl" || fail "the requeued run did not finish (no step 120)"
+[[ -s $OUT/model.safetensors ]] || fail "no final model"
+JOB=""
+echo "PASSED: preempted, requeued, resumed and finished"
