@@ -7,19 +7,14 @@
 #include "trlhpc/parallel/data_parallel.hpp"
 #include "trlhpc/train/checkpoint/checkpoint.hpp"
 #include "trlhpc/train/checkpoint/manifest.hpp"
+#include "trlhpc/train/sft_validation.hpp"
 
 namespace trlhpc {
 namespace {
 
 void require_supported(const SftConfig& c) {
   if (c.output_dir.empty()) throw UserError("--output_dir must not be empty");
-  if (c.per_device_train_batch_size < 1) throw UserError("--per_device_train_batch_size must be >= 1");
-  if (c.gradient_accumulation_steps < 1) throw UserError("--gradient_accumulation_steps must be >= 1");
-  if (c.max_length < 2) throw UserError("--max_length must be >= 2, got " + std::to_string(c.max_length));
   if (c.dataset_name.empty()) throw UserError("no dataset: pass --dataset_name PATH (.jsonl/.json file or directory)");
-  if (c.save_steps < 0) throw UserError("--save_steps must be >= 0 (0: no checkpoints), got " + std::to_string(c.save_steps));
-  if (c.save_total_limit < 0)
-    throw UserError("--save_total_limit must be >= 0 (0: keep every checkpoint), got " + std::to_string(c.save_total_limit));
   if (c.bf16) throw UserError("--bf16 needs the CUDA backend, which this version does not have; train in fp32 on cpu");
 }
 
@@ -64,6 +59,7 @@ TrainerOptions trainer_options(const SftConfig& c) {
 }  // namespace
 
 SftPlan plan_sft_job(const SftConfig& c, int world_size) {
+  validate_sft_options(c);
   require_supported(c);
   // The order of the checks is the order of the messages a user with several mistakes sees.
   SftPlan plan;

@@ -59,6 +59,7 @@ DatasetCacheEntry sample_entry() {
   e.stats.truncated = 2;
   e.stats.tokens = 8;
   e.stats.target_tokens = 5;
+  e.stats.untrained_examples = 1;  // {7}: a single token is never a target
   e.stats.form = "conversational";
   return e;
 }
@@ -75,6 +76,7 @@ void expect_same(const DatasetCacheEntry& a, const DatasetCacheEntry& b) {
   EXPECT_EQ(a.stats.truncated, b.stats.truncated);
   EXPECT_EQ(a.stats.tokens, b.stats.tokens);
   EXPECT_EQ(a.stats.target_tokens, b.stats.target_tokens);
+  EXPECT_EQ(a.stats.untrained_examples, b.stats.untrained_examples);
   EXPECT_EQ(a.stats.form, b.stats.form);
 }
 
@@ -224,6 +226,13 @@ TEST_F(DatasetCacheTest, CorruptFilesAreMisses) {
   bad[24] = static_cast<char>(0xff);  // example count
   spit(path, bad);
   EXPECT_FALSE(read_dataset_cache(path.string(), key, &warning).has_value());
+
+  // untrained_examples (the 7th i64 stat, after magic, version, reserved, key, count, total) above examples.
+  bad = good;
+  bad[40 + 6 * 8] = 4;  // 3 examples
+  spit(path, bad);
+  EXPECT_FALSE(read_dataset_cache(path.string(), key, &warning).has_value());
+  EXPECT_NE(warning.find("stats do not match"), std::string::npos) << warning;
 
   spit(path, good);
   EXPECT_TRUE(read_dataset_cache(path.string(), key, &warning).has_value()) << warning;

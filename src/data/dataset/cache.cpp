@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 static_assert(std::endian::native == std::endian::little, "the dataset cache is written in host (little-endian) order");
 
 constexpr char kMagic[8] = {'T', 'R', 'L', 'H', 'T', 'O', 'K', 'C'};
-constexpr size_t kStatsCount = 6;
+constexpr size_t kStatsCount = 7;
 
 // FNV-1a over length-framed fields, so ("ab","c") and ("a","bc") differ.
 class Hasher {
@@ -148,7 +148,7 @@ bool write_dataset_cache(const std::string& path, uint64_t key, const DatasetCac
     total += ex.input_ids.size();
   }
   std::string buf;
-  buf.reserve(64 + entry.stats.form.size() + (entry.examples.size() + 1) * 8 + total * 5);
+  buf.reserve(72 + entry.stats.form.size() + (entry.examples.size() + 1) * 8 + total * 5);
   buf.append(kMagic, sizeof kMagic);
   put(buf, kDatasetCacheVersion);
   put(buf, uint32_t{0});
@@ -156,7 +156,8 @@ bool write_dataset_cache(const std::string& path, uint64_t key, const DatasetCac
   put(buf, static_cast<uint64_t>(entry.examples.size()));
   put(buf, total);
   const SftDataStats& s = entry.stats;
-  for (int64_t v : {s.rows_read, s.rows_skipped, s.examples, s.truncated, s.tokens, s.target_tokens}) put(buf, v);
+  for (int64_t v : {s.rows_read, s.rows_skipped, s.examples, s.truncated, s.tokens, s.target_tokens, s.untrained_examples})
+    put(buf, v);
   put(buf, static_cast<uint32_t>(s.form.size()));
   buf.append(s.form);
   uint64_t offset = 0;
@@ -213,7 +214,7 @@ std::optional<DatasetCacheEntry> read_dataset_cache(const std::string& path, uin
   for (int64_t& v : stats)
     if (!r.get(v)) return bad("truncated header");
   s.rows_read = stats[0], s.rows_skipped = stats[1], s.examples = stats[2], s.truncated = stats[3], s.tokens = stats[4],
-  s.target_tokens = stats[5];
+  s.target_tokens = stats[5], s.untrained_examples = stats[6];
   uint32_t form_size = 0;
   if (!r.get(form_size) || form_size > r.remaining()) return bad("truncated header");
   s.form.resize(form_size);
@@ -238,7 +239,9 @@ std::optional<DatasetCacheEntry> read_dataset_cache(const std::string& path, uin
     ex.loss_mask.resize(offsets[i + 1] - offsets[i]);
     r.raw(ex.loss_mask.data(), ex.loss_mask.size());
   }
-  if (s.examples != static_cast<int64_t>(count) || s.tokens != static_cast<int64_t>(total)) return bad("stats do not match the examples");
+  if (s.examples != static_cast<int64_t>(count) || s.tokens != static_cast<int64_t>(total) || s.untrained_examples < 0 ||
+      s.untrained_examples > s.examples)
+    return bad("stats do not match the examples");
   return entry;
 }
 

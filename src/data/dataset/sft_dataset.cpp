@@ -28,6 +28,26 @@ std::vector<uint8_t> token_mask_from_bytes(const tokenizer::TokenizedText& token
   return mask;
 }
 
+// True when some token past the first is a target (the first token of a document has nothing before
+// it inside the document, so it is never predicted whatever its mask says).
+bool trains_a_token(const TokenizedExample& ex) {
+  for (size_t t = 1; t < ex.loss_mask.size(); ++t)
+    if (ex.loss_mask[t]) return true;
+  return false;
+}
+
+// The error for a dataset in which no example trains a token (training it would divide a zero loss by
+// zero targets at every step): what removed the targets, truncation first, then the masks in use.
+UserError untrainable_dataset(const SftDataOptions& o, int64_t examples, int64_t truncated_away, const std::string& mask_cause) {
+  std::string cause;
+  if (truncated_away > 0)
+    cause = std::to_string(truncated_away) + " of them lost every trained token to truncation at --max_length " +
+            std::to_string(o.max_length) + " (it keeps the start of each example; raise it)";
+  if (truncated_away < examples) cause += (cause.empty() ? "" : "; the others: ") + mask_cause;
+  return UserError("dataset " + o.dataset_name + ": no token is trained: all " + std::to_string(examples) +
+                   " examples have every target masked; " + cause);
+}
+
 }  // namespace
 
 struct RowTokenizer::State {
@@ -80,6 +100,37 @@ std::string RowTokenizer::rendered_text(const DatasetRow& row) const {
   if (!s.form.conversational()) return "";
   const nlohmann::ordered_json& messages = row.value.at(s.form.messages_field);
   return s.chat->render(messages, false, s.special_context).text;
+}
+
+std::string RowTokenizer::untrained_cause() const {
+  const State& s = *state_;
+  const std::string single_token = "every example is a single token (the first token of a document is never a target)";
+  switch (s.form.form) {
+    case DatasetForm::kPreTokenized: {
+      const bool completion = s.completion_only && s.form.has_completion_mask, assistant = s.form.has_assistant_masks;
+      if (!completion && !assistant) return single_token;
+      const std::string masks = completion && assistant ? "completion_mask and assistant_masks"
+                                : completion              ? "completion_mask"
+                                                          : "assistant_masks";
+      return "the rows' " + masks + " mark no token past the first of any row" +
+             (completion ? " (--completion_only_loss false ignores completion_mask)" : "");
+    }
+    case DatasetForm::kLanguageModeling: return single_token;
+    case DatasetForm::kPromptCompletion:
+    case DatasetForm::kConversationalPromptCompletion:
+      if (!s.completion_only) return single_token;
+      return "--completion_only_loss: no example has a completion token (are the completions empty?); "
+             "--completion_only_loss false trains on the prompts too";
+    case DatasetForm::kConversational:
+      if (!s.options.assistant_only_loss) return single_token;
+      if (s.chat->has_generation_blocks())
+        return "--assistant_only_loss: the chat template marks no assistant token (its {% generation %} blocks render "
+               "nothing: do they enclose the assistant messages' content?)";
+      return "--assistant_only_loss: no row has assistant content to train on (the chat template has no "
+             "{% generation %} markers, so the content of assistant messages is trained, and no row has a non-empty "
+             "assistant message)";
+  }
+  return single_token;
 }
 
 TokenizedExample RowTokenizer::tokenize(const DatasetRow& row) const {
@@ -135,13 +186,16 @@ SftTokenizedExamples SftDataset::tokenize(const SftDataOptions& options, const t
   const int32_t max_length = static_cast<int32_t>(options.max_length);
   const batching::PackingStrategy strategy = batching::parse_packing_strategy(options.packing_strategy);
   const bool truncate = !(options.packing && strategy == batching::PackingStrategy::kWrapped);
+  int64_t targets_truncated_away = 0;  // examples whose every trained token lay past max_length
   DatasetScan scan = scan_dataset(reader, options.text_field, [&](const DatasetRow& row, const DatasetFormSpec& form) {
     if (!row_tokenizer) row_tokenizer = std::make_unique<RowTokenizer>(options, form, tokenizer);
     TokenizedExample ex = row_tokenizer->tokenize(row);
     if (ex.input_ids.empty()) return;
     if (truncate && ex.length() > max_length) {
+      const bool trained_before = trains_a_token(ex);
       batching::truncate_example(ex, max_length);
       ++out.stats.truncated;
+      if (trained_before && !trains_a_token(ex)) ++targets_truncated_away;
     }
     out.examples.push_back(std::move(ex));
   });
@@ -155,7 +209,10 @@ SftTokenizedExamples SftDataset::tokenize(const SftDataOptions& options, const t
   for (const TokenizedExample& ex : out.examples) {
     st.tokens += ex.length();
     for (uint8_t m : ex.loss_mask) st.target_tokens += m;
+    if (!trains_a_token(ex)) ++st.untrained_examples;
   }
+  if (st.untrained_examples == st.examples)
+    throw untrainable_dataset(options, st.examples, targets_truncated_away, row_tokenizer->untrained_cause());
   return out;
 }
 

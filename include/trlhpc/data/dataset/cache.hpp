@@ -9,7 +9,8 @@
 //     truncation happens (packing + strategy), completion_only_loss, assistant_only_loss, skip_bad_rows)
 //   - kDatasetCacheVersion.
 // File layout (little-endian): "TRLHTOKC" magic, u32 version, u32 0, u64 key, u64 examples, u64 tokens,
-// i64 x6 stats (rows_read, rows_skipped, examples, truncated, tokens, target_tokens), u32 form length +
+// i64 x7 stats (rows_read, rows_skipped, examples, truncated, tokens, target_tokens, untrained_examples),
+// u32 form length +
 // form bytes, u64 offsets[examples + 1], i32 ids[tokens], u8 masks[tokens]. Written to a temp file and
 // renamed (atomic on one file system). A file that does not validate is a miss, never a crash.
 //
@@ -25,7 +26,7 @@
 
 namespace trlhpc::dataset {
 
-inline constexpr uint32_t kDatasetCacheVersion = 1;
+inline constexpr uint32_t kDatasetCacheVersion = 2;  // 2: untrained_examples in the stats
 
 // examples + stats (packed_rows is not stored: packing runs after loading).
 using DatasetCacheEntry = SftTokenizedExamples;

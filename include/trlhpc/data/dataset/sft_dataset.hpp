@@ -50,6 +50,9 @@ struct SftDataOptions {
 struct SftDataStats {
   int64_t rows_read = 0, rows_skipped = 0, examples = 0, truncated = 0;
   int64_t tokens = 0, target_tokens = 0, packed_rows = 0;
+  // Examples (after truncation) with no trained token: every loss_mask entry past the first is 0
+  // (the first token of a document is never a target). They add context only when packed.
+  int64_t untrained_examples = 0;
   std::string form;
 };
 
@@ -64,7 +67,8 @@ class SftDataset {
  public:
   // tokenizer may be null only for pre-tokenized datasets. build = from_examples(tokenize(...)).
   static SftDataset build(const SftDataOptions& options, const tokenizer::Tokenizer* tokenizer);
-  // Reads and tokenizes (with truncation); UserError when no non-empty example comes out.
+  // Reads and tokenizes (with truncation); UserError when no non-empty example comes out, or when no
+  // example has a trained token (the message names the mask that removed them all).
   static SftTokenizedExamples tokenize(const SftDataOptions& options, const tokenizer::Tokenizer* tokenizer);
   // Packing and collate set-up over already tokenized examples (deterministic: same rows on every rank).
   static SftDataset from_examples(const SftDataOptions& options, SftTokenizedExamples tokenized,
@@ -92,6 +96,9 @@ class RowTokenizer {
   TokenizedExample tokenize(const DatasetRow& row) const;
   // The rendered text of a conversational row (empty for other forms).
   std::string rendered_text(const DatasetRow& row) const;
+  // Why an example of this dataset can train no token under these options (the loss masks in use),
+  // for the error raised when none of the dataset's examples trains one.
+  std::string untrained_cause() const;
 
  private:
   struct State;

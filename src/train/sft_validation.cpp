@@ -1,0 +1,107 @@
+#include "trlhpc/train/sft_validation.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "trlhpc/core/error.hpp"
+
+namespace trlhpc {
+namespace {
+
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+// The shortest text that reads back as `v` ("-1", "0.9", "1e+30", "nan", "inf").
+std::string number_text(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char text[32];
+  const auto [end, ec] = std::to_chars(text, text + sizeof text, v);
+  return ec == std::errc() ? std::string(text, end) : std::to_string(v);
+}
+
+[[noreturn]] void reject(const char* flag, const std::string& value, const std::string& rule) {
+  throw UserError(std::string(flag) + " " + value + ": " + rule);
+}
+
+// `ok` is the option's range; NaN and +-inf are refused whatever the range says.
+void require(const char* flag, double v, bool ok, const char* rule) {
+  if (!std::isfinite(v) || !ok) reject(flag, number_text(v), rule);
+}
+
+void require(const char* flag, int64_t v, bool ok, const char* rule) {
+  if (!ok) reject(flag, std::to_string(v), rule);
+}
+
+// AdamW and the lr schedule run in fp32: a double that is fine may still overflow or flush to zero there.
+void require_fp32_finite(const char* flag, double v) {
+  const float f = static_cast<float>(v);
+  if (!std::isfinite(f) || (v != 0 && f == 0))
+    reject(flag, number_text(v), "out of fp32 range (the optimizer computes in fp32: |value| in [1.2e-38, 3.4e38] or 0)");
+}
+
+void require_beta(const char* flag, double v) {
+  require(flag, v, v >= 0 && v < 1, "must be in [0, 1)");
+  if (static_cast<float>(v) >= 1.0f)
+    reject(flag, number_text(v), "rounds to 1 in fp32 (the optimizer's precision): use at most 0.99999994");
+}
+
+void require_parallel_size(const char* flag, int64_t v) {
+  require(flag, v, v >= 1 && v <= kInt32Max, "must be an integer in [1, 2147483647]");
+}
+
+}  // namespace
+
+void validate_sft_options(const SftConfig& c) {
+  // Training length and batch.
+  require("--max_steps", c.max_steps, c.max_steps == -1 || c.max_steps >= 1, "must be -1 (train --num_train_epochs) or >= 1");
+  if (c.max_steps == -1)
+    require("--num_train_epochs", c.num_train_epochs, c.num_train_epochs > 0, "must be > 0 and finite when --max_steps is -1");
+  else
+    require("--num_train_epochs", c.num_train_epochs, true, "must be a finite number");
+  require("--per_device_train_batch_size", c.per_device_train_batch_size, c.per_device_train_batch_size >= 1, "must be >= 1");
+  require("--gradient_accumulation_steps", c.gradient_accumulation_steps, c.gradient_accumulation_steps >= 1, "must be >= 1");
+
+  // Optimizer and schedule.
+  require("--learning_rate", c.learning_rate, c.learning_rate > 0, "must be > 0 and finite");
+  require_fp32_finite("--learning_rate", c.learning_rate);
+  require("--warmup_steps", c.warmup_steps, c.warmup_steps >= 0, "must be >= 0");
+  if (c.max_steps >= 1 && c.warmup_steps >= c.max_steps)
+    reject("--warmup_steps", std::to_string(c.warmup_steps),
+           "must be < --max_steps " + std::to_string(c.max_steps) + " (a warmup that long never reaches the peak learning rate)");
+  require("--warmup_ratio", c.warmup_ratio, c.warmup_ratio >= 0 && c.warmup_ratio < 1, "must be in [0, 1)");
+  require("--weight_decay", c.weight_decay, c.weight_decay >= 0, "must be >= 0 and finite");
+  require_fp32_finite("--weight_decay", c.weight_decay);
+  require_beta("--adam_beta1", c.adam_beta1);
+  require_beta("--adam_beta2", c.adam_beta2);
+  require("--adam_epsilon", c.adam_epsilon, c.adam_epsilon > 0, "must be > 0 and finite");
+  require_fp32_finite("--adam_epsilon", c.adam_epsilon);
+  require("--max_grad_norm", c.max_grad_norm, c.max_grad_norm >= 0, "must be >= 0 and finite (0: no clipping)");
+
+  // Sequences (the data path holds lengths in int32).
+  require("--max_length", c.max_length, c.max_length >= 2 && c.max_length <= kInt32Max, "must be in [2, 2147483647]");
+  require("--pad_to_multiple_of", c.pad_to_multiple_of, c.pad_to_multiple_of >= 0 && c.pad_to_multiple_of <= kInt32Max,
+          "must be in [0, 2147483647] (0: no padding multiple)");
+  require("--loss_chunk_tokens", c.loss_chunk_tokens, c.loss_chunk_tokens >= 1, "must be >= 1");
+
+  // Logging, evaluation, checkpoints.
+  require("--logging_steps", c.logging_steps, c.logging_steps >= 0, "must be >= 0 (0: log the last step only)");
+  require("--eval_steps", c.eval_steps, c.eval_steps >= 0, "must be >= 0 (0: evaluate after the last step only)");
+  require("--save_steps", c.save_steps, c.save_steps >= 0, "must be >= 0 (0: no checkpoints)");
+  require("--save_total_limit", c.save_total_limit, c.save_total_limit >= 0, "must be >= 0 (0: keep every checkpoint)");
+  require("--peak_flops", c.peak_flops, c.peak_flops >= 0, "must be >= 0 and finite (0: measure the GEMM rate)");
+
+  // Parallelism.
+  require_parallel_size("--dp_replicate_size", c.dp_replicate_size);
+  require("--dp_shard_size", c.dp_shard_size, c.dp_shard_size == -1 || (c.dp_shard_size >= 1 && c.dp_shard_size <= kInt32Max),
+          "must be -1 (the rest of the world) or an integer in [1, 2147483647]");
+  require_parallel_size("--tp_size", c.tp_size);
+  require_parallel_size("--cp_size", c.cp_size);
+  require_parallel_size("--sp_size", c.sp_size);
+  require("--bucket_size_mb", c.bucket_size_mb, c.bucket_size_mb >= 1 && c.bucket_size_mb <= (int64_t{1} << 40),
+          "must be in [1, 1099511627776]");
+}
+
+}  // namespace trlhpc

@@ -1,0 +1,117 @@
+// validate_sft_options (train/sft_validation.hpp): every numeric option of `trlhpc sft` outside its
+// range is a UserError naming the flag, the value and the range; the defaults and the edges of each
+// range pass. Pure, so every rank of a job raises the same message.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "trlhpc/core/error.hpp"
+#include "trlhpc/train/sft_validation.hpp"
+
+namespace trlhpc {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct Case {
+  std::function<void(SftConfig&)> change;
+  std::string message;  // the whole message
+};
+
+std::string error_of(const SftConfig& c) {
+  try {
+    validate_sft_options(c);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SftValidation, DefaultsPass) { EXPECT_EQ(error_of(SftConfig{}), ""); }
+
+TEST(SftValidation, EachRuleNamesTheFlagTheValueAndTheRange) {
+  const std::vector<Case> cases = {
+      {[](SftConfig& c) { c.max_steps = 0; }, "--max_steps 0: must be -1 (train --num_train_epochs) or >= 1"},
+      {[](SftConfig& c) { c.max_steps = -2; }, "--max_steps -2: must be -1 (train --num_train_epochs) or >= 1"},
+      {[](SftConfig& c) { c.num_train_epochs = 0; }, "--num_train_epochs 0: must be > 0 and finite when --max_steps is -1"},
+      {[](SftConfig& c) { c.num_train_epochs = kInf; }, "--num_train_epochs inf: must be > 0 and finite when --max_steps is -1"},
+      {[](SftConfig& c) { c.max_steps = 5, c.num_train_epochs = kNaN; }, "--num_train_epochs nan: must be a finite number"},
+      {[](SftConfig& c) { c.per_device_train_batch_size = 0; }, "--per_device_train_batch_size 0: must be >= 1"},
+      {[](SftConfig& c) { c.gradient_accumulation_steps = -1; }, "--gradient_accumulation_steps -1: must be >= 1"},
+      {[](SftConfig& c) { c.learning_rate = -1; }, "--learning_rate -1: must be > 0 and finite"},
+      {[](SftConfig& c) { c.learning_rate = 0; }, "--learning_rate 0: must be > 0 and finite"},
+      {[](SftConfig& c) { c.learning_rate = kNaN; }, "--learning_rate nan: must be > 0 and finite"},
+      {[](SftConfig& c) { c.learning_rate = kInf; }, "--learning_rate inf: must be > 0 and finite"},
+      {[](SftConfig& c) { c.learning_rate = 1e40; },
+       "--learning_rate 1e+40: out of fp32 range (the optimizer computes in fp32: |value| in [1.2e-38, 3.4e38] or 0)"},
+      {[](SftConfig& c) { c.warmup_steps = -1; }, "--warmup_steps -1: must be >= 0"},
+      {[](SftConfig& c) { c.max_steps = 10, c.warmup_steps = 10; },
+       "--warmup_steps 10: must be < --max_steps 10 (a warmup that long never reaches the peak learning rate)"},
+      {[](SftConfig& c) { c.warmup_ratio = 1; }, "--warmup_ratio 1: must be in [0, 1)"},
+      {[](SftConfig& c) { c.warmup_ratio = -0.1; }, "--warmup_ratio -0.1: must be in [0, 1)"},
+      {[](SftConfig& c) { c.weight_decay = -0.01; }, "--weight_decay -0.01: must be >= 0 and finite"},
+      {[](SftConfig& c) { c.adam_beta1 = 1; }, "--adam_beta1 1: must be in [0, 1)"},
+      {[](SftConfig& c) { c.adam_beta1 = -0.5; }, "--adam_beta1 -0.5: must be in [0, 1)"},
+      {[](SftConfig& c) { c.adam_beta2 = kNaN; }, "--adam_beta2 nan: must be in [0, 1)"},
+      {[](SftConfig& c) { c.adam_beta2 = 0.99999999999; },
+       "--adam_beta2 0.99999999999: rounds to 1 in fp32 (the optimizer's precision): use at most 0.99999994"},
+      {[](SftConfig& c) { c.adam_epsilon = 0; }, "--adam_epsilon 0: must be > 0 and finite"},
+      {[](SftConfig& c) { c.adam_epsilon = 1e-50; },
+       "--adam_epsilon 1e-50: out of fp32 range (the optimizer computes in fp32: |value| in [1.2e-38, 3.4e38] or 0)"},
+      {[](SftConfig& c) { c.max_grad_norm = -1; }, "--max_grad_norm -1: must be >= 0 and finite (0: no clipping)"},
+      {[](SftConfig& c) { c.max_length = 1; }, "--max_length 1: must be in [2, 2147483647]"},
+      {[](SftConfig& c) { c.max_length = int64_t{1} << 31; }, "--max_length 2147483648: must be in [2, 2147483647]"},
+      {[](SftConfig& c) { c.pad_to_multiple_of = -8; }, "--pad_to_multiple_of -8: must be in [0, 2147483647] (0: no padding multiple)"},
+      {[](SftConfig& c) { c.loss_chunk_tokens = 0; }, "--loss_chunk_tokens 0: must be >= 1"},
+      {[](SftConfig& c) { c.logging_steps = -1; }, "--logging_steps -1: must be >= 0 (0: log the last step only)"},
+      {[](SftConfig& c) { c.eval_steps = -1; }, "--eval_steps -1: must be >= 0 (0: evaluate after the last step only)"},
+      {[](SftConfig& c) { c.save_steps = -3; }, "--save_steps -3: must be >= 0 (0: no checkpoints)"},
+      {[](SftConfig& c) { c.save_total_limit = -1; }, "--save_total_limit -1: must be >= 0 (0: keep every checkpoint)"},
+      {[](SftConfig& c) { c.peak_flops = -1e12; }, "--peak_flops -1e+12: must be >= 0 and finite (0: measure the GEMM rate)"},
+      {[](SftConfig& c) { c.dp_replicate_size = 0; }, "--dp_replicate_size 0: must be an integer in [1, 2147483647]"},
+      {[](SftConfig& c) { c.dp_shard_size = 0; },
+       "--dp_shard_size 0: must be -1 (the rest of the world) or an integer in [1, 2147483647]"},
+      {[](SftConfig& c) { c.dp_shard_size = -2; },
+       "--dp_shard_size -2: must be -1 (the rest of the world) or an integer in [1, 2147483647]"},
+      {[](SftConfig& c) { c.tp_size = 0; }, "--tp_size 0: must be an integer in [1, 2147483647]"},
+      {[](SftConfig& c) { c.tp_size = (int64_t{1} << 32) + 1; }, "--tp_size 4294967297: must be an integer in [1, 2147483647]"},
+      {[](SftConfig& c) { c.cp_size = -1; }, "--cp_size -1: must be an integer in [1, 2147483647]"},
+      {[](SftConfig& c) { c.sp_size = 0; }, "--sp_size 0: must be an integer in [1, 2147483647]"},
+      {[](SftConfig& c) { c.bucket_size_mb = 0; }, "--bucket_size_mb 0: must be in [1, 1099511627776]"},
+  };
+  for (const Case& k : cases) {
+    SftConfig c;
+    k.change(c);
+    EXPECT_EQ(error_of(c), k.message);
+  }
+}
+
+TEST(SftValidation, RangeEdgesPass) {
+  const std::vector<std::function<void(SftConfig&)>> fine = {
+      [](SftConfig& c) { c.learning_rate = 1e30; },  // finite: the loss guard, not the parser, stops it
+      [](SftConfig& c) { c.max_steps = 1; },
+      [](SftConfig& c) { c.max_steps = 5, c.num_train_epochs = 0; },  // epochs unused with max_steps
+      [](SftConfig& c) { c.max_steps = 10, c.warmup_steps = 9; },
+      [](SftConfig& c) { c.warmup_steps = 1000; },  // epochs: the step count is known only with the data
+      [](SftConfig& c) { c.warmup_ratio = 0.999; },
+      [](SftConfig& c) { c.weight_decay = 0, c.max_grad_norm = 0, c.peak_flops = 0; },
+      [](SftConfig& c) { c.adam_beta1 = 0, c.adam_beta2 = 0.99999994; },
+      [](SftConfig& c) { c.max_length = 2, c.pad_to_multiple_of = 0; },
+      [](SftConfig& c) { c.logging_steps = 0, c.eval_steps = 0, c.save_steps = 0, c.save_total_limit = 0; },
+      [](SftConfig& c) { c.dp_shard_size = 4, c.dp_replicate_size = 2, c.tp_size = 2, c.cp_size = 2, c.sp_size = 2; },
+      [](SftConfig& c) { c.bucket_size_mb = 1, c.loss_chunk_tokens = 1; },
+  };
+  for (size_t i = 0; i < fine.size(); ++i) {
+    SftConfig c;
+    fine[i](c);
+    EXPECT_EQ(error_of(c), "") << "case " << i;
+  }
+}
+
+}  // namespace
+}  // namespace trlhpc
