@@ -49,7 +49,10 @@ void log_dataset(const SftConfig& c, const dataset::SftDataset& train, MetricsLo
   logger.message("dataset " + c.dataset_name + ": " + st.form + ", " + std::to_string(st.examples) + " examples, " +
                  std::to_string(st.tokens) + " tokens, " + std::to_string(st.packed_rows) + " rows" +
                  (st.rows_skipped ? ", " + std::to_string(st.rows_skipped) + " bad rows skipped" : "") +
-                 (st.truncated ? ", " + std::to_string(st.truncated) + " truncated to max_length" : ""));
+                 (st.truncated ? ", " + std::to_string(st.truncated) + " truncated to max_length" : "") +
+                 (st.untrained_examples ? ", " + std::to_string(st.untrained_examples) +
+                                              " examples with no trained token (all targets masked)"
+                                        : ""));
 }
 
 // The pretrained weights of --model_name_or_path, or the seeded random init of --model_config.
