@@ -172,14 +172,25 @@ void ParallelHdf5File::agree(bool ok, const std::string& what) {
                        (ok ? " on another rank" : ": " + local));
 }
 
-void ParallelHdf5File::write_text_attribute(const std::string& name, const std::string& text) {
-  const Hdf5Id type(TRLHPC_CHECK_HDF5(H5Tcopy(H5T_C_S1)), H5Tclose);
-  TRLHPC_CHECK_HDF5(H5Tset_size(type.get(), std::max<size_t>(text.size(), 1)));
-  const Hdf5Id space(TRLHPC_CHECK_HDF5(H5Screate(H5S_SCALAR)), H5Sclose);
-  const Hdf5Id attribute(
-      TRLHPC_CHECK_HDF5(H5Acreate2(file_.get(), name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT)), H5Aclose);
-  const std::string padded = text.empty() ? std::string(1, '\0') : text;
-  TRLHPC_CHECK_HDF5(H5Awrite(attribute.get(), type.get(), padded.data()));
+void ParallelHdf5File::write_text(const std::string& name, const std::string& text) {
+  const hsize_t n = std::max<hsize_t>(text.size(), 1);
+  const Hdf5Id space(TRLHPC_CHECK_HDF5(H5Screate_simple(1, &n, nullptr)), H5Sclose);
+  const hid_t id = H5Dcreate2(file_.get(), name.c_str(), H5T_NATIVE_UCHAR, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  agree(id >= 0, "creating dataset " + name);
+  const Hdf5Id dataset_id(id, H5Dclose);
+  // Rank 0 writes the bytes, the others take part in the collective write with nothing selected.
+  const bool writer = comm_->rank() == 0;
+  const Hdf5Id file_space(TRLHPC_CHECK_HDF5(H5Dget_space(id)), H5Sclose);
+  const Hdf5Id memory(TRLHPC_CHECK_HDF5(H5Screate_simple(1, &n, nullptr)), H5Sclose);
+  if (!writer) {
+    TRLHPC_CHECK_HDF5(H5Sselect_none(file_space.get()));
+    TRLHPC_CHECK_HDF5(H5Sselect_none(memory.get()));
+  }
+  const Hdf5Id transfer(TRLHPC_CHECK_HDF5(H5Pcreate(H5P_DATASET_XFER)), H5Pclose);
+  TRLHPC_CHECK_HDF5(H5Pset_dxpl_mpio(transfer.get(), H5FD_MPIO_COLLECTIVE));
+  const std::string bytes = text.empty() ? std::string(1, '\0') : text;
+  const herr_t rc = H5Dwrite(id, H5T_NATIVE_UCHAR, memory.get(), file_space.get(), transfer.get(), bytes.data());
+  agree(rc >= 0, "write of dataset " + name);
 }
 
 void ParallelHdf5File::read(const std::string& name, std::span<const Hdf5Block> blocks, std::span<float> data) {

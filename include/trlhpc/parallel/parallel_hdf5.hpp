@@ -86,8 +86,9 @@ class ParallelHdf5File {
   // Collective over the group, once per dataset: writes data (sum of the blocks' numel elements) to
   // this rank's blocks.
   void write(const std::string& name, std::span<const Hdf5Block> blocks, std::span<const float> data);
-  // Collective: a string attribute of the root group (the same text on every rank).
-  void write_text_attribute(const std::string& name, const std::string& text);
+  // Collective: `text` (the same on every rank) as a 1-D byte dataset `name`. A dataset rather than
+  // an attribute: HDF5 attributes are limited to 64 KiB, a large model's manifest is not.
+  void write_text(const std::string& name, const std::string& text);
   // Independent: reads this rank's blocks into data.
   void read(const std::string& name, std::span<const Hdf5Block> blocks, std::span<float> data);
   // Collective: closes every dataset and the file; data is on disk (or in the file system's cache)

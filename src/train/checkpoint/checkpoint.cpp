@@ -69,7 +69,7 @@ std::string save_checkpoint(const SaveRequest& request, Trainer& trainer) {
     ParallelHdf5File file = ParallelHdf5File::create((fs::path(tmp) / kStateFile).string(), model.groups().world());
     const nlohmann::json datasets = write_state(file, model, trainer.optimizer());
     manifest = manifest_of(request, datasets, trainer.optimizer());
-    file.write_text_attribute("trlhpc_manifest", manifest.dump());
+    file.write_text("trlhpc_manifest", manifest.dump());
     file.close();
   } catch (const std::exception& e) {
     error = e.what();

@@ -3,7 +3,8 @@
 //
 //   OUTPUT_DIR/checkpoint-STEP/state.h5        parallel HDF5: params/NAME, exp_avg/NAME, exp_avg_sq/NAME
 //                                              (global shapes, Hugging Face names), the manifest as the
-//                                              root attribute "trlhpc_manifest"
+//                                              byte dataset "trlhpc_manifest" (an attribute would be
+//                                              limited to 64 KiB)
 //   OUTPUT_DIR/checkpoint-STEP/manifest.json   written LAST: a folder without it is not a checkpoint
 //   OUTPUT_DIR/checkpoint-STEP/tokenizer files copied from the run's tokenizer (export needs them)
 //   OUTPUT_DIR/latest                          "checkpoint-STEP" of the newest committed one
