@@ -1,6 +1,10 @@
 // comm_bench: bandwidth of the Communicator collectives, in the manner of nccl-tests.
 //
 //   mpirun -np 2 comm_bench [--backend mpi|nccl] [--min_bytes 1024] [--max_bytes 268435456] [--factor 2]
+//                           [--timeout 1800]
+//
+// --timeout: the hang watchdog's limit per collective (0: off, MPI's blocking collectives), so the
+// watchdog's cost is the difference between two runs.
 //
 // For each size S (bytes of the largest buffer, fp32) and each of all_reduce, reduce_scatter,
 // all_gather, all_to_all: a few warm-up calls, then --rounds rounds of enough calls to fill
@@ -168,6 +172,7 @@ struct Options {
   int warmup = 2;
   double seconds_per_size = 0.3;
   int rounds = 5;
+  double timeout = kDefaultCollectiveTimeoutSeconds;
 };
 
 Options parse(int argc, char** argv) {
@@ -180,7 +185,8 @@ Options parse(int argc, char** argv) {
       ("factor", po::value(&o.factor)->default_value(o.factor), "size multiplier between rows")
       ("warmup", po::value(&o.warmup)->default_value(o.warmup), "untimed calls per size")
       ("seconds", po::value(&o.seconds_per_size)->default_value(o.seconds_per_size), "timed seconds per size")
-      ("rounds", po::value(&o.rounds)->default_value(o.rounds), "timed rounds per size (median reported)");
+      ("rounds", po::value(&o.rounds)->default_value(o.rounds), "timed rounds per size (median reported)")
+      ("timeout", po::value(&o.timeout)->default_value(o.timeout), "hang watchdog seconds per collective (0: off)");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -198,11 +204,11 @@ int bench_main(int argc, char** argv, MpiEnvironment& mpi) {
   MpiComm world = MpiComm::duplicate(MPI_COMM_WORLD);
   std::unique_ptr<Communicator> comm;
   if (o.backend == "mpi") {
-    comm = std::make_unique<MpiCommunicator>(world.get());
+    comm = std::make_unique<MpiCommunicator>(world.get(), MpiCommunicatorOptions{.timeout_seconds = o.timeout});
   } else if (o.backend == "nccl") {
 #ifdef TRLHPC_HAVE_CUDA
     const Topology topo = Topology::discover(mpi, DeviceRequest::Cuda);
-    comm = std::make_unique<NcclCommunicator>(world.get(), topo.gpu_index());
+    comm = std::make_unique<NcclCommunicator>(world.get(), topo.gpu_index(), o.timeout);
 #else
     throw UserError("comm_bench: --backend nccl needs a CUDA build");
 #endif
@@ -211,10 +217,10 @@ int bench_main(int argc, char** argv, MpiEnvironment& mpi) {
   }
   const int P = comm->size(), r = comm->rank();
   if (r == 0)
-    std::printf("# comm_bench: %s, %d ranks, float32, time = slowest rank's mean per call\n\n"
+    std::printf("# comm_bench: %s, %d ranks, float32, watchdog timeout %g s, time = slowest rank's mean per call\n\n"
                 "| collective | size (B) | count (elements) | time (us) | algbw (GB/s) | busbw (GB/s) | best busbw (GB/s) | #wrong |\n"
                 "|---|---:|---:|---:|---:|---:|---:|---:|\n",
-                comm->backend_name(), P);
+                comm->backend_name(), P, o.timeout);
   for (Collective c : kCollectives) {
     for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= static_cast<size_t>(o.factor)) {
       const size_t elements = bytes / sizeof(float) / static_cast<size_t>(P) * static_cast<size_t>(P);

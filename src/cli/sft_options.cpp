@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -83,7 +84,9 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
       ("sp_size", po::value<int64_t>(&c.sp_size)->default_value(c.sp_size), "")
       ("sharding", po::value<std::string>(&c.sharding)->default_value(c.sharding), "none|zero1|zero2|zero3")
       ("bucket_size_mb", po::value<int64_t>(&c.bucket_size_mb)->default_value(c.bucket_size_mb), "DDP gradient bucket size")
-      ("device", po::value<std::string>(&c.device)->default_value(c.device), "auto|cpu|cuda");
+      ("device", po::value<std::string>(&c.device)->default_value(c.device), "auto|cpu|cuda")
+      ("ddp_timeout", po::value<double>(&c.ddp_timeout)->default_value(c.ddp_timeout),
+       "seconds a collective may wait for the other ranks before the job aborts (exit 2); 0: no limit");
   po::options_description all("trlhpc sft options");
   all.add(model).add(train).add(parallel);
   all.add_options()("help,h", "print this help");
@@ -139,6 +142,11 @@ bool parse_sft_options(const std::vector<std::string>& args, SftConfig& config, 
     po::notify(vm);
   } catch (const po::error& e) {
     throw UserError(std::string("trlhpc sft: ") + e.what() + " (see trlhpc sft --help)");
+  }
+  if (!(std::isfinite(config.ddp_timeout) && config.ddp_timeout >= 0)) {
+    std::ostringstream os;
+    os << "--ddp_timeout " << config.ddp_timeout << ": must be a number of seconds >= 0 (0: no limit; default 1800)";
+    throw UserError(os.str());
   }
   if (!config.accelerate_config.empty()) {
     std::set<std::string> explicit_flags;  // given on the command line or in --config: they win

@@ -30,6 +30,9 @@ class MpiPending final : public PendingOperation {
  public:
   std::vector<MPI_Request> requests;
   std::vector<int> counts, displs;  // (size) MPI_Iallgatherv arguments
+  CollectiveWatchdog* watchdog = nullptr;  // null: no deadline (MPI_Waitall)
+  uint64_t index = 0;                      // the watchdog's number of this operation
+  const char* name = "";                   // for the timeout report
 
   bool test() override {
     int flag = 0;
@@ -37,17 +40,31 @@ class MpiPending final : public PendingOperation {
     return flag != 0;
   }
   void wait() override {
-    TRLHPC_CHECK_MPI(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+    if (watchdog == nullptr) {
+      TRLHPC_CHECK_MPI(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+      return;
+    }
+    watchdog->wait(index, name, [this] { return test(); });
   }
 };
 
-// Collects the calls of one operation. Blocking mode makes blocking collective calls directly (MPI's
-// tuned blocking algorithms are faster than its non-blocking ones) and waits for any point-to-point
-// requests before returning; async mode hands every request to the CommRequest.
+// Collects the calls of one operation and announces it to the watchdog. Without a watchdog, blocking
+// mode makes blocking collective calls directly (MPI's tuned blocking algorithms are faster than its
+// non-blocking ones) and waits for any point-to-point requests before returning. With one, every call is
+// non-blocking and blocking mode waits with the deadline before returning. Async mode hands every
+// request to the CommRequest.
 class Issue {
  public:
-  explicit Issue(Completion mode) : async_(mode == Completion::Async), pending_(std::make_unique<MpiPending>()) {}
-  bool async() const { return async_; }
+  Issue(Completion mode, CollectiveWatchdog& watchdog, const char* blocking_name, const char* async_name)
+      : async_(mode == Completion::Async),
+        nonblocking_(async_ || watchdog.enabled()),
+        pending_(std::make_unique<MpiPending>()) {
+    if (!watchdog.enabled()) return;
+    pending_->watchdog = &watchdog;
+    pending_->name = async_ ? async_name : blocking_name;
+    pending_->index = watchdog.arrive();
+  }
+  bool nonblocking() const { return nonblocking_; }  // use MPI's I-calls
   MpiPending& pending() { return *pending_; }
   MPI_Request* next_request() {
     pending_->requests.push_back(MPI_REQUEST_NULL);
@@ -62,6 +79,7 @@ class Issue {
 
  private:
   bool async_;
+  bool nonblocking_;
   std::unique_ptr<MpiPending> pending_;
 };
 
@@ -80,10 +98,11 @@ char* at(void* base, size_t elements, size_t element_bytes) {
 
 }  // namespace
 
-MpiCommunicator::MpiCommunicator(MPI_Comm comm, MpiCommunicatorOptions options)
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, MpiCommunicatorOptions options, CollectiveLabel label)
     : comm_(comm), max_elements_per_call_(std::clamp<size_t>(options.max_elements_per_call, 1, INT_MAX)) {
   TRLHPC_CHECK_MPI(MPI_Comm_rank(comm_, &rank_));
   TRLHPC_CHECK_MPI(MPI_Comm_size(comm_, &size_));
+  watchdog_ = std::make_unique<CollectiveWatchdog>(comm_, options.timeout_seconds, std::move(label));
 }
 
 MPI_Op MpiCommunicator::mpi_op(ReduceOp op, ElementType type) const {
@@ -96,18 +115,25 @@ MPI_Op MpiCommunicator::mpi_op(ReduceOp op, ElementType type) const {
   return MPI_OP_NULL;
 }
 
-void MpiCommunicator::barrier() { TRLHPC_CHECK_MPI(MPI_Barrier(comm_)); }
+void MpiCommunicator::barrier() {
+  Issue issue(Completion::Blocking, *watchdog_, "barrier", "barrier");
+  if (issue.nonblocking())
+    TRLHPC_CHECK_MPI(MPI_Ibarrier(comm_, issue.next_request()));
+  else
+    TRLHPC_CHECK_MPI(MPI_Barrier(comm_));
+  issue.finish();
+}
 
 CommRequest MpiCommunicator::do_all_reduce(const void* in, void* out, size_t count, ElementType type, ReduceOp op,
                                            Completion mode) {
-  Issue issue(mode);
+  Issue issue(mode, *watchdog_, "all_reduce", "all_reduce_async");
   const size_t bytes = element_size(type);
   const MPI_Datatype dt = mpi_datatype(type);
   const MPI_Op mop = mpi_op(op, type);
   for_each_chunk(count, max_elements_per_call_, [&](size_t offset, size_t n) {
     const void* send = in == out ? MPI_IN_PLACE : at(in, offset, bytes);
     void* recv = at(out, offset, bytes);
-    if (issue.async())
+    if (issue.nonblocking())
       TRLHPC_CHECK_MPI(MPI_Iallreduce(send, recv, static_cast<int>(n), dt, mop, comm_, issue.next_request()));
     else
       TRLHPC_CHECK_MPI(MPI_Allreduce(send, recv, static_cast<int>(n), dt, mop, comm_));
@@ -117,14 +143,14 @@ CommRequest MpiCommunicator::do_all_reduce(const void* in, void* out, size_t cou
 
 CommRequest MpiCommunicator::do_reduce_scatter(const void* in, void* out, size_t block, ElementType type,
                                                ReduceOp op, Completion mode) {
-  Issue issue(mode);
+  Issue issue(mode, *watchdog_, "reduce_scatter", "reduce_scatter_async");
   const size_t bytes = element_size(type);
   const MPI_Datatype dt = mpi_datatype(type);
   const MPI_Op mop = mpi_op(op, type);
   if (block == 0) return issue.finish();
   if (block * static_cast<size_t>(size_) <= max_elements_per_call_) {
     const int n = static_cast<int>(block);
-    if (issue.async())
+    if (issue.nonblocking())
       TRLHPC_CHECK_MPI(MPI_Ireduce_scatter_block(in, out, n, dt, mop, comm_, issue.next_request()));
     else
       TRLHPC_CHECK_MPI(MPI_Reduce_scatter_block(in, out, n, dt, mop, comm_));
@@ -136,7 +162,7 @@ CommRequest MpiCommunicator::do_reduce_scatter(const void* in, void* out, size_t
     for_each_chunk(block, max_elements_per_call_, [&](size_t offset, size_t n) {
       const void* send = at(in, base + offset, bytes);
       void* recv = root == rank_ ? at(out, offset, bytes) : nullptr;
-      if (issue.async())
+      if (issue.nonblocking())
         TRLHPC_CHECK_MPI(MPI_Ireduce(send, recv, static_cast<int>(n), dt, mop, root, comm_, issue.next_request()));
       else
         TRLHPC_CHECK_MPI(MPI_Reduce(send, recv, static_cast<int>(n), dt, mop, root, comm_));
@@ -148,12 +174,17 @@ CommRequest MpiCommunicator::do_reduce_scatter(const void* in, void* out, size_t
 CommRequest MpiCommunicator::do_all_gather(const void* in, void* out, size_t block, ElementType type,
                                            Completion mode) {
   std::vector<size_t> counts(static_cast<size_t>(size_), block);  // (size)
-  return do_all_gather_variable(in, out, counts.data(), type, mode);
+  return gather(in, out, counts.data(), type, mode, "all_gather", "all_gather_async");
 }
 
 CommRequest MpiCommunicator::do_all_gather_variable(const void* in, void* out, const size_t* counts,
                                                     ElementType type, Completion mode) {
-  Issue issue(mode);
+  return gather(in, out, counts, type, mode, "all_gather_variable", "all_gather_variable_async");
+}
+
+CommRequest MpiCommunicator::gather(const void* in, void* out, const size_t* counts, ElementType type,
+                                    Completion mode, const char* blocking_name, const char* async_name) {
+  Issue issue(mode, *watchdog_, blocking_name, async_name);
   const size_t bytes = element_size(type);
   const MPI_Datatype dt = mpi_datatype(type);
   std::vector<size_t> displs(static_cast<size_t>(size_));  // (size) element offset of each rank's part
@@ -165,7 +196,7 @@ CommRequest MpiCommunicator::do_all_gather_variable(const void* in, void* out, c
     const bool equal = std::all_of(counts, counts + size_, [&](size_t c) { return c == counts[0]; });
     const int mine = static_cast<int>(counts[rank_]);
     if (equal) {
-      if (issue.async())
+      if (issue.nonblocking())
         TRLHPC_CHECK_MPI(MPI_Iallgather(in, mine, dt, out, mine, dt, comm_, issue.next_request()));
       else
         TRLHPC_CHECK_MPI(MPI_Allgather(in, mine, dt, out, mine, dt, comm_));
@@ -174,7 +205,7 @@ CommRequest MpiCommunicator::do_all_gather_variable(const void* in, void* out, c
     auto& p = issue.pending();
     p.counts.assign(counts, counts + size_);
     p.displs.assign(displs.begin(), displs.end());
-    if (issue.async())
+    if (issue.nonblocking())
       TRLHPC_CHECK_MPI(MPI_Iallgatherv(in, mine, dt, out, p.counts.data(), p.displs.data(), dt, comm_,
                                        issue.next_request()));
     else
@@ -187,7 +218,7 @@ CommRequest MpiCommunicator::do_all_gather_variable(const void* in, void* out, c
   for (int root = 0; root < size_; ++root) {
     for_each_chunk(counts[root], max_elements_per_call_, [&](size_t offset, size_t n) {
       void* data = at(out, displs[static_cast<size_t>(root)] + offset, bytes);
-      if (issue.async())
+      if (issue.nonblocking())
         TRLHPC_CHECK_MPI(MPI_Ibcast(data, static_cast<int>(n), dt, root, comm_, issue.next_request()));
       else
         TRLHPC_CHECK_MPI(MPI_Bcast(data, static_cast<int>(n), dt, root, comm_));
@@ -198,13 +229,13 @@ CommRequest MpiCommunicator::do_all_gather_variable(const void* in, void* out, c
 
 CommRequest MpiCommunicator::do_all_to_all(const void* in, void* out, size_t block, ElementType type,
                                            Completion mode) {
-  Issue issue(mode);
+  Issue issue(mode, *watchdog_, "all_to_all", "all_to_all_async");
   const size_t bytes = element_size(type);
   const MPI_Datatype dt = mpi_datatype(type);
   if (block == 0) return issue.finish();
   if (block * static_cast<size_t>(size_) <= max_elements_per_call_) {
     const int n = static_cast<int>(block);
-    if (issue.async())
+    if (issue.nonblocking())
       TRLHPC_CHECK_MPI(MPI_Ialltoall(in, n, dt, out, n, dt, comm_, issue.next_request()));
     else
       TRLHPC_CHECK_MPI(MPI_Alltoall(in, n, dt, out, n, dt, comm_));
@@ -227,11 +258,11 @@ CommRequest MpiCommunicator::do_all_to_all(const void* in, void* out, size_t blo
 }
 
 CommRequest MpiCommunicator::do_broadcast(void* data, size_t count, ElementType type, int root, Completion mode) {
-  Issue issue(mode);
+  Issue issue(mode, *watchdog_, "broadcast", "broadcast_async");
   const size_t bytes = element_size(type);
   const MPI_Datatype dt = mpi_datatype(type);
   for_each_chunk(count, max_elements_per_call_, [&](size_t offset, size_t n) {
-    if (issue.async())
+    if (issue.nonblocking())
       TRLHPC_CHECK_MPI(MPI_Ibcast(at(data, offset, bytes), static_cast<int>(n), dt, root, comm_, issue.next_request()));
     else
       TRLHPC_CHECK_MPI(MPI_Bcast(at(data, offset, bytes), static_cast<int>(n), dt, root, comm_));
@@ -241,7 +272,7 @@ CommRequest MpiCommunicator::do_broadcast(void* data, size_t count, ElementType 
 
 CommRequest MpiCommunicator::do_send_recv(const void* send, size_t send_count, int dest, void* recv,
                                           size_t recv_count, int source, ElementType type, Completion mode) {
-  Issue issue(mode);
+  Issue issue(mode, *watchdog_, "send_recv", "send_recv_async");
   const size_t bytes = element_size(type);
   const MPI_Datatype dt = mpi_datatype(type);
   // Receives first so a peer's eager sends land directly in place.

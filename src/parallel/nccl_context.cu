@@ -4,6 +4,8 @@
 #include <nccl.h>
 
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "cuda_raii.cuh"
 #include "trlhpc/core/cuda_check.hpp"
@@ -17,17 +19,75 @@ using cuda::CudaEvent;
 using cuda::CudaStream;
 using cuda::DeviceGuard;
 
+// An NCCL call on a communicator that may be non-blocking: ncclInProgress means "issued, not finished":
+// poll ncclCommGetAsyncError (under the watchdog's deadline) until the communicator is ready again, as
+// NCCL requires before the next call on it. Other results are checked as usual.
+void settle(ncclResult_t rc, const char* expr, ncclComm_t comm, CollectiveWatchdog& watchdog, uint64_t index,
+            const char* name) {
+  if (rc != ncclInProgress) {
+    if (rc != ncclSuccess)
+      throw_runtime_failure("NCCL", expr, std::string(ncclGetErrorString(rc)) + " (" + ncclGetLastError(comm) + ")",
+                            __FILE__, __LINE__);
+    return;
+  }
+  watchdog.wait(index, name, [&] {
+    ncclResult_t state = ncclSuccess;
+    TRLHPC_CHECK_NCCL(ncclCommGetAsyncError(comm, &state));
+    if (state == ncclInProgress) return false;
+    TRLHPC_CHECK_NCCL(state);
+    return true;
+  });
+}
+#define TRLHPC_SETTLE_NCCL(expr, comm, watchdog, index, name) settle((expr), #expr, (comm), (watchdog), (index), (name))
+
+// Throws if the communicator reports an asynchronous error (a peer failed, a network error).
+void check_async_error(ncclComm_t comm) {
+  ncclResult_t state = ncclSuccess;
+  TRLHPC_CHECK_NCCL(ncclCommGetAsyncError(comm, &state));
+  if (state != ncclInProgress) TRLHPC_CHECK_NCCL(state);
+}
+
 class NcclComm {
  public:
-  NcclComm(int size, const ncclUniqueId& id, int rank) { TRLHPC_CHECK_NCCL(ncclCommInitRank(&comm_, size, id, rank)); }
+  // Non-blocking (config.blocking = 0) when the watchdog is enabled, so no call can block the host.
+  NcclComm(int size, const ncclUniqueId& id, int rank, CollectiveWatchdog& watchdog)
+      : timeout_seconds_(watchdog.timeout_seconds()) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = watchdog.enabled() ? 0 : 1;
+    const uint64_t index = watchdog.arrive();
+    try {
+      TRLHPC_SETTLE_NCCL(ncclCommInitRankConfig(&comm_, size, id, rank, &config), comm_, watchdog, index,
+                         "nccl communicator init");
+    } catch (...) {
+      if (comm_) ncclCommAbort(comm_);
+      throw;
+    }
+  }
   ~NcclComm() {
-    if (comm_) ncclCommDestroy(comm_);
+    if (!comm_) return;
+    // Finalize flushes outstanding work; on a non-blocking communicator it may be in progress, so wait
+    // for it (at most the timeout) and abort instead of hanging in a destructor.
+    ncclResult_t rc = ncclCommFinalize(comm_);
+    if (rc == ncclInProgress) {
+      Backoff backoff;
+      ncclResult_t state = ncclInProgress;
+      while (ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state == ncclInProgress &&
+             (timeout_seconds_ <= 0 || backoff.elapsed_seconds() < timeout_seconds_))
+        backoff.pause(false);  // sleeps between polls after 10 ms
+      rc = state;
+    }
+    if (rc != ncclSuccess) {
+      ncclCommAbort(comm_);
+      return;
+    }
+    ncclCommDestroy(comm_);
   }
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;
   ncclComm_t get() const { return comm_; }
 
  private:
+  double timeout_seconds_;
   ncclComm_t comm_ = nullptr;
 };
 
@@ -66,41 +126,56 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return ncclSum;
 }
 
-// Completion of everything enqueued on the stream before construction.
+// Completion of everything enqueued on the stream before construction. With the watchdog enabled,
+// wait() polls the event and the communicator's async error under the deadline.
 class NcclPending final : public PendingOperation {
  public:
-  NcclPending(int device, cudaStream_t stream) : device_(device) {
+  NcclPending(int device, cudaStream_t stream, ncclComm_t comm, CollectiveWatchdog& watchdog, uint64_t index,
+              const char* name)
+      : device_(device), comm_(comm), watchdog_(watchdog), index_(index), name_(name) {
     TRLHPC_CHECK_CUDA(cudaEventRecord(event_.get(), stream));
   }
   bool test() override {
     DeviceGuard guard(device_);
     const cudaError_t rc = cudaEventQuery(event_.get());
-    if (rc == cudaErrorNotReady) return false;
+    if (rc == cudaErrorNotReady) {
+      check_async_error(comm_);
+      return false;
+    }
     TRLHPC_CHECK_CUDA(rc);
     return true;
   }
   void wait() override {
-    DeviceGuard guard(device_);
-    TRLHPC_CHECK_CUDA(cudaEventSynchronize(event_.get()));
+    if (!watchdog_.enabled()) {
+      DeviceGuard guard(device_);
+      TRLHPC_CHECK_CUDA(cudaEventSynchronize(event_.get()));
+      return;
+    }
+    watchdog_.wait(index_, name_, [this] { return test(); });
   }
 
  private:
   int device_;
+  ncclComm_t comm_;
+  CollectiveWatchdog& watchdog_;  // the context's; pending operations do not outlive their context
+  uint64_t index_;
+  const char* name_;
   CudaEvent event_;
 };
 
 // Brackets several NCCL calls so they run as one fused operation (required for send/recv pairs:
 // without it a ring of blocking sends deadlocks).
-// end() reports errors; the destructor only closes a group left open by an exception.
+// end() returns ncclGroupEnd's result (ncclInProgress on a non-blocking communicator: the caller settles
+// it); the destructor only closes a group left open by an exception.
 class NcclGroup {
  public:
   NcclGroup() { TRLHPC_CHECK_NCCL(ncclGroupStart()); }
   ~NcclGroup() {
     if (open_) ncclGroupEnd();
   }
-  void end() {
+  ncclResult_t end() {
     open_ = false;
-    TRLHPC_CHECK_NCCL(ncclGroupEnd());
+    return ncclGroupEnd();
   }
   NcclGroup(const NcclGroup&) = delete;
   NcclGroup& operator=(const NcclGroup&) = delete;
@@ -136,27 +211,44 @@ int comm_size(MPI_Comm comm) {
 
 struct NcclContext::State {
   // The device must be current (NcclContext's constructor guards it).
-  State(MPI_Comm mpi, int device_index)
-      : device(device_index), rank(comm_rank(mpi)), size(comm_size(mpi)), comm(size, shared_unique_id(mpi, rank), rank) {}
+  State(MPI_Comm mpi, int device_index, double timeout_seconds, CollectiveLabel label)
+      : device(device_index),
+        rank(comm_rank(mpi)),
+        size(comm_size(mpi)),
+        watchdog(mpi, timeout_seconds, std::move(label)),
+        comm(size, shared_unique_id(mpi, rank), rank, watchdog) {
+    watchdog.set_abort_hook([c = comm.get()] { ncclCommAbort(c); });
+  }
 
   int device;
   int rank;
   int size;
+  CollectiveWatchdog watchdog;  // before comm: the communicator's creation is watched too
   CudaStream stream;
   NcclComm comm;
   DeviceBuffer scratch{sizeof(float)};  // (1) float for barrier()
 
-  // Blocking: wait for the stream. Async: hand an event recorded after the enqueued work to the caller.
-  CommRequest finish(Completion mode) {
-    if (mode == Completion::Async) return CommRequest(std::make_unique<NcclPending>(device, stream.get()));
-    TRLHPC_CHECK_CUDA(cudaStreamSynchronize(stream.get()));
+  // One operation: its arrival notice, then `enqueue` (the NCCL calls, returning the last result, which
+  // may be ncclInProgress on a non-blocking communicator), then completion. Blocking: wait for the
+  // stream. Async: hand an event recorded after the enqueued work to the caller.
+  template <class Enqueue>
+  CommRequest run(Completion mode, const char* blocking_name, const char* async_name, Enqueue&& enqueue) {
+    const char* name = mode == Completion::Async ? async_name : blocking_name;
+    const uint64_t index = watchdog.arrive();
+    TRLHPC_SETTLE_NCCL(enqueue(), comm.get(), watchdog, index, name);
+    auto pending = std::make_unique<NcclPending>(device, stream.get(), comm.get(), watchdog, index, name);
+    if (mode == Completion::Async) return CommRequest(std::move(pending));
+    if (watchdog.enabled())
+      pending->wait();
+    else
+      TRLHPC_CHECK_CUDA(cudaStreamSynchronize(stream.get()));
     return CommRequest();
   }
 };
 
-NcclContext::NcclContext(MPI_Comm comm, int device) {
+NcclContext::NcclContext(MPI_Comm comm, int device, double timeout_seconds, CollectiveLabel label) {
   DeviceGuard guard(device);
-  state_ = std::make_unique<State>(comm, device);
+  state_ = std::make_unique<State>(comm, device, timeout_seconds, std::move(label));
 }
 
 NcclContext::~NcclContext() {
@@ -180,88 +272,97 @@ CUstream_st* NcclContext::stream() const { return state_->stream.get(); }
 CommRequest NcclContext::all_reduce(const void* in, void* out, size_t count, ElementType type, ReduceOp op,
                                     Completion mode) {
   DeviceGuard guard(state_->device);
-  if (count > 0)
-    TRLHPC_CHECK_NCCL(ncclAllReduce(in, out, count, nccl_type(type), nccl_op(op), state_->comm.get(), state_->stream.get()));
-  return state_->finish(mode);
+  State& st = *state_;
+  return st.run(mode, "all_reduce", "all_reduce_async", [&] {
+    return count > 0 ? ncclAllReduce(in, out, count, nccl_type(type), nccl_op(op), st.comm.get(), st.stream.get())
+                     : ncclSuccess;
+  });
 }
 
 CommRequest NcclContext::reduce_scatter(const void* in, void* out, size_t block, ElementType type, ReduceOp op,
                                         Completion mode) {
   DeviceGuard guard(state_->device);
-  if (block > 0)
-    TRLHPC_CHECK_NCCL(
-        ncclReduceScatter(in, out, block, nccl_type(type), nccl_op(op), state_->comm.get(), state_->stream.get()));
-  return state_->finish(mode);
+  State& st = *state_;
+  return st.run(mode, "reduce_scatter", "reduce_scatter_async", [&] {
+    return block > 0
+               ? ncclReduceScatter(in, out, block, nccl_type(type), nccl_op(op), st.comm.get(), st.stream.get())
+               : ncclSuccess;
+  });
 }
 
 CommRequest NcclContext::all_gather(const void* in, void* out, size_t block, ElementType type, Completion mode) {
   DeviceGuard guard(state_->device);
-  if (block > 0)
-    TRLHPC_CHECK_NCCL(ncclAllGather(in, out, block, nccl_type(type), state_->comm.get(), state_->stream.get()));
-  return state_->finish(mode);
+  State& st = *state_;
+  return st.run(mode, "all_gather", "all_gather_async", [&] {
+    return block > 0 ? ncclAllGather(in, out, block, nccl_type(type), st.comm.get(), st.stream.get()) : ncclSuccess;
+  });
 }
 
 CommRequest NcclContext::all_gather_variable(const void* in, void* out, const size_t* counts, ElementType type,
                                              Completion mode) {
   DeviceGuard guard(state_->device);
-  {
+  State& st = *state_;
+  return st.run(mode, "all_gather_variable", "all_gather_variable_async", [&] {
     NcclGroup group;  // one broadcast per rank, fused
     size_t displ = 0;
-    for (int root = 0; root < state_->size; ++root) {
+    for (int root = 0; root < st.size; ++root) {
       if (counts[root] > 0) {
         void* dst = at(out, displ, type);
-        const void* src = root == state_->rank ? in : dst;
-        TRLHPC_CHECK_NCCL(ncclBroadcast(src, dst, counts[root], nccl_type(type), root, state_->comm.get(),
-                                        state_->stream.get()));
+        const void* src = root == st.rank ? in : dst;
+        TRLHPC_CHECK_NCCL(
+            ncclBroadcast(src, dst, counts[root], nccl_type(type), root, st.comm.get(), st.stream.get()));
       }
       displ += counts[root];
     }
-    group.end();
-  }
-  return state_->finish(mode);
+    return group.end();
+  });
 }
 
 CommRequest NcclContext::all_to_all(const void* in, void* out, size_t block, ElementType type, Completion mode) {
   DeviceGuard guard(state_->device);
-  if (block > 0) {
+  State& st = *state_;
+  return st.run(mode, "all_to_all", "all_to_all_async", [&] {
+    if (block == 0) return ncclSuccess;
     NcclGroup group;
-    for (int peer = 0; peer < state_->size; ++peer) {
+    for (int peer = 0; peer < st.size; ++peer) {
       const size_t base = static_cast<size_t>(peer) * block;
-      TRLHPC_CHECK_NCCL(ncclSend(at(in, base, type), block, nccl_type(type), peer, state_->comm.get(), state_->stream.get()));
-      TRLHPC_CHECK_NCCL(ncclRecv(at(out, base, type), block, nccl_type(type), peer, state_->comm.get(), state_->stream.get()));
+      TRLHPC_CHECK_NCCL(ncclSend(at(in, base, type), block, nccl_type(type), peer, st.comm.get(), st.stream.get()));
+      TRLHPC_CHECK_NCCL(ncclRecv(at(out, base, type), block, nccl_type(type), peer, st.comm.get(), st.stream.get()));
     }
-    group.end();
-  }
-  return state_->finish(mode);
+    return group.end();
+  });
 }
 
 CommRequest NcclContext::broadcast(void* data, size_t count, ElementType type, int root, Completion mode) {
   DeviceGuard guard(state_->device);
-  if (count > 0)
-    TRLHPC_CHECK_NCCL(ncclBroadcast(data, data, count, nccl_type(type), root, state_->comm.get(), state_->stream.get()));
-  return state_->finish(mode);
+  State& st = *state_;
+  return st.run(mode, "broadcast", "broadcast_async", [&] {
+    return count > 0 ? ncclBroadcast(data, data, count, nccl_type(type), root, st.comm.get(), st.stream.get())
+                     : ncclSuccess;
+  });
 }
 
 CommRequest NcclContext::send_recv(const void* send, size_t send_count, int dest, void* recv, size_t recv_count,
                                    int source, ElementType type, Completion mode) {
   DeviceGuard guard(state_->device);
-  {
+  State& st = *state_;
+  return st.run(mode, "send_recv", "send_recv_async", [&] {
     NcclGroup group;  // send and receive progress together, so a ring of them cannot deadlock
     if (send_count > 0)
-      TRLHPC_CHECK_NCCL(ncclSend(send, send_count, nccl_type(type), dest, state_->comm.get(), state_->stream.get()));
+      TRLHPC_CHECK_NCCL(ncclSend(send, send_count, nccl_type(type), dest, st.comm.get(), st.stream.get()));
     if (recv_count > 0)
-      TRLHPC_CHECK_NCCL(ncclRecv(recv, recv_count, nccl_type(type), source, state_->comm.get(), state_->stream.get()));
-    group.end();
-  }
-  return state_->finish(mode);
+      TRLHPC_CHECK_NCCL(ncclRecv(recv, recv_count, nccl_type(type), source, st.comm.get(), st.stream.get()));
+    return group.end();
+  });
 }
 
 void NcclContext::barrier() {
   DeviceGuard guard(state_->device);
+  State& st = *state_;
   // An all-reduce of one element completes only once every rank has joined it.
-  TRLHPC_CHECK_NCCL(ncclAllReduce(state_->scratch.get(), state_->scratch.get(), 1, ncclFloat32, ncclSum,
-                                  state_->comm.get(), state_->stream.get()));
-  TRLHPC_CHECK_CUDA(cudaStreamSynchronize(state_->stream.get()));
+  st.run(Completion::Blocking, "barrier", "barrier", [&] {
+    return ncclAllReduce(st.scratch.get(), st.scratch.get(), 1, ncclFloat32, ncclSum, st.comm.get(), st.stream.get());
+  });
 }
 
 }  // namespace trlhpc

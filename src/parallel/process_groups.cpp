@@ -31,10 +31,12 @@ std::string list_string(const std::vector<int>& v) {
 }
 }  // namespace
 
-ProcessGroup::ProcessGroup(GroupKind kind, MpiComm comm, std::vector<int> members, MpiCommunicatorOptions options)
+ProcessGroup::ProcessGroup(GroupKind kind, MpiComm comm, std::vector<int> members, MpiCommunicatorOptions options,
+                           std::shared_ptr<const PhaseLabel> phase)
     : kind_(kind),
       comm_(std::move(comm)),
-      communicator_(std::make_unique<MpiCommunicator>(comm_.get(), options)),
+      communicator_(std::make_unique<MpiCommunicator>(comm_.get(), options,
+                                                      CollectiveLabel{group_kind_name(kind), std::move(phase)})),
       members_(std::move(members)) {}
 
 ProcessGroups::ProcessGroups(const Mesh& mesh, MPI_Comm world, MpiCommunicatorOptions options) : mesh_(mesh) {
@@ -56,7 +58,7 @@ ProcessGroups::ProcessGroups(const Mesh& mesh, MPI_Comm world, MpiCommunicatorOp
                   std::string(group_kind_name(kind)) + " group: MPI reports rank " + std::to_string(comm.rank()) +
                       " of members " + list_string(reported) + ", the mesh predicts rank " +
                       std::to_string(mesh_.group_rank(kind, world_rank_)) + " of " + list_string(predicted));
-    groups_.emplace_back(kind, std::move(comm), std::move(predicted), options);
+    groups_.emplace_back(kind, std::move(comm), std::move(predicted), options, phase_);
   }
 }
 

@@ -9,11 +9,20 @@
 //
 // bf16 (uint16_t) reductions use MpiBf16Ops. Non-blocking variants use MPI's I-collectives; OpenMPI
 // progresses them inside MPI calls, so CommRequest::test() from the compute loop helps them along.
+//
+// Hang watchdog (collective_watchdog.hpp): with timeout_seconds > 0 every operation (blocking ones,
+// barrier, send_recv, and CommRequest::wait of non-blocking ones) is issued non-blocking and waited by
+// polling MPI_Test* against that deadline; past it the rank writes one line naming the operation, the
+// group, the phase and the members that had not arrived, and calls MPI_Abort(comm, 2). Each operation
+// also posts zero-byte arrival notices to the other members (that is how the missing ones are named).
+// timeout_seconds <= 0: no watchdog, MPI's blocking collectives and MPI_Waitall, as before.
 #include <mpi.h>
 
 #include <climits>
 #include <cstddef>
+#include <memory>
 
+#include "trlhpc/parallel/collective_watchdog.hpp"
 #include "trlhpc/parallel/communicator.hpp"
 #include "trlhpc/parallel/mpi_bf16_ops.hpp"
 
@@ -22,12 +31,17 @@ namespace trlhpc {
 struct MpiCommunicatorOptions {
   // Largest element count handed to one MPI call. Tests lower it to reach the split path cheaply.
   size_t max_elements_per_call = INT_MAX;
+  // Longest wait for one collective before the job is aborted (exit 2); <= 0: wait forever. The default
+  // is Hugging Face's / PyTorch's (--ddp_timeout 1800).
+  double timeout_seconds = kDefaultCollectiveTimeoutSeconds;
 };
 
 class MpiCommunicator final : public Communicator {
  public:
   // Does not own `comm` (a ProcessGroup or test owns it through MpiComm and outlives this object).
-  explicit MpiCommunicator(MPI_Comm comm, MpiCommunicatorOptions options = {});
+  // Collective over `comm` when options.timeout_seconds > 0 (the watchdog duplicates it). `label` names
+  // the group and its phase in timeout reports (ProcessGroups sets it; default "unnamed", no phase).
+  explicit MpiCommunicator(MPI_Comm comm, MpiCommunicatorOptions options = {}, CollectiveLabel label = {});
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -35,6 +49,8 @@ class MpiCommunicator final : public Communicator {
   const char* backend_name() const override { return "mpi"; }
   void barrier() override;
   MPI_Comm mpi_comm() const { return comm_; }
+  // The hang watchdog of this communicator (diagnostics and tests: arrival bookkeeping).
+  CollectiveWatchdog& watchdog() { return *watchdog_; }
 
  protected:
   CommRequest do_all_reduce(const void* in, void* out, size_t count, ElementType type, ReduceOp op,
@@ -51,12 +67,16 @@ class MpiCommunicator final : public Communicator {
 
  private:
   MPI_Op mpi_op(ReduceOp op, ElementType type) const;
+  // all_gather and all_gather_variable; the names are what a timeout report calls the operation.
+  CommRequest gather(const void* in, void* out, const size_t* counts, ElementType type, Completion mode,
+                     const char* blocking_name, const char* async_name);
 
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
   size_t max_elements_per_call_;
   MpiBf16Ops bf16_ops_;
+  std::unique_ptr<CollectiveWatchdog> watchdog_;  // stable address: in-flight requests point at it
 };
 
 }  // namespace trlhpc

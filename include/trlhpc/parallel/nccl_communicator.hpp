@@ -10,6 +10,8 @@
 // ncclBroadcast (one per rank), all_to_all and send_recv are groups of ncclSend/ncclRecv.
 #include <mpi.h>
 
+#include <utility>
+
 #include "trlhpc/parallel/communicator.hpp"
 #include "trlhpc/parallel/nccl_context.hpp"
 
@@ -18,7 +20,11 @@ namespace trlhpc {
 class NcclCommunicator final : public Communicator {
  public:
   // Collective over `comm` (e.g. ProcessGroup::mpi_comm()); `device` is Topology::gpu_index().
-  NcclCommunicator(MPI_Comm comm, int device) : context_(comm, device) {}
+  // timeout_seconds: the hang watchdog's limit per operation (<= 0: none; see nccl_context.hpp); `label`
+  // names the group and phase in its report (e.g. {group.name(), phase label of the ProcessGroups}).
+  NcclCommunicator(MPI_Comm comm, int device, double timeout_seconds = kDefaultCollectiveTimeoutSeconds,
+                   CollectiveLabel label = {})
+      : context_(comm, device, timeout_seconds, std::move(label)) {}
 
   int rank() const override { return context_.rank(); }
   int size() const override { return context_.size(); }

@@ -10,11 +10,20 @@
 // Operations are enqueued on the context's stream. The caller must have finished producing the input
 // (e.g. synchronized its compute stream) before the call. Blocking calls synchronize the stream before
 // returning; async calls record an event that CommRequest::wait() synchronizes on.
+//
+// Hang watchdog (collective_watchdog.hpp), with timeout_seconds > 0: the NCCL communicator is created
+// non-blocking (ncclConfig_t::blocking = 0, NCCL >= 2.14), so no NCCL call blocks the host; calls that
+// return ncclInProgress are settled by polling ncclCommGetAsyncError, and waits for the stream poll the
+// event (cudaEventQuery) and ncclCommGetAsyncError, all against the deadline. Arrival notices go over the
+// MPI communicator's duplicate as for MpiCommunicator. On expiry: the report line, ncclCommAbort (which
+// also ends the kernels stuck on the stream), then MPI_Abort(comm, 2). timeout_seconds <= 0: a blocking
+// communicator and cudaStreamSynchronize, as before. Compiled, not yet run on a GPU.
 #include <mpi.h>
 
 #include <cstddef>
 #include <memory>
 
+#include "trlhpc/parallel/collective_watchdog.hpp"
 #include "trlhpc/parallel/comm_types.hpp"
 
 struct CUstream_st;  // cudaStream_t is CUstream_st*
@@ -24,7 +33,9 @@ namespace trlhpc {
 class NcclContext {
  public:
   // Collective over `comm`. Makes `device` current while it works and restores the previous device.
-  NcclContext(MPI_Comm comm, int device);
+  // `label` names the group and phase in timeout reports.
+  NcclContext(MPI_Comm comm, int device, double timeout_seconds = kDefaultCollectiveTimeoutSeconds,
+              CollectiveLabel label = {});
   ~NcclContext();
   NcclContext(NcclContext&&) noexcept;
   NcclContext& operator=(NcclContext&&) noexcept;

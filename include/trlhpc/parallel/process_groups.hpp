@@ -9,9 +9,17 @@
 //
 // Each group exposes its rank, size, member world ranks and an MpiCommunicator (host memory). The
 // CUDA backend builds an NcclCommunicator from mpi_comm() when it needs one.
+//
+// Hang watchdog: MpiCommunicatorOptions::timeout_seconds (`--ddp_timeout`) applies to every group's
+// communicator; a collective that waits longer ends the job with a report naming the operation, the
+// group (its GroupKind name), the phase and the ranks that had not arrived (collective_watchdog.hpp).
+// The phase is a label the trainer sets with set_phase("step 12"), set_phase("evaluation at step 12"),
+// set_phase("checkpoint save at step 12"), ...: one PhaseLabel owned here and shared (read-only) by every
+// group's communicator, so there is no global state. Set it from the thread that issues collectives.
 #include <mpi.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "trlhpc/parallel/mesh.hpp"
@@ -22,7 +30,10 @@ namespace trlhpc {
 
 class ProcessGroup {
  public:
-  ProcessGroup(GroupKind kind, MpiComm comm, std::vector<int> members, MpiCommunicatorOptions options);
+  // Collective over comm (the communicator's watchdog duplicates it when options.timeout_seconds > 0).
+  // `phase`: the label timeout reports name (may be null).
+  ProcessGroup(GroupKind kind, MpiComm comm, std::vector<int> members, MpiCommunicatorOptions options,
+               std::shared_ptr<const PhaseLabel> phase = nullptr);
   ProcessGroup(ProcessGroup&&) noexcept = default;
   ProcessGroup& operator=(ProcessGroup&&) noexcept = default;
 
@@ -44,7 +55,16 @@ class ProcessGroup {
 class ProcessGroups {
  public:
   // Collective over `world`, whose size must equal mesh.world_size() (ParallelDims::resolved checked it).
+  // options.timeout_seconds: the hang watchdog's limit per collective (<= 0: none; default 1800 s). The
+  // sft job passes MpiCommunicatorOptions{.timeout_seconds = config.ddp_timeout}.
   ProcessGroups(const Mesh& mesh, MPI_Comm world, MpiCommunicatorOptions options = {});
+
+  // What the job is doing, named by timeout reports ("step 12", "evaluation at step 12", ...). The
+  // label starts empty (reported as "no phase set").
+  void set_phase(std::string phase) { phase_->set(std::move(phase)); }
+  const std::string& phase() const { return phase_->text(); }
+  // The shared label itself, for communicators built outside (NcclCommunicator's CollectiveLabel).
+  std::shared_ptr<const PhaseLabel> phase_label() const { return phase_; }
 
   const Mesh& mesh() const { return mesh_; }
   int world_rank() const { return world_rank_; }
@@ -65,6 +85,7 @@ class ProcessGroups {
 
  private:
   Mesh mesh_;
+  std::shared_ptr<PhaseLabel> phase_ = std::make_shared<PhaseLabel>();  // shared with every group's communicator
   int world_rank_ = 0;
   MeshCoord coords_{};
   std::vector<ProcessGroup> groups_;  // (kNumGroupKinds) indexed by GroupKind

@@ -61,6 +61,9 @@ struct SftConfig {
   std::string sharding = "none";    // none (DDP) | zero1 | zero2 | zero3 (set from accelerate profiles)
   int64_t bucket_size_mb = 25;
   std::string device = "auto";
+  // Seconds one collective may wait before the job ends with exit 2 and a report naming the step, the
+  // collective, the group and the ranks that had not arrived (HF's --ddp_timeout; 0: wait forever).
+  double ddp_timeout = 1800;
 };
 
 }  // namespace trlhpc
