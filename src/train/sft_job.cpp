@@ -161,7 +161,9 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   const Topology topology = set_up_compute(c, mpi);
   const bool is_main = mpi.world_rank() == 0;
   MetricsLogger logger(c.output_dir, is_main, /*may_redraw=*/mpi.world_size() == 1);
-  ProcessGroups groups(Mesh(plan.dims), mpi.world());
+  // --ddp_timeout: a collective that waits longer ends the job (exit 2), naming the phase set below.
+  ProcessGroups groups(Mesh(plan.dims), mpi.world(), MpiCommunicatorOptions{.timeout_seconds = c.ddp_timeout});
+  groups.set_phase("dataset preparation");
 
   // Data: rank 0 tokenizes (or reads the cache), the others read its cache file; every rank packs
   // the same examples the same way (identical rows).

@@ -51,6 +51,7 @@ void SftLoop::resume_at(const checkpoint::TrainingProgress& progress) {
 }
 
 std::string SftLoop::save(int64_t steps) {
+  trainer_.model().groups().set_phase("checkpoint save after step " + std::to_string(steps));
   checkpoint::SaveRequest request = save_request_;
   const batching::SamplerPosition next = sampler_.position(steps);
   request.progress = {steps, num_tokens_, epoch_after(steps - 1), next.epoch, next.step};
@@ -135,7 +136,9 @@ SftLoopOutcome SftLoop::run(double peak_flops_per_rank) {
   const ModelConfig& model = trainer_.model().config();
   Communicator& world = trainer_.model().groups().world().comm();
   start_ = Clock::now();
+  ProcessGroups& groups = trainer_.model().groups();
   for (int64_t step = first_step_; step < total_steps_; ++step) {
+    groups.set_phase("step " + std::to_string(step + 1));
     if (const int signal = watch_.agreed_signal(world)) return stop_for(signal, step);
     const auto t0 = Clock::now();
     int64_t seq_len = 0;
@@ -152,6 +155,7 @@ SftLoopOutcome SftLoop::run(double peak_flops_per_rank) {
     // A window of skipped steps only still logs its line (loss null), so skipped_steps shows.
     if (every(config_.logging_steps, step) || last) log_step(step, r, peak_flops_per_rank);
     if (eval_ && (every(config_.eval_steps, step) || last)) {
+      groups.set_phase("evaluation at step " + std::to_string(step + 1));
       const std::optional<double> eval_loss = evaluate();
       if (!eval_loss) return stop_for(watch_.agreed_signal(world), step + 1);
       logger_.log_eval(step + 1, *eval_loss, epoch_after(step));
