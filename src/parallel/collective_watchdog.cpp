@@ -87,7 +87,21 @@ CollectiveWatchdog::~CollectiveWatchdog() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  // Notices still in flight to us are dropped with the duplicate communicator (notices_ frees it after).
+  // Every notice sent to this rank must be received before notices_ is freed: one still in flight
+  // would be delivered to the next communicator that reuses the id (Open MPI 4.1's ob1 crashed in
+  // MPI_Comm_dup on that, in a test creating many groups). Each rank announces how many notices it
+  // sent to each peer (one per operation it issued), and receives until it has them all.
+  uint64_t sent = book_.entered();
+  std::vector<uint64_t> announced(static_cast<size_t>(size_));
+  if (MPI_Allgather(&sent, 1, MPI_UINT64_T, announced.data(), 1, MPI_UINT64_T, notices_.get()) == MPI_SUCCESS) {
+    for (int peer = 0; peer < size_; ++peer)
+      while (peer != rank_ && book_.received(peer) < announced[static_cast<size_t>(peer)]) {
+        MPI_Status status;
+        if (MPI_Wait(&receive_, &status) != MPI_SUCCESS) break;
+        book_.record_notice(status.MPI_SOURCE);
+        MPI_Start(&receive_);
+      }
+  }
   MPI_Cancel(&receive_);
   MPI_Wait(&receive_, MPI_STATUS_IGNORE);
   MPI_Request_free(&receive_);

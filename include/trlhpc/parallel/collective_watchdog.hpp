@@ -83,6 +83,7 @@ class ArrivalBook {
   uint64_t enter() { return ++entered_; }  // index (1-based) of the collective this rank now issues
   uint64_t entered() const { return entered_; }
   void record_notice(int member) { ++notices_[static_cast<size_t>(member)]; }
+  uint64_t received(int member) const { return notices_[static_cast<size_t>(member)]; }
   bool arrived(int member, uint64_t index) const;
   bool all_arrived(uint64_t index) const;
   // (ascending) group ranks other than self whose notice for collective `index` has not come.
