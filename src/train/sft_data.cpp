@@ -54,7 +54,7 @@ void broadcast_string(Communicator& world, std::string& s) {
 // What rank 0 found, for every rank: where the cache file is (empty: none was written) and its key,
 // or the error that every rank must raise.
 struct CacheOutcome {
-  enum Status : int32_t { kOk = 0, kUserError = 1, kOtherError = 2 };
+  enum Status : int32_t { kOk = 0, kUserError = 1, kOtherError = 2, kInterrupted = 3 };
   int32_t status = kOk;
   std::string error, path;
   uint64_t key = 0;
@@ -85,6 +85,8 @@ std::optional<dataset::SftTokenizedExamples> load_or_tokenize(const dataset::Sft
       logger.message("dataset cache not written (" + write_error + "); every rank tokenizes");
     }
     return tokenized;
+  } catch (const dataset::TokenizationInterrupted&) {
+    outcome.status = CacheOutcome::kInterrupted;
   } catch (const UserError& e) {
     outcome.status = CacheOutcome::kUserError;
     outcome.error = e.what();
@@ -98,6 +100,7 @@ std::optional<dataset::SftTokenizedExamples> load_or_tokenize(const dataset::Sft
 // Rank 0's outcome on every rank; rethrows its error everywhere.
 void share_outcome(Communicator& world, CacheOutcome& outcome) {
   world.broadcast(std::span<int32_t>(&outcome.status, 1), 0);
+  if (outcome.status == CacheOutcome::kInterrupted) return;
   if (outcome.status != CacheOutcome::kOk) {
     broadcast_string(world, outcome.error);
     if (outcome.status == CacheOutcome::kUserError) throw UserError(outcome.error);
@@ -119,14 +122,22 @@ std::optional<tokenizer::Tokenizer> load_tokenizer(const std::string& dir) {
   return tokenizer::Tokenizer::from_directory(dir);
 }
 
-dataset::SftDataset load_sft_dataset(const SftConfig& config, const SftPlan& plan, const std::string& dataset_name,
-                                     const tokenizer::Tokenizer* tokenizer, Communicator& world, MetricsLogger& logger) {
-  const dataset::SftDataOptions o = data_options(config, dataset_name, plan.tokenizer_dir);
-  if (plan.cache_dir == "none") return dataset::SftDataset::build(o, tokenizer);
+std::optional<dataset::SftDataset> load_sft_dataset(const SftConfig& config, const SftPlan& plan,
+                                                    const std::string& dataset_name,
+                                                    const tokenizer::Tokenizer* tokenizer, Communicator& world,
+                                                    MetricsLogger& logger, const std::function<bool()>& interrupted) {
+  dataset::SftDataOptions o = data_options(config, dataset_name, plan.tokenizer_dir);
+  o.interrupted = interrupted;
+  try {
+    if (plan.cache_dir == "none") return dataset::SftDataset::build(o, tokenizer);
+  } catch (const dataset::TokenizationInterrupted&) {
+    return std::nullopt;
+  }
   CacheOutcome outcome;
   std::optional<dataset::SftTokenizedExamples> tokenized;
   if (world.rank() == 0) tokenized = load_or_tokenize(o, tokenizer, plan.cache_dir, logger, outcome);
   share_outcome(world, outcome);
+  if (outcome.status == CacheOutcome::kInterrupted) return std::nullopt;
   if (world.rank() != 0) {
     if (!outcome.path.empty()) {
       std::string warning;
@@ -135,7 +146,11 @@ dataset::SftDataset load_sft_dataset(const SftConfig& config, const SftPlan& pla
         std::cerr << "rank " << world.rank() << ": "
                   << (warning.empty() ? "dataset cache " + outcome.path + " not readable; tokenizing" : warning) << "\n";
     }
-    if (!tokenized) tokenized = dataset::SftDataset::tokenize(o, tokenizer);
+    try {
+      if (!tokenized) tokenized = dataset::SftDataset::tokenize(o, tokenizer);
+    } catch (const dataset::TokenizationInterrupted&) {
+      return std::nullopt;
+    }
   }
   return dataset::SftDataset::from_examples(o, std::move(*tokenized), tokenizer);
 }

@@ -169,12 +169,18 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   // the same examples the same way (identical rows).
   const std::optional<tokenizer::Tokenizer> tokenizer = load_tokenizer(plan.tokenizer_dir);
   const tokenizer::Tokenizer* tok = tokenizer ? &*tokenizer : nullptr;
-  const dataset::SftDataset train = load_sft_dataset(c, plan, c.dataset_name, tok, groups.world().comm(), logger);
+  // A preemption signal stops the tokenizing (on the rank that got it); the ranks then agree on it.
+  const auto interrupted = [&watch] { return watch.local_signal() != 0; };
+  const std::optional<dataset::SftDataset> loaded =
+      load_sft_dataset(c, plan, c.dataset_name, tok, groups.world().comm(), logger, interrupted);
   std::optional<dataset::SftDataset> eval;
-  if (!c.eval_dataset.empty()) eval = load_sft_dataset(c, plan, c.eval_dataset, tok, groups.world().comm(), logger);
-  log_dataset(c, train, logger);
-  if (const int signal = watch.agreed_signal(groups.world().comm()))  // tokenizing can take a while
+  if (!c.eval_dataset.empty())
+    eval = load_sft_dataset(c, plan, c.eval_dataset, tok, groups.world().comm(), logger, interrupted);
+  if (const int signal = watch.agreed_signal(groups.world().comm()))
     return report_preemption(c, signal, SftLoopOutcome{signal, 0, ""}, 0, logger);
+  TRLHPC_ASSERT(loaded && (c.eval_dataset.empty() || eval), "a dataset load stopped without a signal");
+  const dataset::SftDataset& train = *loaded;
+  log_dataset(c, train, logger);
 
   auto ops = make_cpu_ops();
   Trainer trainer(plan.model, *ops, groups, plan.trainer);

@@ -3,7 +3,8 @@
 #  1. SIGUSR1 to one rank mid-training: every rank stops at the next step boundary, a checkpoint of the
 #     steps done is written, exit 3 with the resume line; a second signal during that save changes
 #     nothing; --resume_from_checkpoint latest finishes with the uninterrupted run's losses bit for bit.
-#  2. SIGTERM before training starts (during data loading): exit 3, nothing saved, no model written.
+#  2. SIGTERM to every rank while rank 0 tokenizes a large dataset (the tiny-chat rows x 50): the
+#     tokenizing stops (no cache file is written), exit 3, nothing saved, no model written.
 #  3. --learning_rate 1e30: exit 1, one message on every rank naming the step and the first parameter
 #     with a non-finite gradient; no model.safetensors; the checkpoint of the last good step intact.
 #     With --skip_nonfinite_steps the job finishes and metrics.jsonl counts skipped_steps.
@@ -64,8 +65,9 @@ diff <(losses "$WORK/full/metrics.jsonl") <(losses "$WORK/pre/metrics.jsonl") >/
   fail "preempted + resumed losses differ from the uninterrupted run"
 cmp -s "$WORK/full/model.safetensors" "$WORK/pre/model.safetensors" || fail "preempted + resumed final model differs"
 
-# 2. A signal before the first step: nothing to save.
-sft 4 "$WORK/early" "$WORK/early.log" --max_steps 40 --dataset_cache_dir none &
+# 2. A signal while the dataset is tokenized: nothing to save, and the tokenizing stops early.
+for _ in $(seq 50); do cat examples/tiny-chat/train.jsonl; done >"$WORK/large.jsonl"
+sft 4 "$WORK/early" "$WORK/early.log" --max_steps 40 --dataset_name "$WORK/large.jsonl" &
 job=$!
 # Signal once the rank has installed its handler (SigCgt has SIGTERM, bit 15): before that the
 # default action would kill it, as for any program still starting up.
@@ -76,17 +78,15 @@ for _ in $(seq 2000); do
   handles_term "$pid" && break
   sleep 0.005
 done
-kill -TERM "$pid"
+sleep 0.3
+kill -TERM $(ranks_of "$WORK/early")  # every rank, as SLURM signals every task
 wait $job
 rc=$?
-if grep -q '"step":' "$WORK/early/metrics.jsonl" 2>/dev/null; then
-  echo "    (the signal landed after training started; checking the step-boundary path instead)"
-  [ $rc -eq 3 ] || fail "early signal: exit $rc, want 3"
-else
-  [ $rc -eq 3 ] || { fail "early signal: exit $rc, want 3"; tail -3 "$WORK/early.log"; }
-  grep -q "stopped by SIGTERM after step 0: no step to save" "$WORK/early.log" || fail "early signal: no stop line"
-  ls "$WORK/early" | grep -q checkpoint && fail "early signal: a checkpoint was written"
-fi
+[ $rc -eq 3 ] || { fail "signal while tokenizing: exit $rc, want 3"; tail -3 "$WORK/early.log"; }
+grep -q "stopped by SIGTERM after step 0: no step to save" "$WORK/early.log" || fail "signal while tokenizing: no stop line"
+grep -q "dataset cache written" "$WORK/early.log" && fail "signal while tokenizing: the tokenizing ran to its end"
+ls "$WORK/early" | grep -q checkpoint && fail "signal while tokenizing: a checkpoint was written"
+[ -f "$WORK/early/model.safetensors" ] && fail "signal while tokenizing: a model was written"
 
 # 3. Non-finite steps.
 sft 4 "$WORK/nan" "$WORK/nan.log" --max_steps 6 --learning_rate 1e30 --save_steps 1

@@ -1,6 +1,7 @@
 #pragma once
 // The data of a `trlhpc sft` run: the tokenizer and the train / eval datasets, read through the
 // preprocessing cache (data/dataset/cache.hpp) so that one rank tokenizes and the others read its file.
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -24,7 +25,12 @@ std::optional<tokenizer::Tokenizer> load_tokenizer(const std::string& dir);
 // error and none hangs); the other ranks read the file rank 0 names (shared file system) and tokenize
 // themselves only if that read misses. Packing then runs on every rank: identical rows everywhere.
 // plan.cache_dir "none": every rank tokenizes itself.
-dataset::SftDataset load_sft_dataset(const SftConfig& config, const SftPlan& plan, const std::string& dataset_name,
-                                     const tokenizer::Tokenizer* tokenizer, Communicator& world, MetricsLogger& logger);
+// `interrupted` (this rank's preemption flag) is asked while tokenizing; nullopt when it stopped the
+// tokenizing, on this rank or (through the cache outcome) on rank 0. Every rank makes the same
+// collective calls either way, so the caller can then agree on the signal.
+std::optional<dataset::SftDataset> load_sft_dataset(const SftConfig& config, const SftPlan& plan,
+                                                    const std::string& dataset_name,
+                                                    const tokenizer::Tokenizer* tokenizer, Communicator& world,
+                                                    MetricsLogger& logger, const std::function<bool()>& interrupted);
 
 }  // namespace trlhpc

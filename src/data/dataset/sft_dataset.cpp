@@ -187,7 +187,10 @@ SftTokenizedExamples SftDataset::tokenize(const SftDataOptions& options, const t
   const batching::PackingStrategy strategy = batching::parse_packing_strategy(options.packing_strategy);
   const bool truncate = !(options.packing && strategy == batching::PackingStrategy::kWrapped);
   int64_t targets_truncated_away = 0;  // examples whose every trained token lay past max_length
+  int64_t rows_seen = 0;
   DatasetScan scan = scan_dataset(reader, options.text_field, [&](const DatasetRow& row, const DatasetFormSpec& form) {
+    if (options.interrupted && rows_seen++ % kInterruptCheckRows == 0 && options.interrupted())  // row 0 too
+      throw TokenizationInterrupted();
     if (!row_tokenizer) row_tokenizer = std::make_unique<RowTokenizer>(options, form, tokenizer);
     TokenizedExample ex = row_tokenizer->tokenize(row);
     if (ex.input_ids.empty()) return;

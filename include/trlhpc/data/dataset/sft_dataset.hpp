@@ -12,9 +12,11 @@
 //   -> truncation to max_length (keep_start) -> packing (bfd | wrapped) or one row per example
 //   -> collate(row indices) -> Batch (targets shifted within documents).
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -45,6 +47,17 @@ struct SftDataOptions {
   bool skip_bad_rows = false;
   bool shuffle = true;  // --shuffle_dataset: seeded shuffle of the examples before packing
   uint64_t seed = 42;
+  // Asked before the first row and every kInterruptCheckRows rows while tokenizing; true stops with TokenizationInterrupted
+  // (a preemption signal: tokenizing a large dataset can outlast the scheduler's grace period). Not
+  // part of the cache key. Empty: never interrupted.
+  std::function<bool()> interrupted;
+};
+
+inline constexpr int64_t kInterruptCheckRows = 256;
+
+// Thrown by tokenize (and build) when options.interrupted() said so.
+struct TokenizationInterrupted : std::runtime_error {
+  TokenizationInterrupted() : std::runtime_error("tokenization interrupted") {}
 };
 
 struct SftDataStats {
