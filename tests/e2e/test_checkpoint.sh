@@ -2,8 +2,8 @@
 # Checkpoints end to end with the trlhpc binary on the bundled tiny-chat job (real tokenizer, chat
 # template, packing, eval):
 #  1. --save_steps 3 over 9 steps writes checkpoint-3, -6, -9; `latest` names -9.
-#  2. Same layout (2 ranks DDP) resumed from checkpoint-3: steps 4-9 and the evals are bit-identical
-#     to the uninterrupted run, and metrics.jsonl reads as one run (no line twice); with
+#  2. Same layout (2 ranks DDP; also with 2 accumulation micro-steps) resumed from checkpoint-3: steps
+#     4-9 and the evals are bit-identical to the uninterrupted run, and metrics.jsonl reads as one run (no line twice); with
 #     --save_total_limit 2 only checkpoint-6 and -9 remain.
 #  3. Another layout and world size (1 rank with 2x accumulation; 2 ranks ZeRO-3; 4 ranks tp 2 x cp 2):
 #     within 1e-5 relative per logged loss (fp32 summation order only, as the layout-equivalence tests).
@@ -61,13 +61,13 @@ sft 2 "$WORK/full" "$WORK/full.log" --save_steps 3 || fail "full run: exit $?"
 for s in 3 6 9; do [ -f "$WORK/full/checkpoint-$s/manifest.json" ] || fail "checkpoint-$s missing"; done
 [ "$(cat "$WORK/full/latest" 2>/dev/null)" = "checkpoint-9" ] || fail "latest is not checkpoint-9"
 
-resume() {  # resume NAME NP FLAGS...: a folder holding checkpoint-3 and the full run's metrics (the
-            # lines after step 3 stand for those an interrupted run logged), resumed from latest
-  local name=$1 np=$2
+resume() {  # resume NAME NP FLAGS...: a folder holding checkpoint-3 and the metrics of run $FROM (default
+            # full; the lines after step 3 stand for those an interrupted run logged), resumed from latest
+  local name=$1 np=$2 from=${FROM:-full}
   shift 2
   mkdir -p "$WORK/$name"
-  cp -r "$WORK/full/checkpoint-3" "$WORK/$name/"
-  cp "$WORK/full/metrics.jsonl" "$WORK/$name/"
+  cp -r "$WORK/$from/checkpoint-3" "$WORK/$name/"
+  cp "$WORK/$from/metrics.jsonl" "$WORK/$name/"
   sft "$np" "$WORK/$name" "$WORK/$name.log" --resume_from_checkpoint latest "$@" || {
     fail "$name: exit $?"
     tail -5 "$WORK/$name.log"
@@ -83,6 +83,11 @@ for s in 6 9; do [ -f "$WORK/same/checkpoint-$s/manifest.json" ] || fail "same: 
 grep -q "resumed from .*checkpoint-3 after step 3" "$WORK/same.log" || fail "same: no resume line"
 compare "$WORK/full" "$WORK/same" 0 || fail "same layout: not bit-identical"
 cmp -s "$WORK/full/model.safetensors" "$WORK/same/model.safetensors" || fail "same layout: final model differs"
+echo "same layout with gradient accumulation (2 ranks, 1 row x 2 micro-steps)"
+sft 2 "$WORK/acc" "$WORK/acc.log" --save_steps 3 --per_device_train_batch_size 1 --gradient_accumulation_steps 2 ||
+  fail "accumulation run: exit $?"
+FROM=acc resume acc-same 2 --per_device_train_batch_size 1 --gradient_accumulation_steps 2
+compare "$WORK/acc" "$WORK/acc-same" 0 || fail "same layout with accumulation: not bit-identical"
 
 # 3. Other layouts and world sizes, the global batch kept (2 rows x dp 2 = 4).
 echo "1 rank, accumulation 2"
