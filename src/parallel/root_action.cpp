@@ -10,6 +10,15 @@
 
 namespace trlhpc {
 
+void broadcast_text(Communicator& comm, std::string& text, int root) {
+  int64_t size = static_cast<int64_t>(text.size());
+  comm.broadcast(std::span<int64_t>(&size, 1), root);
+  std::vector<uint8_t> bytes(text.begin(), text.end());
+  bytes.resize(static_cast<size_t>(size));
+  if (size > 0) comm.broadcast(std::span<uint8_t>(bytes), root);
+  text.assign(bytes.begin(), bytes.end());
+}
+
 void run_on_root(Communicator& comm, const std::function<void()>& action) {
   enum : int32_t { kOk = 0, kUserError = 1, kFailure = 2 };
   int32_t status = kOk;
@@ -27,12 +36,7 @@ void run_on_root(Communicator& comm, const std::function<void()>& action) {
   }
   comm.broadcast(std::span<int32_t>(&status, 1), 0);
   if (status == kOk) return;
-  int64_t size = static_cast<int64_t>(message.size());
-  comm.broadcast(std::span<int64_t>(&size, 1), 0);
-  std::vector<uint8_t> bytes(message.begin(), message.end());
-  bytes.resize(static_cast<size_t>(size));
-  if (size > 0) comm.broadcast(std::span<uint8_t>(bytes), 0);
-  message.assign(bytes.begin(), bytes.end());
+  broadcast_text(comm, message);
   if (status == kUserError) throw UserError(message);
   throw RuntimeFailure(message);
 }

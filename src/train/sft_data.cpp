@@ -9,6 +9,7 @@
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/data/dataset/cache.hpp"
 #include "trlhpc/parallel/communicator.hpp"
+#include "trlhpc/parallel/root_action.hpp"
 #include "trlhpc/train/metrics_logger.hpp"
 
 namespace trlhpc {
@@ -39,16 +40,6 @@ dataset::SftDataOptions data_options(const SftConfig& c, const std::string& data
   o.shuffle = c.shuffle_dataset;
   o.seed = c.seed;
   return o;
-}
-
-// `s` of rank 0 on every rank of `world`.
-void broadcast_string(Communicator& world, std::string& s) {
-  int64_t size = static_cast<int64_t>(s.size());
-  world.broadcast(std::span<int64_t>(&size, 1), 0);
-  std::vector<uint8_t> bytes(s.begin(), s.end());
-  bytes.resize(static_cast<size_t>(size));
-  if (size > 0) world.broadcast(std::span<uint8_t>(bytes), 0);
-  s.assign(bytes.begin(), bytes.end());
 }
 
 // What rank 0 found, for every rank: where the cache file is (empty: none was written) and its key,
@@ -102,11 +93,11 @@ void share_outcome(Communicator& world, CacheOutcome& outcome) {
   world.broadcast(std::span<int32_t>(&outcome.status, 1), 0);
   if (outcome.status == CacheOutcome::kInterrupted) return;
   if (outcome.status != CacheOutcome::kOk) {
-    broadcast_string(world, outcome.error);
+    broadcast_text(world, outcome.error);
     if (outcome.status == CacheOutcome::kUserError) throw UserError(outcome.error);
     throw std::runtime_error(outcome.error);
   }
-  broadcast_string(world, outcome.path);
+  broadcast_text(world, outcome.path);
   int64_t key = 0;  // the Communicator carries signed 64-bit integers: the key's bits travel unchanged
   std::memcpy(&key, &outcome.key, sizeof key);
   world.broadcast(std::span<int64_t>(&key, 1), 0);
