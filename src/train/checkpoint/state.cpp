@@ -113,7 +113,8 @@ nlohmann::json write_state(ParallelHdf5File& file, ParallelModel& model, AdamW& 
   for (const char* kind : {kParams, kExpAvg, kExpAvgSq}) {
     for (int u = 0; u < store.num_units(); ++u) {
       const std::vector<Tensor>& source = kind == kParams ? params : kind == kExpAvg ? optimizer.exp_avg() : optimizer.exp_avg_sq();
-      const std::vector<float> owned = to_host(model.ops(), source[static_cast<size_t>(u)]);  // (end - begin)
+      // (end - begin); only the primary copy is written, the other replicas skip the host copy
+      const std::vector<float> owned = primary ? to_host(model.ops(), source[static_cast<size_t>(u)]) : std::vector<float>();
       const OptimizerRange range = ranges[static_cast<size_t>(u)];
       for (const Piece& p : pieces_of(store.unit(u), range.begin, range.end)) {
         const std::string name = dataset_name(kind, p.slot->spec);
