@@ -25,8 +25,8 @@
 //
 // The checkpoints go to a fresh folder made inside --dir (default /tmp), removed at the end; only the
 // newest checkpoint is kept on disk between iterations (the previous one is deleted before a save,
-// outside the timed region). There is no asynchronous save: save_checkpoint blocks every rank until
-// the checkpoint is committed.
+// outside the timed region). save_checkpoint blocks every rank until the checkpoint is committed; what
+// --async_save changes for the training loop is measured by async_save_bench.
 #include <fcntl.h>
 #include <mpi.h>
 #include <sys/resource.h>

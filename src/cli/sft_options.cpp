@@ -65,6 +65,8 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
       ("logging_steps", po::value<int64_t>(&c.logging_steps)->default_value(c.logging_steps), "")
       ("save_steps", po::value<int64_t>(&c.save_steps)->default_value(c.save_steps), "")
       ("save_total_limit", po::value<int64_t>(&c.save_total_limit)->default_value(c.save_total_limit), "")
+      ("async_save", flag(&c.async_save),
+       "write checkpoints in the background from a host copy while training continues (needs MPI_THREAD_MULTIPLE)")
       ("resume_from_checkpoint", po::value<std::string>(&c.resume_from_checkpoint), "DIR, latest, or auto (latest if there is one, else start fresh)")
       ("eval_steps", po::value<int64_t>(&c.eval_steps)->default_value(c.eval_steps), "")
       ("shuffle_dataset", po::value<bool>(&c.shuffle_dataset)->default_value(c.shuffle_dataset), "")

@@ -13,7 +13,7 @@ MpiEnvironment::MpiEnvironment(int* argc, char*** argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
-    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &thread_level_) != MPI_SUCCESS)
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &thread_level_) != MPI_SUCCESS)
       throw RuntimeFailure("MPI_Init_thread failed: check the MPI installation and the launcher");
     owns_mpi_ = true;
   } else {

@@ -14,6 +14,7 @@
 #include "trlhpc/runtime/cpu_blas.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 #include "trlhpc/runtime/topology.hpp"
+#include "trlhpc/train/checkpoint/async_save.hpp"
 #include "trlhpc/train/checkpoint/checkpoint.hpp"
 #include "trlhpc/train/checkpoint/manifest.hpp"
 #include "trlhpc/train/flops.hpp"
@@ -92,11 +93,11 @@ nlohmann::json run_record(const SftConfig& c, const SftPlan& plan, int64_t total
 // --save_steps and --resume_from_checkpoint: the loop saves with this run's identity; a resumed run
 // loads the checkpoint (on this layout, whatever layout wrote it) instead of the initial weights.
 void set_up_checkpoints(const SftConfig& c, const SftPlan& plan, const dataset::SftDataset& train, Trainer& trainer,
-                        SftLoop& loop, MetricsLogger& logger) {
+                        SftLoop& loop, MetricsLogger& logger, checkpoint::AsyncCheckpointSaver* async) {
   const nlohmann::json identity = run_identity(plan, train, loop);
   loop.set_checkpoints({c.output_dir, {}, identity, run_record(c, plan, loop.total_steps()), plan.tokenizer_dir,
                         c.save_total_limit},
-                       c.save_steps);
+                       c.save_steps, async);
   if (plan.resume_dir.empty()) {
     load_initial_weights(c, trainer.model());
     return;
@@ -184,8 +185,10 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
 
   auto ops = make_cpu_ops();
   Trainer trainer(plan.model, *ops, groups, plan.trainer);
+  std::optional<checkpoint::AsyncCheckpointSaver> async;  // --async_save: outlives the loop's saves
+  if (c.async_save) async.emplace(groups, c.ddp_timeout);
   SftLoop loop(c, plan.schedule, trainer, train, eval ? &*eval : nullptr, logger, watch);
-  set_up_checkpoints(c, plan, train, trainer, loop, logger);
+  set_up_checkpoints(c, plan, train, trainer, loop, logger, async ? &*async : nullptr);
   log_start(plan, trainer, topology, loop.total_steps(), logger);
   const SftLoopOutcome outcome = loop.run(peak_flops_per_rank(c, *ops, groups));
   if (outcome.signal) return report_preemption(c, outcome.signal, outcome, loop.total_steps(), logger);

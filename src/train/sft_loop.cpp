@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <utility>
 
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
@@ -21,6 +23,12 @@ int64_t total_steps_of(const SftConfig& c, const batching::DistributedSampler& s
   return static_cast<int64_t>(std::ceil(c.num_train_epochs * static_cast<double>(sampler.steps_per_epoch())));
 }
 
+std::string written_in_background(const checkpoint::AsyncCheckpointSaver& saver) {
+  char text[64];
+  std::snprintf(text, sizeof text, " (written in the background in %.1f s)", saver.last_write_seconds());
+  return text;
+}
+
 bool every(int64_t interval, int64_t step) { return interval > 0 && (step + 1) % interval == 0; }
 
 }  // namespace
@@ -38,8 +46,10 @@ SftLoop::SftLoop(const SftConfig& config, LrSchedule schedule, Trainer& trainer,
                  total_steps_),
       watch_(watch) {}
 
-void SftLoop::set_checkpoints(checkpoint::SaveRequest request, int64_t save_steps) {
+void SftLoop::set_checkpoints(checkpoint::SaveRequest request, int64_t save_steps,
+                              checkpoint::AsyncCheckpointSaver* async) {
   save_steps_ = save_steps;
+  async_ = async;
   save_request_ = std::move(request);
   checkpoints_ = true;
 }
@@ -55,16 +65,44 @@ std::string SftLoop::save(int64_t steps) {
   checkpoint::SaveRequest request = save_request_;
   const batching::SamplerPosition next = sampler_.position(steps);
   request.progress = {steps, num_tokens_, epoch_after(steps - 1), next.epoch, next.step};
-  const std::string dir = checkpoint::save_checkpoint(request, trainer_);
   last_saved_ = steps;
+  if (async_) {
+    finish_async_save();
+    async_->start(request, trainer_);
+    async_unreported_ = checkpoint::checkpoint_dir(request.output_dir, steps);
+    return async_unreported_;
+  }
+  const std::string dir = checkpoint::save_checkpoint(request, trainer_);
   logger_.message("checkpoint saved: " + dir);
   return dir;
 }
 
+void SftLoop::finish_async_save() {
+  if (!async_) return;
+  trainer_.model().groups().set_phase("waiting for the asynchronous checkpoint save");
+  async_->wait();
+  if (!async_unreported_.empty()) logger_.message("checkpoint saved: " + async_unreported_ + written_in_background(*async_));
+  async_unreported_.clear();
+}
+
+void SftLoop::report_async_save() {
+  if (!async_ || async_unreported_.empty()) return;
+  const std::string dir = async_->take_committed();
+  if (dir.empty()) return;
+  logger_.message("checkpoint saved: " + dir + written_in_background(*async_));
+  async_unreported_.clear();
+}
+
 SftLoopOutcome SftLoop::stop_for(int signal, int64_t steps) {
   SftLoopOutcome outcome{signal, steps, ""};
-  if (steps == last_saved_) outcome.checkpoint = checkpoint::checkpoint_dir(save_request_.output_dir, steps);
-  else if (steps > 0 && checkpoints_) outcome.checkpoint = save(steps);
+  finish_async_save();
+  if (steps == last_saved_) {
+    outcome.checkpoint = checkpoint::checkpoint_dir(save_request_.output_dir, steps);
+  } else if (steps > 0 && checkpoints_) {
+    checkpoint::AsyncCheckpointSaver* async = std::exchange(async_, nullptr);  // the job ends: write it now
+    outcome.checkpoint = save(steps);
+    async_ = async;
+  }
   return outcome;
 }
 
@@ -161,7 +199,9 @@ SftLoopOutcome SftLoop::run(double peak_flops_per_rank) {
       logger_.log_eval(step + 1, *eval_loss, epoch_after(step));
     }
     if (every(save_steps_, step)) save(step + 1);
+    report_async_save();
   }
+  finish_async_save();
   return {0, total_steps_, last_saved_ == total_steps_ ? checkpoint::checkpoint_dir(save_request_.output_dir, total_steps_) : ""};
 }
 

@@ -22,6 +22,7 @@
 #include "trlhpc/data/dataset/sft_dataset.hpp"
 #include "trlhpc/optim/lr_scheduler.hpp"
 #include "trlhpc/train/metrics_logger.hpp"
+#include "trlhpc/train/checkpoint/async_save.hpp"
 #include "trlhpc/train/checkpoint/checkpoint.hpp"
 #include "trlhpc/train/metrics_window.hpp"
 #include "trlhpc/train/preemption.hpp"
@@ -45,8 +46,11 @@ class SftLoop {
 
   int64_t total_steps() const { return total_steps_; }
   int64_t global_batch_size() const { return sampler_.global_batch_size(); }
-  // Checkpoints use `request`'s settings: every `save_steps` (> 0) steps, and when preempted.
-  void set_checkpoints(checkpoint::SaveRequest request, int64_t save_steps);
+  // Checkpoints use `request`'s settings: every `save_steps` (> 0) steps, and when preempted. With
+  // `async` (borrowed; may be null) the periodic ones are written in the background; a preemption
+  // waits for one under way and writes its own synchronously (no host copy to make first).
+  void set_checkpoints(checkpoint::SaveRequest request, int64_t save_steps,
+                       checkpoint::AsyncCheckpointSaver* async = nullptr);
   // Continues after `progress.step` steps (the trainer already holds the checkpoint's state).
   void resume_at(const checkpoint::TrainingProgress& progress);
   // Every step, with MFU against `peak_flops_per_rank`.
@@ -62,8 +66,13 @@ class SftLoop {
   // when the ranks agreed on a preemption signal between two batches.
   std::optional<double> evaluate();
   double epoch_after(int64_t step) const;
-  // A checkpoint of `steps` optimizer steps done; its folder.
+  // A checkpoint of `steps` optimizer steps done (in the background with --async_save); its folder.
   std::string save(int64_t steps);
+  // Collective: the background save under way is committed (its failure thrown on every rank).
+  void finish_async_save();
+  // Logs "checkpoint saved" once the background save is committed (rank 0 may see it earlier than
+  // others: this only prints).
+  void report_async_save();
   // Preempted after `steps` steps: the checkpoint of them (written unless it exists) and the outcome.
   SftLoopOutcome stop_for(int signal, int64_t steps);
   // A non-finite step: a UserError, or (--skip_nonfinite_steps) counted.
@@ -83,6 +92,8 @@ class SftLoop {
   int64_t save_steps_ = 0;
   checkpoint::SaveRequest save_request_;
   bool checkpoints_ = false;      // set_checkpoints was called
+  checkpoint::AsyncCheckpointSaver* async_ = nullptr;
+  std::string async_unreported_;  // folder of the background save not yet logged as saved
   int64_t last_saved_ = -1;       // steps held by the newest checkpoint (the resumed one counts)
   int64_t skipped_steps_ = 0;
   const PreemptionWatch& watch_;

@@ -14,6 +14,9 @@
 #  6. kill -9 of one rank while a checkpoint is being written: the earlier checkpoints stay intact,
 #     `latest` resolves to a complete one, and the job resumed from it finishes with the uninterrupted
 #     run's losses.
+#  7. --async_save: the same run writes checkpoints whose manifests (shapes and per-dataset checksums
+#     of every tensor) equal the synchronous ones and the same metrics and model; resuming from one is
+#     bit-identical; kill -9 during a background write behaves as in 6.
 set -u
 TRLHPC=$1
 MPIRUN=${2:-mpirun}
@@ -162,9 +165,12 @@ big() {  # big OUT LOG FLAGS...
     --max_steps 3 --max_length 128 --logging_steps 1 --eval_dataset "" --peak_flops 1e12 --output_dir "$out" "$@" >"$log" 2>&1
 }
 big "$WORK/big-full" "$WORK/big-full.log" || fail "big uninterrupted run: exit $?"
-big "$WORK/big" "$WORK/big.log" --save_steps 1 &
-runner=$!
-python3 - "$WORK/big/checkpoint-2.tmp/state.h5" "$TRLHPC" <<'PY'
+kill_during_save() {  # kill_during_save NAME FLAGS...
+  local name=$1
+  shift
+  big "$WORK/$name" "$WORK/$name.log" --save_steps 1 "$@" &
+  local runner=$!
+  python3 - "$WORK/$name/checkpoint-2.tmp/state.h5" "$TRLHPC" <<'PY'
 import os, signal, subprocess, sys, time
 target, binary = sys.argv[1], sys.argv[2]
 deadline = time.time() + 300
@@ -179,16 +185,40 @@ while time.time() < deadline:
     time.sleep(0.002)
 print("    the save never started"); sys.exit(1)
 PY
-[ $? -eq 0 ] || fail "kill: no save to interrupt"
-wait $runner && fail "the killed job exited 0"
-[ -f "$WORK/big/checkpoint-1/manifest.json" ] || fail "kill: checkpoint-1 damaged"
-[ "$(cat "$WORK/big/latest")" = "checkpoint-1" ] || [ -f "$WORK/big/checkpoint-2/manifest.json" ] ||
-  fail "kill: latest ($(cat "$WORK/big/latest")) names an incomplete checkpoint"
-big "$WORK/big" "$WORK/big-resumed.log" --save_steps 1 --resume_from_checkpoint latest || {
-  fail "resume after kill: exit $?"
-  tail -5 "$WORK/big-resumed.log"
+  [ $? -eq 0 ] || fail "$name: no save to interrupt"
+  wait $runner && fail "$name: the killed job exited 0"
+  [ -f "$WORK/$name/checkpoint-1/manifest.json" ] || fail "$name: checkpoint-1 damaged"
+  [ "$(cat "$WORK/$name/latest")" = "checkpoint-1" ] || [ -f "$WORK/$name/checkpoint-2/manifest.json" ] ||
+    fail "$name: latest ($(cat "$WORK/$name/latest")) names an incomplete checkpoint"
+  big "$WORK/$name" "$WORK/$name-resumed.log" --save_steps 1 --resume_from_checkpoint latest "$@" || {
+    fail "$name: resume after kill: exit $?"
+    tail -5 "$WORK/$name-resumed.log"
+  }
+  compare "$WORK/big-full" "$WORK/$name" 0 || fail "$name: resumed losses differ from the uninterrupted run"
 }
 echo "kill -9 during a save, resumed from latest"
-compare "$WORK/big-full" "$WORK/big" 0 || fail "resume after kill: losses differ from the uninterrupted run"
+kill_during_save big
+
+# 7. --async_save: what is written does not depend on when it is written.
+echo "--async_save: checkpoints, metrics and model equal the synchronous run's"
+sft 2 "$WORK/async" "$WORK/async.log" --save_steps 3 --async_save || fail "async run: exit $?"
+for s in 3 6 9; do
+  python3 - "$WORK/full/checkpoint-$s/manifest.json" "$WORK/async/checkpoint-$s/manifest.json" <<'PY' ||
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+for m in (a, b): m.pop("run")  # the options, --async_save among them
+assert a == b, "manifests differ"
+PY
+    fail "async: checkpoint-$s differs from the synchronous one"
+done
+[ "$(cat "$WORK/async/latest" 2>/dev/null)" = "checkpoint-9" ] || fail "async: latest is not checkpoint-9"
+[ "$(grep -c 'checkpoint saved' "$WORK/async.log")" -eq 3 ] || fail "async: not one 'checkpoint saved' line per save"
+compare "$WORK/full" "$WORK/async" 0 || fail "async: metrics differ from the synchronous run"
+cmp -s "$WORK/full/model.safetensors" "$WORK/async/model.safetensors" || fail "async: final model differs"
+echo "resumed from an asynchronous checkpoint"
+FROM=async resume async-same 2 --save_steps 3 --async_save
+compare "$WORK/full" "$WORK/async-same" 0 || fail "resume from an async checkpoint: not bit-identical"
+echo "kill -9 during a background save, resumed from latest"
+kill_during_save big-async --async_save
 
 [ "$failures" -eq 0 ] && echo "PASS" || exit 1

@@ -3,13 +3,16 @@
 #  1. SIGUSR1 to one rank mid-training: every rank stops at the next step boundary, a checkpoint of the
 #     steps done is written, exit 3 with the resume line; a second signal during that save changes
 #     nothing; --resume_from_checkpoint latest finishes with the uninterrupted run's losses bit for bit.
+#     The same with --async_save --save_steps 2: a save under way in the background is finished, the
+#     stop's own checkpoint written, and the resumed run is bit-identical too.
 #  2. SIGTERM to every rank while rank 0 tokenizes a large dataset (the tiny-chat rows x 50): the
 #     tokenizing stops (no cache file is written), exit 3, nothing saved, no model written.
 #  3. --learning_rate 1e30: exit 1, one message on every rank naming the step and the first parameter
 #     with a non-finite gradient; no model.safetensors; the checkpoint of the last good step intact.
 #     With --skip_nonfinite_steps the job finishes and metrics.jsonl counts skipped_steps.
 #  4. A full disk (a 13 MB tmpfs, root only) while saving: exit 2 with the message, the earlier
-#     checkpoint intact, `latest` naming it, no .tmp folder left.
+#     checkpoint intact, `latest` naming it, no .tmp folder left; the same with --async_save (the
+#     background write's failure ends the job at the next save).
 # Every run has a timeout, so nothing can hang CI.
 set -u
 TRLHPC=$1
@@ -43,27 +46,35 @@ for l in open(sys.argv[1]):
 
 # 1. Preemption at a step boundary, a second signal during the save, resume.
 sft 4 "$WORK/full" "$WORK/full.log" --max_steps 40 || fail "uninterrupted run: exit $?"
-sft 4 "$WORK/pre" "$WORK/pre.log" --max_steps 40 &
-job=$!
-for _ in $(seq 200); do grep -q '"step":3,' "$WORK/pre/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
-pid=$(ranks_of "$WORK/pre" | tail -n1)
-kill -USR1 "$pid"
-for _ in $(seq 400); do ls -d "$WORK"/pre/checkpoint-*.tmp >/dev/null 2>&1 && break; sleep 0.005; done
-kill -USR1 "$pid" 2>/dev/null  # a second signal, while the checkpoint is written (or just after)
-wait $job
-rc=$?
-[ $rc -eq 3 ] || { fail "preempted job: exit $rc, want 3"; tail -5 "$WORK/pre.log"; }
-grep -q "stopped by SIGUSR1 after step [0-9]* of 40: checkpoint .*; resume with --resume_from_checkpoint latest" "$WORK/pre.log" ||
-  fail "preempted job: no stop line"
-latest=$(cat "$WORK/pre/latest" 2>/dev/null)
-[ -f "$WORK/pre/$latest/manifest.json" ] || fail "preempted job: latest ($latest) is not a complete checkpoint"
-ls -d "$WORK"/pre/checkpoint-*.tmp >/dev/null 2>&1 && fail "preempted job: a .tmp folder remains"
-[ -f "$WORK/pre/model.safetensors" ] && fail "preempted job wrote the final model"
-echo "preempted after ${latest#checkpoint-} steps"
-sft 4 "$WORK/pre" "$WORK/pre-resumed.log" --max_steps 40 --resume_from_checkpoint latest || fail "resume: exit $?"
-diff <(losses "$WORK/full/metrics.jsonl") <(losses "$WORK/pre/metrics.jsonl") >/dev/null ||
-  fail "preempted + resumed losses differ from the uninterrupted run"
-cmp -s "$WORK/full/model.safetensors" "$WORK/pre/model.safetensors" || fail "preempted + resumed final model differs"
+preempt_and_resume() {  # preempt_and_resume NAME FLAGS...
+  local name=$1
+  shift
+  sft 4 "$WORK/$name" "$WORK/$name.log" --max_steps 40 "$@" &
+  local job=$!
+  for _ in $(seq 200); do grep -q '"step":5,' "$WORK/$name/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
+  local pid
+  pid=$(ranks_of "$WORK/$name" | tail -n1)
+  kill -USR1 "$pid"
+  for _ in $(seq 400); do ls -d "$WORK/$name"/checkpoint-*.tmp >/dev/null 2>&1 && break; sleep 0.005; done
+  kill -USR1 "$pid" 2>/dev/null  # a second signal, while the checkpoint is written (or just after)
+  wait $job
+  local rc=$?
+  [ $rc -eq 3 ] || { fail "$name: preempted job: exit $rc, want 3"; tail -5 "$WORK/$name.log"; }
+  grep -q "stopped by SIGUSR1 after step [0-9]* of 40: checkpoint .*; resume with --resume_from_checkpoint latest" "$WORK/$name.log" ||
+    fail "$name: preempted job: no stop line"
+  local latest
+  latest=$(cat "$WORK/$name/latest" 2>/dev/null)
+  [ -f "$WORK/$name/$latest/manifest.json" ] || fail "$name: latest ($latest) is not a complete checkpoint"
+  ls -d "$WORK/$name"/checkpoint-*.tmp >/dev/null 2>&1 && fail "$name: a .tmp folder remains"
+  [ -f "$WORK/$name/model.safetensors" ] && fail "$name: preempted job wrote the final model"
+  echo "$name: preempted after ${latest#checkpoint-} steps"
+  sft 4 "$WORK/$name" "$WORK/$name-resumed.log" --max_steps 40 --resume_from_checkpoint latest "$@" || fail "$name: resume: exit $?"
+  diff <(losses "$WORK/full/metrics.jsonl") <(losses "$WORK/$name/metrics.jsonl") >/dev/null ||
+    fail "$name: preempted + resumed losses differ from the uninterrupted run"
+  cmp -s "$WORK/full/model.safetensors" "$WORK/$name/model.safetensors" || fail "$name: preempted + resumed final model differs"
+}
+preempt_and_resume pre
+preempt_and_resume pre-async --async_save --save_steps 2
 
 # 2. A signal while the dataset is tokenized: nothing to save, and the tokenizing stops early.
 for _ in $(seq 50); do cat examples/tiny-chat/train.jsonl; done >"$WORK/large.jsonl"
@@ -108,14 +119,19 @@ grep -q "skipped: loss" "$WORK/skip.log" || fail "skip: no skip line in the log"
 mkdir -p "$WORK/small"
 if mount -t tmpfs -o size=13M tmpfs "$WORK/small" 2>/dev/null; then
   SMALL=$WORK/small
-  sft 2 "$SMALL/out" "$WORK/full-disk.log" --max_steps 6 --save_steps 2 --dataset_cache_dir none
-  rc=$?
-  [ $rc -eq 2 ] || { fail "full disk: exit $rc, want 2"; tail -3 "$WORK/full-disk.log"; }
-  grep -q "saving the checkpoint of step 4 into .* failed.*The disk may be full" "$WORK/full-disk.log" ||
-    fail "full disk: no message"
-  [ -f "$SMALL/out/checkpoint-2/manifest.json" ] || fail "full disk: checkpoint-2 damaged"
-  [ "$(cat "$SMALL/out/latest")" = "checkpoint-2" ] || fail "full disk: latest moved"
-  ls -d "$SMALL"/out/checkpoint-*.tmp >/dev/null 2>&1 && fail "full disk: the .tmp folder was left"
+  for mode in sync async; do
+    rm -rf "$SMALL/out"
+    flags=()
+    [ $mode = async ] && flags=(--async_save)
+    sft 2 "$SMALL/out" "$WORK/full-disk-$mode.log" --max_steps 6 --save_steps 2 --dataset_cache_dir none "${flags[@]}"
+    rc=$?
+    [ $rc -eq 2 ] || { fail "full disk ($mode): exit $rc, want 2"; tail -3 "$WORK/full-disk-$mode.log"; }
+    grep -q "saving the checkpoint of step 4 into .* failed.*The disk may be full" "$WORK/full-disk-$mode.log" ||
+      fail "full disk ($mode): no message"
+    [ -f "$SMALL/out/checkpoint-2/manifest.json" ] || fail "full disk ($mode): checkpoint-2 damaged"
+    [ "$(cat "$SMALL/out/latest")" = "checkpoint-2" ] || fail "full disk ($mode): latest moved"
+    ls -d "$SMALL"/out/checkpoint-*.tmp >/dev/null 2>&1 && fail "full disk ($mode): the .tmp folder was left"
+  done
 else
   echo "NOT RUN: the full-disk case (mounting a tmpfs needs root)"
 fi

@@ -14,12 +14,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "same_message.hpp"
 #include "test_data_parallel_support.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/io/hf_model_dir.hpp"
+#include "trlhpc/train/checkpoint/async_save.hpp"
 #include "trlhpc/train/checkpoint/checkpoint.hpp"
 #include "trlhpc/train/checkpoint/manifest.hpp"
 
@@ -55,9 +57,10 @@ std::string shared_temp_dir(MPI_Comm comm, const std::string& tag) {
 }
 
 // Trains steps [first, last) of the curve on `comm` laid out as `run`: from the initial weights when
-// resume_dir is empty, else from that checkpoint. Saves after step kSavedAt into save_dir when given.
+// resume_dir is empty, else from that checkpoint. Saves after step kSavedAt into save_dir when given;
+// `async`: in the background (AsyncCheckpointSaver), the later steps training while it is written.
 std::vector<StepResult> run_steps(const ModelConfig& config, const UnitRangeSource& weights, const LayoutRun& run, MPI_Comm comm,
-                                  const std::string& resume_dir, const std::string& save_dir) {
+                                  const std::string& resume_dir, const std::string& save_dir, bool async = false) {
   int size = 1;
   MPI_Comm_size(comm, &size);
   const ParallelDims dims = run.dims.resolved(size).for_model(static_cast<int>(config.num_attention_heads),
@@ -76,6 +79,8 @@ std::vector<StepResult> run_steps(const ModelConfig& config, const UnitRangeSour
     const nlohmann::json manifest = checkpoint::open_manifest(resume_dir, identity);
     first = checkpoint::load_checkpoint(resume_dir, manifest, trainer).step;
   }
+  std::optional<checkpoint::AsyncCheckpointSaver> saver;
+  if (async) saver.emplace(groups, kDefaultCollectiveTimeoutSeconds);
   std::vector<StepResult> curve;
   for (int64_t s = first; s < kSteps; ++s) {
     curve.push_back(trainer.step(micro_batches(config, trainer.model(), s), 1e-2));
@@ -84,9 +89,11 @@ std::vector<StepResult> run_steps(const ModelConfig& config, const UnitRangeSour
       request.output_dir = save_dir;
       request.progress.step = s + 1;
       request.identity = identity;
-      checkpoint::save_checkpoint(request, trainer);
+      if (saver) saver->start(request, trainer);
+      else checkpoint::save_checkpoint(request, trainer);
     }
   }
+  if (saver) EXPECT_EQ(saver->wait(), checkpoint::checkpoint_dir(save_dir, kSavedAt));
   return curve;
 }
 
@@ -130,6 +137,37 @@ TEST_F(Checkpoint, SameLayoutResumesBitForBit) {
     EXPECT_LT(whole.back().loss, whole.front().loss);  // the curve moves: resuming is not trivially equal
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank_ == 0) std::filesystem::remove_all(out);
+  }
+}
+
+// --async_save: the checkpoint holds the state of the step it was taken at although later steps change
+// the parameters while it is written: its tensors (checksums of every dataset) equal the synchronous
+// save's, and resuming from it is bit-identical.
+TEST_F(Checkpoint, AsyncSaveHoldsTheStateOfItsStep) {
+  const ModelConfig& config = dir_->config();
+  for (const LayoutRun& run : layouts()) {
+    SCOPED_TRACE(run.name());
+    const std::string sync_out = shared_temp_dir(MPI_COMM_WORLD, "ckpt-sync");
+    const std::string async_out = shared_temp_dir(MPI_COMM_WORLD, "ckpt-async");
+    const TpLayout tp{run.dims.tp, rank_ % run.dims.tp};
+    const std::vector<StepResult> whole = run_steps(config, weights(tp), run, MPI_COMM_WORLD, "", sync_out);
+    const std::vector<StepResult> whole_async = run_steps(config, weights(tp), run, MPI_COMM_WORLD, "", async_out, true);
+    for (size_t i = 0; i < whole.size(); ++i) EXPECT_EQ(whole_async[i].loss, whole[i].loss) << "step " << i + 1;
+    const std::string sync_dir = checkpoint::checkpoint_dir(sync_out, kSavedAt);
+    const std::string async_dir = checkpoint::checkpoint_dir(async_out, kSavedAt);
+    const nlohmann::json sync_manifest = checkpoint::read_manifest(sync_dir);
+    const nlohmann::json async_manifest = checkpoint::read_manifest(async_dir);
+    EXPECT_EQ(async_manifest.at("datasets"), sync_manifest.at("datasets"));
+    EXPECT_EQ(async_manifest.at("optimizer_step"), sync_manifest.at("optimizer_step"));
+    const std::vector<StepResult> resumed = run_steps(config, weights(tp), run, MPI_COMM_WORLD, async_dir, "");
+    ASSERT_EQ(resumed.size(), static_cast<size_t>(kSteps - kSavedAt));
+    for (size_t i = 0; i < resumed.size(); ++i)
+      EXPECT_EQ(resumed[i].loss, whole[static_cast<size_t>(kSavedAt) + i].loss) << "step " << kSavedAt + static_cast<int64_t>(i) + 1;
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank_ == 0) {
+      std::filesystem::remove_all(sync_out);
+      std::filesystem::remove_all(async_out);
+    }
   }
 }
 

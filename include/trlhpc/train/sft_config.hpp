@@ -45,6 +45,7 @@ struct SftConfig {
   int64_t logging_steps = 10;
   int64_t save_steps = 0;
   int64_t save_total_limit = 0;
+  bool async_save = false;          // write checkpoints from a background thread (async_save.hpp)
   std::string resume_from_checkpoint;
   int64_t eval_steps = 0;
   bool shuffle_dataset = true;

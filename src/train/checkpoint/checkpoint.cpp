@@ -22,7 +22,7 @@ nlohmann::json model_identity(const ModelConfig& config) {
 
 namespace {
 
-nlohmann::json manifest_of(const SaveRequest& request, const nlohmann::json& datasets, const AdamW& optimizer) {
+nlohmann::json manifest_of(const SaveRequest& request, const nlohmann::json& datasets, int64_t optimizer_step) {
   const TrainingProgress& p = request.progress;
   return {{"format", "trlhpc-checkpoint"},
           {"format_version", kFormatVersion},
@@ -30,7 +30,7 @@ nlohmann::json manifest_of(const SaveRequest& request, const nlohmann::json& dat
           {"epoch", p.epoch},
           {"num_tokens", p.num_tokens},
           {"sampler", {{"epoch", p.sampler_epoch}, {"step", p.sampler_step}}},
-          {"optimizer_step", optimizer.step_count()},
+          {"optimizer_step", optimizer_step},
           {"identity", request.identity},
           {"run", request.run},
           {"state_file", kStateFile},
@@ -44,9 +44,9 @@ namespace {
 // A failed write (a full disk, an I/O error) on any rank: every rank learns it (the failing rank's
 // text is not shared: each rank names its own, the first line says which step), the .tmp folder is
 // removed to give the space back, and nothing earlier was touched.
-[[noreturn]] void abandon_save(Communicator& world, const SaveRequest& request, const std::string& tmp,
+[[noreturn]] void abandon_save(Communicator& comm, const SaveRequest& request, const std::string& tmp,
                                const std::string& local_error) {
-  run_on_root(world, [&] {
+  run_on_root(comm, [&] {
     std::error_code ec;
     fs::remove_all(tmp, ec);
   });
@@ -58,33 +58,49 @@ namespace {
 
 }  // namespace
 
-std::string save_checkpoint(const SaveRequest& request, Trainer& trainer) {
-  ParallelModel& model = trainer.model();
-  Communicator& world = model.groups().world().comm();
-  run_on_root(world, [&] { begin_save(request.output_dir, request.progress.step); });
+std::string write_checkpoint(const SaveRequest& request, ProcessGroup& group, const StateLayout& layout,
+                             const StateSource& source, int64_t optimizer_step) {
+  Communicator& comm = group.comm();
+  run_on_root(comm, [&] { begin_save(request.output_dir, request.progress.step); });
   const std::string tmp = checkpoint_dir(request.output_dir, request.progress.step) + ".tmp";  // every rank's path
   std::string error;
   nlohmann::json manifest;
   try {
-    ParallelHdf5File file = ParallelHdf5File::create((fs::path(tmp) / kStateFile).string(), model.groups().world());
-    const nlohmann::json datasets = write_state(file, model, trainer.optimizer());
-    manifest = manifest_of(request, datasets, trainer.optimizer());
+    ParallelHdf5File file = ParallelHdf5File::create((fs::path(tmp) / kStateFile).string(), group);
+    const nlohmann::json datasets = write_state(file, comm, layout, source);
+    manifest = manifest_of(request, datasets, optimizer_step);
     file.write_text("trlhpc_manifest", manifest.dump());
     file.close();
   } catch (const std::exception& e) {
     error = e.what();
   }
   int32_t failed = error.empty() ? 0 : 1;
-  world.all_reduce(std::span<int32_t>(&failed, 1), ReduceOp::Max);
-  if (failed) abandon_save(world, request, tmp, error);
+  comm.all_reduce(std::span<int32_t>(&failed, 1), ReduceOp::Max);
+  if (failed) abandon_save(comm, request, tmp, error);
   try {
-    run_on_root(world, [&] {
+    run_on_root(comm, [&] {
       commit_save(request.output_dir, request.progress.step, manifest, request.tokenizer_dir, request.save_total_limit);
     });
   } catch (const std::exception& e) {
-    abandon_save(world, request, tmp, e.what());
+    abandon_save(comm, request, tmp, e.what());
   }
   return checkpoint_dir(request.output_dir, request.progress.step);
+}
+
+std::string save_checkpoint(const SaveRequest& request, Trainer& trainer) {
+  ParallelModel& model = trainer.model();
+  const StateLayout layout = state_layout(model, trainer.optimizer());
+  // One unit's host copy at a time: the sources are asked for in ascending order.
+  int held = -1;
+  std::vector<float> host;
+  const StateSource source = [&](int s) -> std::span<const float> {
+    if (s != held) {
+      host = copy_source(model, trainer.optimizer(), layout, s);
+      held = s;
+    }
+    return host;
+  };
+  return write_checkpoint(request, model.groups().world(), layout, source, trainer.optimizer().step_count());
 }
 
 nlohmann::json open_manifest(const std::string& dir, const nlohmann::json& identity) {

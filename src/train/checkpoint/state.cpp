@@ -1,6 +1,7 @@
 #include "trlhpc/train/checkpoint/state.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <span>
@@ -89,51 +90,64 @@ void verify(Communicator& world, std::vector<int64_t>& sums, const std::vector<s
   }
 }
 
-// Host copy of a device tensor.
-std::vector<float> to_host(Ops& ops, const Tensor& t) {
-  std::vector<float> host(static_cast<size_t>(t.numel()));
-  ops.copy_to_host(host.data(), t, host.size() * sizeof(float));
-  return host;
-}
+constexpr std::array<const char*, 3> kStateKinds = {kParams, kExpAvg, kExpAvgSq};
 
 }  // namespace
 
-nlohmann::json write_state(ParallelHdf5File& file, ParallelModel& model, AdamW& optimizer) {
+StateLayout state_layout(ParallelModel& model, AdamW& optimizer) {
   ParameterStore& store = model.store();
   const TpLayout tp = model.tp_layout();
-  const auto all = datasets_of(store, {kParams, kExpAvg, kExpAvgSq});
-  for (const auto& [kind, spec] : all) file.create_dataset(dataset_name(kind, *spec), dataset_shape(*spec, tp.size));
-
   const bool primary = model.strategy().primary_owner();
-  const std::vector<OptimizerRange>& ranges = optimizer.ranges();
-  const std::vector<Tensor> params = model.strategy().owned_params();
-  std::vector<int64_t> sums(2 * all.size(), 0);
-  std::vector<std::string> names;
-  size_t d = 0;
-  for (const char* kind : {kParams, kExpAvg, kExpAvgSq}) {
-    for (int u = 0; u < store.num_units(); ++u) {
-      const std::vector<Tensor>& source = kind == kParams ? params : kind == kExpAvg ? optimizer.exp_avg() : optimizer.exp_avg_sq();
-      // (end - begin); only the primary copy is written, the other replicas skip the host copy
-      const std::vector<float> owned = primary ? to_host(model.ops(), source[static_cast<size_t>(u)]) : std::vector<float>();
-      const OptimizerRange range = ranges[static_cast<size_t>(u)];
+  StateLayout layout;
+  layout.num_sources = static_cast<int>(kStateKinds.size()) * store.num_units();
+  int source = 0;
+  for (const char* kind : kStateKinds) {
+    for (int u = 0; u < store.num_units(); ++u, ++source) {
+      const OptimizerRange range = optimizer.ranges()[static_cast<size_t>(u)];
       for (const Piece& p : pieces_of(store.unit(u), range.begin, range.end)) {
-        const std::string name = dataset_name(kind, p.slot->spec);
-        const bool writes = primary && p.slot->spec.tp_counted_on(tp.rank);
-        const std::vector<Hdf5Block> blocks = writes ? blocks_of(p, tp) : std::vector<Hdf5Block>();
-        const std::span<const float> data = writes ? std::span<const float>(owned).subspan(
-                                                         static_cast<size_t>(p.lo - range.begin), static_cast<size_t>(p.hi - p.lo))
-                                                   : std::span<const float>();
-        file.write(name, blocks, data);
-        add_checksum(&sums[2 * d], blocks, dataset_shape(p.slot->spec, tp.size).back(), data);
-        names.push_back(name);
-        ++d;
+        StatePart part{dataset_name(kind, p.slot->spec), dataset_shape(p.slot->spec, tp.size), source, {}, 0, 0};
+        if (primary && p.slot->spec.tp_counted_on(tp.rank)) {  // only the primary copy is written
+          part.blocks = blocks_of(p, tp);
+          part.offset = p.lo - range.begin;
+          part.count = p.hi - p.lo;
+        }
+        layout.parts.push_back(std::move(part));
       }
     }
   }
-  model.groups().world().comm().all_reduce(std::span<int64_t>(sums));
+  return layout;
+}
+
+std::vector<float> copy_source(ParallelModel& model, AdamW& optimizer, const StateLayout& layout, int source) {
+  const bool writes = std::any_of(layout.parts.begin(), layout.parts.end(),
+                                  [&](const StatePart& p) { return p.source == source && p.count > 0; });
+  if (!writes) return {};
+  const int units = model.store().num_units();
+  const int kind = source / units, u = source % units;
+  const Tensor t = kind == 0 ? model.strategy().owned_params()[static_cast<size_t>(u)]
+                    : kind == 1 ? optimizer.exp_avg()[static_cast<size_t>(u)]
+                                : optimizer.exp_avg_sq()[static_cast<size_t>(u)];
+  std::vector<float> host(static_cast<size_t>(t.numel()));  // (end - begin) of the unit's range
+  model.ops().copy_to_host(host.data(), t, host.size() * sizeof(float));
+  return host;
+}
+
+nlohmann::json write_state(ParallelHdf5File& file, Communicator& comm, const StateLayout& layout,
+                           const StateSource& source) {
+  for (const StatePart& part : layout.parts) file.create_dataset(part.dataset, part.shape);
+  std::vector<int64_t> sums(2 * layout.parts.size(), 0);
+  for (size_t d = 0; d < layout.parts.size(); ++d) {
+    const StatePart& part = layout.parts[d];
+    const std::span<const float> data =
+        part.count > 0 ? source(part.source).subspan(static_cast<size_t>(part.offset), static_cast<size_t>(part.count))
+                       : std::span<const float>();
+    file.write(part.dataset, part.blocks, data);
+    add_checksum(&sums[2 * d], part.blocks, part.shape.back(), data);
+  }
+  comm.all_reduce(std::span<int64_t>(sums));
   nlohmann::json datasets = nlohmann::json::object();
-  for (size_t i = 0; i < names.size(); ++i)
-    datasets[names[i]] = {{"shape", dataset_shape(*all[i].second, tp.size)}, {"checksum", checksum_text(&sums[2 * i])}};
+  for (size_t d = 0; d < layout.parts.size(); ++d)
+    datasets[layout.parts[d].dataset] = {{"shape", layout.parts[d].shape}, {"checksum", checksum_text(&sums[2 * d])}};
   return datasets;
 }
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "trlhpc/model/model_config.hpp"
+#include "trlhpc/train/checkpoint/state.hpp"
 #include "trlhpc/train/trainer.hpp"
 
 namespace trlhpc::checkpoint {
@@ -34,8 +35,16 @@ struct SaveRequest {
   int64_t save_total_limit = 0;  // keep at most this many checkpoints (<= 0: all)
 };
 
-// Collective over the trainer's groups. Returns the committed folder.
+// Collective over the trainer's world group: writes and commits a checkpoint of the trainer's state
+// now, copying one unit at a time to the host. Returns the committed folder.
 std::string save_checkpoint(const SaveRequest& request, Trainer& trainer);
+
+// Collective over `group` (every rank of the job, in any communicator): writes and commits a
+// checkpoint of `layout` with values from `source`. What save_checkpoint and the asynchronous
+// saver (async_save.hpp) share. Returns the committed folder; on an I/O error on any rank, every
+// rank throws the same RuntimeFailure and the .tmp folder is removed.
+std::string write_checkpoint(const SaveRequest& request, ProcessGroup& group, const StateLayout& layout,
+                             const StateSource& source, int64_t optimizer_step);
 
 // Collective: the manifest of committed checkpoint `dir` after checking it against `identity`
 // (UserError naming the difference, on every rank, before any collective).

@@ -11,7 +11,9 @@
 // two 32-bit halves summed in int64 (no overflow below 2^31 elements). Order- and layout-independent,
 // so the writers' partial sums add up to the same value a reader on another layout adds up from the
 // elements it is primary for; a changed byte changes the sum of its dataset.
+#include <functional>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,14 +25,42 @@
 
 namespace trlhpc::checkpoint {
 
-// Collective over the model's world group: creates and writes every dataset. Returns
-// {dataset name: {"shape": [...], "checksum": "..."}} for the manifest (the same on every rank).
-nlohmann::json write_state(ParallelHdf5File& file, ParallelModel& model, AdamW& optimizer);
+// What one rank writes of one dataset: its blocks (none when it writes nothing there) and where their
+// values lie in one host source (a host copy of one unit of params, exp_avg or exp_avg_sq, over the
+// rank's optimizer range of that unit).
+struct StatePart {
+  std::string dataset;
+  Shape shape;                     // the dataset's global shape
+  int source = 0;                  // index of the host source
+  std::vector<Hdf5Block> blocks;
+  int64_t offset = 0, count = 0;   // values [offset, offset + count) of the source
+};
+
+// Everything a rank writes, in the order every rank writes it (one part per dataset). Plain data:
+// built on the training thread, it can be written from another one while training goes on.
+struct StateLayout {
+  std::vector<StatePart> parts;
+  int num_sources = 0;
+};
+
+StateLayout state_layout(ParallelModel& model, AdamW& optimizer);
+
+// Host copy of source `source` (what StatePart::source names); empty when this rank writes nothing
+// of it (a replica that does not hold the primary copy).
+std::vector<float> copy_source(ParallelModel& model, AdamW& optimizer, const StateLayout& layout, int source);
+
+// The values of a source, on the host, for write_state.
+using StateSource = std::function<std::span<const float>(int source)>;
+
+// Collective over the file's group: creates and writes every dataset of `layout`, taking values from
+// `source` (asked for the sources in ascending order). Returns {dataset name: {"shape": [...],
+// "checksum": "..."}} for the manifest (the same on every rank).
+nlohmann::json write_state(ParallelHdf5File& file, Communicator& comm, const StateLayout& layout,
+                           const StateSource& source);
 
 // Collective: fills the model's parameters (through its strategy, so any sharding) from params/,
-// checking every params/ dataset's checksum against `datasets` (the manifest's). `owned`: the
-// optimizer ranges of this layout (strategy().owned_ranges()). UserError naming the dataset on a
-// mismatch, the same on every rank.
+// checking every params/ dataset's checksum against `datasets` (the manifest's). UserError naming the
+// dataset on a mismatch, the same on every rank.
 void read_parameters(ParallelHdf5File& file, ParallelModel& model, const nlohmann::json& datasets);
 
 // Collective: fills the optimizer's moments from exp_avg/ and exp_avg_sq/, checking their checksums.
