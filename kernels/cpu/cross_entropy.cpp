@@ -11,6 +11,8 @@
 // Per chunk: gather hidden rows -> sgemm logits -> per-row softmax statistics (OpenMP over rows, the
 // sum of exponentials in double) -> dz in place -> sgemm dhidden (scattered back) and sgemm dweight.
 // The loss is summed in token order, so it does not depend on the thread count.
+// With metrics (TRL's entropy and is_top1): the exp pass also sums exp(z - max) * (z - max), so
+// entropy_t = log(sum) - that / sum, and one more pass finds the first index of the maximum.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -31,20 +33,40 @@ namespace {
 constexpr int32_t kIgnoreIndex = -100;
 
 
+struct RowMetrics {
+  double entropy = 0;
+  bool top1 = false;
+};
+
 // Loss of one row of logits z (V) for target y. z is overwritten: with exp(z - max) for the forward
-// only, with grad_scale * (softmax(z) - onehot(y)) when the gradient is wanted.
-double row_loss(float* z, int64_t V, int32_t y, bool want_grad, float grad_scale) {
+// only, with grad_scale * (softmax(z) - onehot(y)) when the gradient is wanted. `metrics` (optional)
+// receives the row's entropy and whether y is the first index of the maximum.
+double row_loss(float* z, int64_t V, int32_t y, bool want_grad, float grad_scale, RowMetrics* metrics) {
   // Three simple loops rather than one fused one: each vectorises on its own (GCC leaves a fused
   // exp + double-sum loop, or a std::max reduction, scalar), and a row of V floats stays in L2.
   const double z_target = z[y];
   float zmax = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : zmax)
   for (int64_t v = 0; v < V; ++v) zmax = zmax > z[v] ? zmax : z[v];
+  float weighted = 0.0f;  // sum exp(z - max) * (z - max), for the entropy
+  if (metrics) {
+    int64_t first = 0;
+    while (first < V && z[first] != zmax) ++first;  // V only for a NaN row
+    metrics->top1 = first == y;
+#pragma omp simd reduction(+ : weighted)
+    for (int64_t v = 0; v < V; ++v) {
+      const float d = z[v] - zmax;
+      z[v] = exp_approx(d);
+      weighted += z[v] * d;
+    }
+  } else {
 #pragma omp simd
-  for (int64_t v = 0; v < V; ++v) z[v] = exp_approx(z[v] - zmax);
+    for (int64_t v = 0; v < V; ++v) z[v] = exp_approx(z[v] - zmax);
+  }
   double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
   for (int64_t v = 0; v < V; ++v) sum += static_cast<double>(z[v]);
+  if (metrics) metrics->entropy = std::log(sum) - static_cast<double>(weighted) / sum;
   if (want_grad) {
     const float mult = static_cast<float>(static_cast<double>(grad_scale) / sum);
 #pragma omp simd
@@ -58,7 +80,7 @@ double row_loss(float* z, int64_t V, int32_t y, bool want_grad, float grad_scale
 
 double cross_entropy_fwd_bwd(const float* hidden, const float* weight, const int32_t* targets, int64_t N, int64_t C,
                              int64_t V, float grad_scale, float* dhidden, float* dweight, int64_t chunk_tokens,
-                             int64_t* valid_tokens) {
+                             int64_t* valid_tokens, CrossEntropyMetrics* metrics) {
   TRLHPC_REQUIRE(chunk_tokens > 0,
                  "cross_entropy_fwd_bwd: chunk_tokens must be positive, got " + std::to_string(chunk_tokens));
   const bool want_grad = dhidden != nullptr;
@@ -88,6 +110,7 @@ double cross_entropy_fwd_bwd(const float* hidden, const float* weight, const int
   const auto logits = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(chunk * V));
   std::vector<float> dh_chunk(want_grad ? static_cast<size_t>(chunk * C) : 0);  // (chunk, C)
   std::vector<double> loss_rows(static_cast<size_t>(chunk));                    // (chunk)
+  std::vector<RowMetrics> metric_rows(metrics ? static_cast<size_t>(chunk) : 0);  // (chunk)
   double total = 0.0;
 
   for (int64_t c0 = 0; c0 < n_valid; c0 += chunk) {
@@ -100,9 +123,14 @@ double cross_entropy_fwd_bwd(const float* hidden, const float* weight, const int
     matmul(h_chunk.data(), false, weight, true, logits.get(), cm, V, C, 1.0f, 0.0f);
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < cm; ++r)
-      loss_rows[static_cast<size_t>(r)] =
-          row_loss(logits.get() + r * V, V, targets[chunk_rows[r]], want_grad, grad_scale);
+      loss_rows[static_cast<size_t>(r)] = row_loss(logits.get() + r * V, V, targets[chunk_rows[r]], want_grad, grad_scale,
+                                                   metrics ? &metric_rows[static_cast<size_t>(r)] : nullptr);
     for (int64_t r = 0; r < cm; ++r) total += loss_rows[static_cast<size_t>(r)];
+    if (metrics)
+      for (int64_t r = 0; r < cm; ++r) {
+        metrics->entropy_sum += metric_rows[static_cast<size_t>(r)].entropy;
+        metrics->top1 += metric_rows[static_cast<size_t>(r)].top1;
+      }
     if (!want_grad) continue;
     // dh_chunk (cm, C) = dlogits (cm, V) @ weight (V, C), then scattered to the token rows.
     matmul(logits.get(), false, weight, false, dh_chunk.data(), cm, C, V, 1.0f, 0.0f);

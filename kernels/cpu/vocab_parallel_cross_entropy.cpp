@@ -9,6 +9,10 @@
 //                                                                          -> all-reduce sum   -> (s, z_y)
 //      loss_t = m + log(s) - z_y                                           (caller, in double)
 //   3. vocab_parallel_ce_grad: z <- grad_scale * (exp(z - m) / s - onehot_local(y_t))   (dlogits)
+//   metrics (TRL's entropy and is_top1, optional, after step 1):
+//      vocab_parallel_ce_metrics: (sum_v exp(z[v] - m) (z[v] - m), first global id v with z[v] == m or
+//                                 vocab_size)                 -> all-reduce (sum, min) -> (w, first)
+//      entropy_t = log(s) - w / s;  is_top1_t = (first == y_t)   (caller)
 // Ignored rows (-100) get zeros in step 2 and a zero gradient in step 3. Sums of exponentials are
 // taken in double, as in the fused kernel (cross_entropy.cpp).
 #include <cmath>
@@ -48,6 +52,28 @@ void vocab_parallel_ce_sums(const float* logits, const int32_t* targets, int64_t
     for (int64_t v = 0; v < V; ++v) s += std::exp(static_cast<double>(z[v] - row_max[r]));
     sums[2 * r] = static_cast<float>(s);
     sums[2 * r + 1] = owns(y, vocab_start, V) ? z[y - vocab_start] : 0.0f;
+  }
+}
+
+void vocab_parallel_ce_metrics(const float* logits, const int32_t* targets, int64_t M, int64_t V, int64_t vocab_start,
+                               int64_t vocab_size, const float* row_max, float* stats) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < M; ++r) {
+    const float* z = logits + r * V;
+    if (targets[r] == kIgnoreIndex) {
+      stats[2 * r] = stats[2 * r + 1] = 0.0f;
+      continue;
+    }
+    const float m = row_max[r];
+    double w = 0.0;
+    int64_t first = vocab_size;
+    for (int64_t v = 0; v < V; ++v) {
+      const double d = static_cast<double>(z[v] - m);
+      w += std::exp(d) * d;
+      if (z[v] == m && first == vocab_size) first = vocab_start + v;
+    }
+    stats[2 * r] = static_cast<float>(w);
+    stats[2 * r + 1] = static_cast<float>(first);  // ids < 2^24 are exact in float (checked by the caller)
   }
 }
 

@@ -69,6 +69,8 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
        "write checkpoints in the background from a host copy while training continues (needs MPI_THREAD_MULTIPLE)")
       ("resume_from_checkpoint", po::value<std::string>(&c.resume_from_checkpoint), "DIR, latest, or auto (latest if there is one, else start fresh)")
       ("eval_steps", po::value<int64_t>(&c.eval_steps)->default_value(c.eval_steps), "")
+      ("dataloader_drop_last", flag(&c.dataloader_drop_last),
+       "drop the incomplete last batch of each epoch (HF's default: false, a smaller last step)")
       ("shuffle_dataset", po::value<bool>(&c.shuffle_dataset)->default_value(c.shuffle_dataset), "")
       ("peak_flops", po::value<double>(&c.peak_flops)->default_value(c.peak_flops), "peak FLOP/s per rank for MFU (0: measure)")
       ("loss_chunk_tokens", po::value<int64_t>(&c.loss_chunk_tokens)->default_value(c.loss_chunk_tokens), "logit rows materialised at once")
@@ -121,6 +123,31 @@ std::vector<std::string> yaml_as_args(const std::string& path) {
 // No prefix guessing: a misspelt flag must be an error, not silently another option.
 constexpr int kStyle = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
 
+// A flag given more than once keeps its last value, as argparse (TRL's and accelerate's CLIs) does: job
+// scripts append overrides to a base command. boost would refuse the repetition.
+// Every value is still checked (argparse converts each occurrence): an overridden one is stored into a
+// throwaway map, which converts it without touching the config (only notify() writes there).
+po::parsed_options keep_last_occurrences(po::parsed_options parsed) {
+  std::set<std::string> seen;
+  std::vector<po::option> kept;
+  for (auto it = parsed.options.rbegin(); it != parsed.options.rend(); ++it) {
+    if (it->unregistered || it->string_key.empty() || seen.insert(it->string_key).second) {
+      kept.push_back(*it);
+      continue;
+    }
+    po::parsed_options overridden(parsed.description);
+    overridden.options.push_back(*it);
+    po::variables_map scratch;
+    po::store(overridden, scratch);
+  }
+  parsed.options.assign(kept.rbegin(), kept.rend());
+  return parsed;
+}
+
+po::parsed_options parse(const std::vector<std::string>& args, const po::options_description& desc) {
+  return keep_last_occurrences(po::command_line_parser(args).options(desc).style(kStyle).run());
+}
+
 }  // namespace
 
 bool parse_sft_options(const std::vector<std::string>& args, SftConfig& config, std::string* help_text,
@@ -129,7 +156,7 @@ bool parse_sft_options(const std::vector<std::string>& args, SftConfig& config, 
   po::options_description desc = describe(config, config_file);
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(args).options(desc).style(kStyle).run(), vm);
+    po::store(parse(args, desc), vm);
     if (vm.count("help")) {
       std::ostringstream os;
       os << "usage: trlhpc sft [--config FILE.yaml] [options]\n\n" << desc;
@@ -139,7 +166,7 @@ bool parse_sft_options(const std::vector<std::string>& args, SftConfig& config, 
     if (vm.count("config")) {
       const std::string file = vm["config"].as<std::string>();
       // Command-line values were stored first, so they win over the file (po::store keeps the first).
-      po::store(po::command_line_parser(yaml_as_args(file)).options(desc).style(kStyle).run(), vm);
+      po::store(parse(yaml_as_args(file), desc), vm);
     }
     po::notify(vm);
   } catch (const po::error& e) {

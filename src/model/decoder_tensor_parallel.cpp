@@ -118,7 +118,7 @@ LossResult Decoder::head_loss(const DeviceBatch& batch, float grad_scale, bool b
   LossResult result;
   result.loss_sum = ops_.cross_entropy_fwd_bwd(s.h_final, head_weight(), batch.targets, grad_scale,
                                                backward ? s.dh : Tensor(), backward ? head_grad() : Tensor(),
-                                               loss_chunk_tokens_, &result.target_tokens);
+                                               loss_chunk_tokens_, &result.target_tokens, &result.metrics);
   return result;
 }
 
@@ -141,7 +141,12 @@ LossResult Decoder::vocab_parallel_loss(const DeviceBatch& batch, float grad_sca
   Tensor logits = ops_.allocate({chunk, Vl});  // (chunk, Vl) logits, then dlogits
   Tensor row_max = ops_.allocate({chunk});     // (chunk)
   Tensor sums = ops_.allocate({chunk, 2});     // (chunk, 2) sum exp(z - m), z[target]
+  Tensor stats = ops_.allocate({chunk, 2});    // (chunk, 2) TRL metrics: sum exp(z - m)(z - m), first max id
   std::vector<float> host_max(static_cast<size_t>(chunk)), host_sums(static_cast<size_t>(2 * chunk));
+  std::vector<float> host_stats(static_cast<size_t>(2 * chunk)), weighted(static_cast<size_t>(chunk)),
+      first_max(static_cast<size_t>(chunk));
+  // Vocabulary ids travel as floats through the min all-reduce: exact below 2^24.
+  result.metrics.computed = V < (int64_t{1} << 24);
   for (int64_t n0 = 0; n0 < N; n0 += chunk) {
     const int64_t cm = std::min(chunk, N - n0);
     const Tensor h = s.h_final.view({cm, C}, n0 * C);
@@ -154,11 +159,30 @@ LossResult Decoder::vocab_parallel_loss(const DeviceBatch& batch, float grad_sca
     tp_all_reduce_sum(st);
     ops_.copy_to_host(host_max.data(), m, static_cast<size_t>(cm) * sizeof(float));
     ops_.copy_to_host(host_sums.data(), st, static_cast<size_t>(2 * cm) * sizeof(float));
+    if (result.metrics.computed) {
+      const Tensor mt = stats.view({cm, 2});
+      result.metrics.computed = ops_.vocab_parallel_ce_metrics(z, y, vocab_start, V, m, mt);
+      if (result.metrics.computed) {
+        ops_.copy_to_host(host_stats.data(), mt, static_cast<size_t>(2 * cm) * sizeof(float));
+        for (int64_t r = 0; r < cm; ++r) {
+          weighted[static_cast<size_t>(r)] = host_stats[static_cast<size_t>(2 * r)];
+          first_max[static_cast<size_t>(r)] = host_stats[static_cast<size_t>(2 * r + 1)];
+        }
+        if (tp_comm_) {
+          tp_comm_->all_reduce(std::span<float>(weighted.data(), static_cast<size_t>(cm)), ReduceOp::Sum);
+          tp_comm_->all_reduce(std::span<float>(first_max.data(), static_cast<size_t>(cm)), ReduceOp::Min);
+        }
+      }
+    }
     for (int64_t r = 0; r < cm; ++r) {
-      if (targets[static_cast<size_t>(n0 + r)] == kIgnoreIndex) continue;
-      result.loss_sum += static_cast<double>(host_max[static_cast<size_t>(r)]) +
-                         std::log(static_cast<double>(host_sums[static_cast<size_t>(2 * r)])) -
+      const int32_t target = targets[static_cast<size_t>(n0 + r)];
+      if (target == kIgnoreIndex) continue;
+      const double sum_exp = static_cast<double>(host_sums[static_cast<size_t>(2 * r)]);
+      result.loss_sum += static_cast<double>(host_max[static_cast<size_t>(r)]) + std::log(sum_exp) -
                          static_cast<double>(host_sums[static_cast<size_t>(2 * r + 1)]);
+      if (!result.metrics.computed) continue;
+      result.metrics.entropy_sum += std::log(sum_exp) - static_cast<double>(weighted[static_cast<size_t>(r)]) / sum_exp;
+      result.metrics.top1 += static_cast<int64_t>(first_max[static_cast<size_t>(r)]) == target;
     }
     if (!backward) continue;
     ops_.vocab_parallel_ce_grad(z, y, vocab_start, m, st, grad_scale);

@@ -122,6 +122,12 @@ class CpuOps final : public Ops {
     cpu::vocab_parallel_ce_sums(logits.f32(), ids_of(targets), logits.dim(0), logits.dim(1), vocab_start, row_max.f32(),
                                 sums.f32());
   }
+  bool vocab_parallel_ce_metrics(const Tensor& logits, const Tensor& targets, int64_t vocab_start, int64_t vocab_size,
+                                 const Tensor& row_max, const Tensor& stats) override {
+    cpu::vocab_parallel_ce_metrics(logits.f32(), ids_of(targets), logits.dim(0), logits.dim(1), vocab_start, vocab_size,
+                                   row_max.f32(), stats.f32());
+    return true;
+  }
   void vocab_parallel_ce_grad(const Tensor& logits, const Tensor& targets, int64_t vocab_start, const Tensor& row_max,
                               const Tensor& sums, float grad_scale) override {
     cpu::vocab_parallel_ce_grad(logits.f32(), ids_of(targets), logits.dim(0), logits.dim(1), vocab_start, row_max.f32(),
@@ -129,11 +135,15 @@ class CpuOps final : public Ops {
   }
   double cross_entropy_fwd_bwd(const Tensor& hidden, const Tensor& weight, const Tensor& targets, float grad_scale,
                                const Tensor& dhidden, const Tensor& dweight, int64_t chunk_tokens,
-                               int64_t* valid_tokens) override {
+                               int64_t* valid_tokens, TokenMetrics* metrics = nullptr) override {
     const bool backward = dhidden.data() != nullptr;
-    return cpu::cross_entropy_fwd_bwd(hidden.f32(), weight.f32(), ids_of(targets), targets.numel(), weight.dim(1),
-                                      weight.dim(0), grad_scale, backward ? dhidden.f32() : nullptr,
-                                      backward ? dweight.f32() : nullptr, chunk_tokens, valid_tokens);
+    cpu::CrossEntropyMetrics m;
+    const double loss = cpu::cross_entropy_fwd_bwd(hidden.f32(), weight.f32(), ids_of(targets), targets.numel(),
+                                                   weight.dim(1), weight.dim(0), grad_scale,
+                                                   backward ? dhidden.f32() : nullptr, backward ? dweight.f32() : nullptr,
+                                                   chunk_tokens, valid_tokens, metrics ? &m : nullptr);
+    if (metrics) *metrics = TokenMetrics{true, m.entropy_sum, m.top1};
+    return loss;
   }
   void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                   const AdamWHyper& h) override {

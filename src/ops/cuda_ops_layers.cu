@@ -222,7 +222,9 @@ void CudaOpsImpl::swiglu_bwd(const Tensor& gate, const Tensor& up, const Tensor&
 
 double CudaOpsImpl::cross_entropy_fwd_bwd(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
                                           float grad_scale, const Tensor& dhidden, const Tensor& dweight,
-                                          int64_t chunk_tokens, int64_t* valid_tokens) {
+                                          int64_t chunk_tokens, int64_t* valid_tokens, TokenMetrics* metrics) {
+  // TRL's entropy / top-1 metrics are not computed by the CUDA kernel yet: reported as absent.
+  if (metrics) *metrics = TokenMetrics{};
   TRLHPC_ASSERT(weight.rank() == 2, "cross_entropy_fwd_bwd: weight must be (V, C)");
   TRLHPC_ASSERT(hidden.dtype() == weight.dtype(), "cross_entropy_fwd_bwd: hidden and weight must share a dtype");
   expect_dtype(targets, DType::I32, "cross_entropy_fwd_bwd targets");

@@ -17,6 +17,9 @@ void Ops::vocab_parallel_ce_max(const Tensor&, const Tensor&) { missing(device()
 void Ops::vocab_parallel_ce_sums(const Tensor&, const Tensor&, int64_t, const Tensor&, const Tensor&) {
   missing(device(), "vocab_parallel_ce_sums");
 }
+bool Ops::vocab_parallel_ce_metrics(const Tensor&, const Tensor&, int64_t, int64_t, const Tensor&, const Tensor&) {
+  return false;
+}
 void Ops::vocab_parallel_ce_grad(const Tensor&, const Tensor&, int64_t, const Tensor&, const Tensor&, float) {
   missing(device(), "vocab_parallel_ce_grad");
 }

@@ -70,6 +70,8 @@ void MetricsLogger::log_step(const StepMetrics& m) {
                          {"mfu", m.mfu},
                          {"epoch", m.epoch}};
   if (m.skipped_steps > 0) line["skipped_steps"] = m.skipped_steps;  // --skip_nonfinite_steps
+  if (m.entropy) line["entropy"] = *m.entropy;
+  if (m.mean_token_accuracy) line["mean_token_accuracy"] = *m.mean_token_accuracy;
   write_line(line);
   std::printf("%sstep %lld/%lld  loss %.4f  grad_norm %.3f  lr %.3e  %.0f tok/s  MFU %.1f%%  ETA %s%s",
               tty_ ? "\r\033[K" : "", static_cast<long long>(m.step), static_cast<long long>(m.total_steps), m.loss,
@@ -79,10 +81,15 @@ void MetricsLogger::log_step(const StepMetrics& m) {
   progress_shown_ = tty_;
 }
 
-void MetricsLogger::log_eval(int64_t step, double eval_loss, double epoch) {
+void MetricsLogger::log_eval(int64_t step, const EvalMetrics& eval, double epoch) {
   if (!enabled_) return;
-  write_line({{"step", step}, {"eval_loss", eval_loss}, {"epoch", epoch}});
-  message("eval step " + std::to_string(step) + ": eval_loss " + std::to_string(eval_loss));
+  nlohmann::json line = {{"step", step}, {"eval_loss", eval.loss}};
+  if (eval.entropy) line["eval_entropy"] = *eval.entropy;
+  if (eval.mean_token_accuracy) line["eval_mean_token_accuracy"] = *eval.mean_token_accuracy;
+  line["epoch"] = epoch;
+  write_line(line);
+  message("eval step " + std::to_string(step) + ": eval_loss " + std::to_string(eval.loss) +
+          (eval.mean_token_accuracy ? ", eval_mean_token_accuracy " + std::to_string(*eval.mean_token_accuracy) : ""));
 }
 
 void MetricsLogger::message(const std::string& text) {

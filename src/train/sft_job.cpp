@@ -54,6 +54,16 @@ void log_dataset(const SftConfig& c, const dataset::SftDataset& train, MetricsLo
                  (st.untrained_examples ? ", " + std::to_string(st.untrained_examples) +
                                               " examples with no trained token (all targets masked)"
                                         : ""));
+  const dataset::EndOfTurnCount& eot = st.end_of_turn;
+  if (eot.marked > 0)
+    logger.message("--assistant_only_loss: the chat template has no {% generation %} markers, so each assistant "
+                   "message's content is located in the rendered chat and trained together with the end-of-turn "
+                   "token that follows it (" + std::to_string(eot.marked) + " assistant turns)");
+  if (eot.missing > 0)
+    logger.message("warning: --assistant_only_loss: " + std::to_string(eot.missing) +
+                   " assistant turns have no special token after their content, so nothing teaches the model to end "
+                   "its turn there; add {% generation %}...{% endgeneration %} around the assistant output including "
+                   "its end-of-turn token (see --chat_template_path), or train without --assistant_only_loss");
 }
 
 // The pretrained weights of --model_name_or_path, or the seeded random init of --model_config.
@@ -74,6 +84,7 @@ nlohmann::json run_identity(const SftPlan& plan, const dataset::SftDataset& trai
   identity["dataset"] = {{"rows", train.num_rows()}, {"examples", st.examples}, {"tokens", st.tokens},
                          {"target_tokens", st.target_tokens}};
   identity["global_batch_size"] = loop.global_batch_size();
+  identity["rows_per_epoch"] = loop.rows_per_epoch();  // --dataloader_drop_last may drop some
   return identity;
 }
 
@@ -87,7 +98,8 @@ nlohmann::json run_record(const SftConfig& c, const SftPlan& plan, int64_t total
           {"warmup_steps", c.warmup_steps}, {"warmup_ratio", c.warmup_ratio}, {"total_steps", total_steps},
           {"max_length", c.max_length}, {"packing", c.packing}, {"dataset_name", c.dataset_name},
           {"per_device_train_batch_size", c.per_device_train_batch_size},
-          {"gradient_accumulation_steps", c.gradient_accumulation_steps}};
+          {"gradient_accumulation_steps", c.gradient_accumulation_steps},
+          {"dataloader_drop_last", c.dataloader_drop_last}};
 }
 
 // --save_steps and --resume_from_checkpoint: the loop saves with this run's identity; a resumed run

@@ -15,7 +15,7 @@ namespace {
 
 batching::SamplerConfig sampler_config(const SftConfig& c, const dataset::SftDataset& train, int64_t dp) {
   return {train.num_rows(), c.per_device_train_batch_size, dp, c.gradient_accumulation_steps, c.seed,
-          c.shuffle_dataset, /*drop_last=*/true};
+          c.shuffle_dataset, c.dataloader_drop_last};
 }
 
 int64_t total_steps_of(const SftConfig& c, const batching::DistributedSampler& sampler) {
@@ -119,9 +119,7 @@ void SftLoop::handle_nonfinite(int64_t step, const StepResult& r) {
                   std::to_string(r.grad_norm) + where + " (" + std::to_string(skipped_steps_) + " skipped so far)");
 }
 
-double SftLoop::epoch_after(int64_t step) const {
-  return static_cast<double>(step + 1) / static_cast<double>(sampler_.steps_per_epoch());
-}
+double SftLoop::epoch_after(int64_t step) const { return sampler_.epoch_after(step); }
 
 std::vector<Batch> SftLoop::step_micro_batches(int64_t step, int64_t* seq_len) {
   const batching::SamplerPosition pos = sampler_.position(step);
@@ -129,7 +127,9 @@ std::vector<Batch> SftLoop::step_micro_batches(int64_t step, int64_t* seq_len) {
   std::vector<Batch> micro;
   *seq_len = 0;
   for (int64_t a = 0; a < config_.gradient_accumulation_steps; ++a) {
-    const Batch batch = train_.collate(sampler_.micro_batch(pos.epoch, pos.step, a, dp_rank));
+    const std::vector<int64_t> rows = sampler_.micro_batch(pos.epoch, pos.step, a, dp_rank);
+    // An empty slot of a partial last batch (sampler.hpp) still runs the step's collectives.
+    const Batch batch = rows.empty() ? padding_batch(2) : train_.collate(rows);
     *seq_len = std::max(*seq_len, batch.seq_len);
     micro.push_back(trainer_.model().shard_tokens(batch));
   }
@@ -151,11 +151,15 @@ void SftLoop::log_step(int64_t step, const StepResult& result, double peak_flops
   const double done = static_cast<double>(step + 1 - first_step_);
   m.seconds_left = elapsed / done * static_cast<double>(total_steps_ - step - 1);
   m.skipped_steps = skipped_steps_;
+  if (window_.has_token_metrics()) {
+    m.entropy = window_.mean_entropy();
+    m.mean_token_accuracy = window_.mean_token_accuracy();
+  }
   logger_.log_step(m);
   window_.clear();
 }
 
-std::optional<double> SftLoop::evaluate() {
+std::optional<EvalResult> SftLoop::evaluate() {
   ParallelModel& model = trainer_.model();
   const batching::EvalPlan plan = batching::eval_micro_batches(eval_->num_rows(), model.groups().dp().size(),
                                                                 model.groups().dp().rank(),
@@ -185,6 +189,7 @@ SftLoopOutcome SftLoop::run(double peak_flops_per_rank) {
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     if (r.finite) {
       window_.add(r.loss, r.tokens, seconds, training_flops_per_token(model, seq_len) * static_cast<double>(r.tokens));
+      if (r.has_token_metrics) window_.add_token_metrics(r.entropy_ratio_sum, r.accuracy_ratio_sum, r.micro_steps);
       num_tokens_ += r.tokens;
     } else {
       handle_nonfinite(step, r);
@@ -194,9 +199,14 @@ SftLoopOutcome SftLoop::run(double peak_flops_per_rank) {
     if (every(config_.logging_steps, step) || last) log_step(step, r, peak_flops_per_rank);
     if (eval_ && (every(config_.eval_steps, step) || last)) {
       groups.set_phase("evaluation at step " + std::to_string(step + 1));
-      const std::optional<double> eval_loss = evaluate();
-      if (!eval_loss) return stop_for(watch_.agreed_signal(world), step + 1);
-      logger_.log_eval(step + 1, *eval_loss, epoch_after(step));
+      const std::optional<EvalResult> eval = evaluate();
+      if (!eval) return stop_for(watch_.agreed_signal(world), step + 1);
+      EvalMetrics metrics{eval->loss, std::nullopt, std::nullopt};
+      if (eval->has_token_metrics) {
+        metrics.entropy = eval->entropy;
+        metrics.mean_token_accuracy = eval->mean_token_accuracy;
+      }
+      logger_.log_eval(step + 1, metrics, epoch_after(step));
     }
     if (every(save_steps_, step)) save(step + 1);
     report_async_save();

@@ -46,6 +46,7 @@ class SftLoop {
 
   int64_t total_steps() const { return total_steps_; }
   int64_t global_batch_size() const { return sampler_.global_batch_size(); }
+  int64_t rows_per_epoch() const { return sampler_.rows_per_epoch(); }
   // Checkpoints use `request`'s settings: every `save_steps` (> 0) steps, and when preempted. With
   // `async` (borrowed; may be null) the periodic ones are written in the background; a preemption
   // waits for one under way and writes its own synchronously (no host copy to make first).
@@ -64,7 +65,7 @@ class SftLoop {
   void log_step(int64_t step, const StepResult& result, double peak_flops_per_rank);
   // Mean loss over every eval row (batching::eval_micro_batches deals them over the dp ranks); nullopt
   // when the ranks agreed on a preemption signal between two batches.
-  std::optional<double> evaluate();
+  std::optional<EvalResult> evaluate();
   double epoch_after(int64_t step) const;
   // A checkpoint of `steps` optimizer steps done (in the background with --async_save); its folder.
   std::string save(int64_t steps);

@@ -34,6 +34,17 @@ void Trainer::require_splittable(int64_t unsplittable) const {
                   "; pad every row to a multiple of ParallelDims::sequence_multiple() (trlhpc sft does)");
 }
 
+namespace {
+// One micro-batch's contribution to the metric sums: (entropy sum, top-1 count, valid targets, 1 when
+// the backend computed them).
+void add_token_metrics(const LossResult& r, double* q) {
+  q[0] += r.metrics.entropy_sum;
+  q[1] += static_cast<double>(r.metrics.top1);
+  q[2] += static_cast<double>(r.target_tokens);
+  q[3] += r.metrics.computed ? 1.0 : 0.0;
+}
+}  // namespace
+
 StepResult Trainer::step(const std::vector<Batch>& micro_batches, double lr) {
   // N_global and the token count, summed over every rank that holds different tokens, with the
   // micro-batches that tp sequence parallel cannot split (checked on every rank at once).
@@ -49,15 +60,28 @@ StepResult Trainer::step(const std::vector<Batch>& micro_batches, double lr) {
   result.tokens = counts[1];
   const float grad_scale = counts[0] > 0 ? 1.0f / static_cast<float>(counts[0]) : 0.0f;
 
-  double loss_sum = 0;
-  for (size_t m = 0; m < micro_batches.size(); ++m) {
-    model_->strategy().begin_micro_step(m + 1 == micro_batches.size());
+  // sums[0]: the loss sum; then per micro-step (entropy sum, top-1 count, valid targets, metrics
+  // computed), all reduced over the loss group in one call.
+  const size_t M = micro_batches.size();
+  std::vector<double> sums(1 + 4 * M, 0.0);
+  for (size_t m = 0; m < M; ++m) {
+    model_->strategy().begin_micro_step(m + 1 == M);
     const DeviceBatch batch = DeviceBatch::upload(micro_batches[m], ops_);
-    loss_sum += model_->decoder().forward_backward(batch, grad_scale).loss_sum;
+    const LossResult r = model_->decoder().forward_backward(batch, grad_scale);
+    sums[0] += r.loss_sum;
+    add_token_metrics(r, &sums[1 + 4 * m]);
   }
   model_->strategy().finish_gradients();
-  groups_.loss().comm().all_reduce(std::span<double>(&loss_sum, 1));
-  result.loss = counts[0] > 0 ? loss_sum / static_cast<double>(counts[0]) : 0.0;
+  groups_.loss().comm().all_reduce(std::span<double>(sums));
+  result.loss = counts[0] > 0 ? sums[0] / static_cast<double>(counts[0]) : 0.0;
+  result.micro_steps = static_cast<int64_t>(M);
+  result.has_token_metrics = M > 0;
+  for (size_t m = 0; m < M; ++m) {
+    const double* q = &sums[1 + 4 * m];
+    result.has_token_metrics = result.has_token_metrics && q[3] == static_cast<double>(groups_.loss().size());
+    result.entropy_ratio_sum += q[2] > 0 ? q[0] / q[2] : 0.0;
+    result.accuracy_ratio_sum += q[2] > 0 ? q[1] / q[2] : 0.0;
+  }
 
   // Clipping as torch.nn.utils.clip_grad_norm_: coefficient max_norm / (norm + 1e-6), capped at 1.
   result.grad_norm = std::sqrt(model_->strategy().grad_norm_squared());
@@ -98,22 +122,37 @@ std::string Trainer::first_nonfinite_gradient() {
   return first < static_cast<int64_t>(names.size()) ? names[static_cast<size_t>(first)] : "";
 }
 
-double Trainer::evaluate(const std::vector<Batch>& batches) { return *evaluate_unless(batches, {}); }
+double Trainer::evaluate(const std::vector<Batch>& batches) { return evaluate_unless(batches, {})->loss; }
 
-std::optional<double> Trainer::evaluate_unless(const std::vector<Batch>& batches, const std::function<bool()>& stop) {
+std::optional<EvalResult> Trainer::evaluate_unless(const std::vector<Batch>& batches, const std::function<bool()>& stop) {
   int64_t unsplittable = unsplittable_batches(batches);
   groups_.loss().comm().all_reduce(std::span<int64_t>(&unsplittable, 1));
   require_splittable(unsplittable);
-  double sums[2] = {0, 0};  // loss sum, target tokens
-  for (const Batch& b : batches) {
+  // loss sum, target tokens; then per batch (entropy sum, top-1 count, valid targets, computed)
+  std::vector<double> sums(2 + 4 * batches.size(), 0.0);
+  for (size_t k = 0; k < batches.size(); ++k) {
     if (stop && stop()) return std::nullopt;
-    const DeviceBatch batch = DeviceBatch::upload(b, ops_);
+    const DeviceBatch batch = DeviceBatch::upload(batches[k], ops_);
     const LossResult r = model_->decoder().forward_loss(batch);
     sums[0] += r.loss_sum;
     sums[1] += static_cast<double>(r.target_tokens);
+    add_token_metrics(r, &sums[2 + 4 * k]);
   }
-  groups_.loss().comm().all_reduce(std::span<double>(sums, 2));
-  return sums[1] > 0 ? sums[0] / sums[1] : 0.0;
+  groups_.loss().comm().all_reduce(std::span<double>(sums));
+  EvalResult result;
+  result.loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
+  result.has_token_metrics = !batches.empty();
+  for (size_t k = 0; k < batches.size(); ++k) {
+    const double* q = &sums[2 + 4 * k];
+    result.has_token_metrics = result.has_token_metrics && q[3] == static_cast<double>(groups_.loss().size());
+    result.entropy += q[2] > 0 ? q[0] / q[2] : 0.0;
+    result.mean_token_accuracy += q[2] > 0 ? q[1] / q[2] : 0.0;
+  }
+  if (!batches.empty()) {
+    result.entropy /= static_cast<double>(batches.size());
+    result.mean_token_accuracy /= static_cast<double>(batches.size());
+  }
+  return result;
 }
 
 }  // namespace trlhpc

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -183,3 +184,92 @@ TEST_F(CrossEntropyTest, RejectsOutOfRangeTargets) {
 }
 
 }  // namespace
+
+// TRL's metrics (entropy, is_top1), computed by the fused kernel without the full logits, against the
+// full logits in double: entropy_t = -sum_v p_v log p_v, top-1 = the target is torch.argmax's index
+// (the FIRST maximum). Tolerance: the kernel's entropy uses fp32 logits and an fp32 sum of
+// exp(d) * d over V terms (~1e-6 relative each), so 1e-4 absolute per token, summed over N tokens.
+namespace {
+
+struct MetricsReference {
+  double entropy_sum = 0;
+  int64_t top1 = 0;
+};
+
+MetricsReference metrics_reference(const Problem& p) {
+  MetricsReference r;
+  std::vector<double> z(p.V);
+  for (int64_t t = 0; t < p.N; ++t) {
+    if (p.targets[t] == -100) continue;
+    for (int64_t v = 0; v < p.V; ++v) {
+      // The kernel's logits are fp32 dot products; argmax ties must be decided on the same values.
+      float zf = 0;
+      for (int64_t c = 0; c < p.C; ++c) zf += p.hidden[t * p.C + c] * p.weight[v * p.C + c];
+      z[v] = zf;
+    }
+    const int64_t first = std::max_element(z.begin(), z.end()) - z.begin();  // first of equal maxima
+    r.top1 += first == p.targets[t];
+    const double zmax = z[first];
+    double sum = 0;
+    for (int64_t v = 0; v < p.V; ++v) sum += std::exp(z[v] - zmax);
+    for (int64_t v = 0; v < p.V; ++v) {
+      const double prob = std::exp(z[v] - zmax) / sum;
+      if (prob > 0) r.entropy_sum -= prob * std::log(prob);
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_F(CrossEntropyTest, TrlEntropyAndTopOneMatchTheFullLogits) {
+  for (uint64_t seed : {3u, 4u}) {
+    Problem p = make_problem(37, 16, 301, 1.0f, seed);
+    // Targets that are the argmax for some rows (otherwise top-1 would be 0 almost surely): the target of
+    // every third valid row becomes the reference's argmax.
+    for (int64_t t = 0; t < p.N; t += 3)
+      if (p.targets[t] != -100) {
+        std::vector<float> z(p.V);
+        for (int64_t v = 0; v < p.V; ++v)
+          for (int64_t c = 0; c < p.C; ++c) z[v] += p.hidden[t * p.C + c] * p.weight[v * p.C + c];
+        p.targets[t] = static_cast<int32_t>(std::max_element(z.begin(), z.end()) - z.begin());
+      }
+    const MetricsReference want = metrics_reference(p);
+    ASSERT_GT(want.top1, 0);
+    for (int64_t chunk : {1, 5, 64}) {
+      trlhpc::cpu::CrossEntropyMetrics got;
+      int64_t valid = 0;
+      std::vector<float> dh(p.N * p.C), dw(p.V * p.C, 0.0f);
+      trlhpc::cpu::cross_entropy_fwd_bwd(p.hidden.data(), p.weight.data(), p.targets.data(), p.N, p.C, p.V, 0.5f,
+                                         dh.data(), dw.data(), chunk, &valid, &got);
+      EXPECT_EQ(got.top1, want.top1) << "chunk " << chunk;
+      EXPECT_NEAR(got.entropy_sum, want.entropy_sum, 1e-4 * static_cast<double>(valid)) << "chunk " << chunk;
+      // The metrics change nothing else: the same loss and gradients as without them.
+      std::vector<float> dh2(p.N * p.C), dw2(p.V * p.C, 0.0f);
+      const double loss_with = trlhpc::cpu::cross_entropy_fwd_bwd(p.hidden.data(), p.weight.data(), p.targets.data(),
+                                                                  p.N, p.C, p.V, 0.5f, dh2.data(), dw2.data(), chunk,
+                                                                  nullptr, &got);
+      const double loss_without = trlhpc::cpu::cross_entropy_fwd_bwd(p.hidden.data(), p.weight.data(), p.targets.data(),
+                                                                     p.N, p.C, p.V, 0.5f, dh.data(), dw.data(), chunk,
+                                                                     nullptr, nullptr);
+      EXPECT_EQ(loss_with, loss_without);
+      EXPECT_EQ(dh2, dh);
+    }
+  }
+}
+
+// Equal maxima: torch.argmax (and TRL's is_top1) take the first, so a target at a later tied index is
+// not top-1.
+TEST_F(CrossEntropyTest, TopOneTakesTheFirstOfEqualMaxima) {
+  const int64_t C = 4, V = 6;
+  std::vector<float> weight(V * C, 0.0f);
+  for (int64_t c = 0; c < C; ++c) weight[2 * C + c] = weight[4 * C + c] = 1.0f;  // rows 2 and 4 equal: tied logits
+  const std::vector<float> hidden = {1, 1, 1, 1, 1, 1, 1, 1};                   // two tokens
+  for (auto [target, want] : {std::pair{2, 1}, std::pair{4, 0}, std::pair{0, 0}}) {
+    const std::vector<int32_t> targets = {target, target};
+    trlhpc::cpu::CrossEntropyMetrics got;
+    trlhpc::cpu::cross_entropy_fwd_bwd(hidden.data(), weight.data(), targets.data(), 2, C, V, 1.0f, nullptr, nullptr, 8,
+                                       nullptr, &got);
+    EXPECT_EQ(got.top1, 2 * want) << "target " << target;
+  }
+}

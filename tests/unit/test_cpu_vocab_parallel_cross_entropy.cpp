@@ -101,4 +101,57 @@ TEST(CpuVocabParallelCrossEntropy, IgnoredRowsGiveZerosAndTargetsOutsideTheSlice
   EXPECT_NEAR(z[4] + z[5] + z[6] + z[7], 1.0f, 1e-6);  // whole softmax mass, no onehot subtracted here
 }
 
+// TRL's metrics on vocabulary slices, combined as the decoder does (column 0 summed, column 1 min),
+// equal the fused kernel's: the same top-1 count (including a target tied with an earlier maximum in
+// another slice) and the entropy within 1e-5 per token (double sums here, fp32 there).
+TEST(CpuVocabParallelCrossEntropy, TrlMetricsCombineToTheFusedKernels) {
+  namespace cpu = trlhpc::cpu;
+  const int64_t N = 13, C = 16, V = 96;
+  std::vector<float> h = random_floats(N * C, 7), w = random_floats(V * C, 8);
+  std::copy(w.begin() + 5 * C, w.begin() + 6 * C, w.begin() + 70 * C);  // vocab rows 5 and 70 tie everywhere
+  std::vector<int32_t> y;
+  std::mt19937 gen(9);
+  for (int64_t t = 0; t < N; ++t) y.push_back(t % 4 == 0 ? -100 : static_cast<int32_t>(gen() % V));
+  // Some targets at the argmax: rows 1, 2 get theirs; row 3 gets the later of the tied pair if it wins.
+  for (int64_t t : {1, 2, 3}) {
+    std::vector<float> z(V);
+    cpu::matmul(h.data() + t * C, false, w.data(), true, z.data(), 1, V, C, 1.0f, 0.0f);
+    y[t] = static_cast<int32_t>(std::max_element(z.begin(), z.end()) - z.begin());
+  }
+  cpu::CrossEntropyMetrics want;
+  std::vector<float> dh(N * C), dw(V * C, 0.0f);
+  cpu::cross_entropy_fwd_bwd(h.data(), w.data(), y.data(), N, C, V, 1.0f, dh.data(), dw.data(), 5, nullptr, &want);
+  ASSERT_GT(want.top1, 0);
+  for (int tp : {1, 2, 3, 4}) {
+    const int64_t Vl = V / tp;
+    std::vector<std::vector<float>> z(tp, std::vector<float>(N * Vl));
+    std::vector<float> m(N, -INFINITY), s(N, 0.0f), weighted(N, 0.0f), first(N, static_cast<float>(V));
+    for (int r = 0; r < tp; ++r) {
+      cpu::matmul(h.data(), false, w.data() + r * Vl * C, true, z[r].data(), N, Vl, C, 1.0f, 0.0f);
+      std::vector<float> mr(N);
+      cpu::vocab_parallel_ce_max(z[r].data(), N, Vl, mr.data());
+      for (int64_t t = 0; t < N; ++t) m[t] = std::max(m[t], mr[t]);
+    }
+    for (int r = 0; r < tp; ++r) {
+      std::vector<float> sums(2 * N), stats(2 * N);
+      cpu::vocab_parallel_ce_sums(z[r].data(), y.data(), N, Vl, r * Vl, m.data(), sums.data());
+      cpu::vocab_parallel_ce_metrics(z[r].data(), y.data(), N, Vl, r * Vl, V, m.data(), stats.data());
+      for (int64_t t = 0; t < N; ++t) {
+        s[t] += sums[2 * t];
+        weighted[t] += stats[2 * t];
+        first[t] = std::min(first[t], stats[2 * t + 1]);
+      }
+    }
+    double entropy = 0;
+    int64_t top1 = 0;
+    for (int64_t t = 0; t < N; ++t) {
+      if (y[t] == -100) continue;
+      entropy += std::log(static_cast<double>(s[t])) - static_cast<double>(weighted[t]) / s[t];
+      top1 += static_cast<int64_t>(first[t]) == y[t];
+    }
+    EXPECT_EQ(top1, want.top1) << "tp " << tp;
+    EXPECT_NEAR(entropy, want.entropy_sum, 1e-5 * N) << "tp " << tp;
+  }
+}
+
 }  // namespace

@@ -3,6 +3,7 @@
 #include <numeric>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "test_support.hpp"
@@ -12,7 +13,7 @@
 namespace trlhpc::batching {
 namespace {
 
-SamplerConfig layout(int64_t n, int64_t per_device, int64_t dp, int64_t accumulation, bool drop_last = true) {
+SamplerConfig layout(int64_t n, int64_t per_device, int64_t dp, int64_t accumulation, bool drop_last = false) {
   return SamplerConfig{.num_rows = n,
                        .per_device_batch_size = per_device,
                        .dp = dp,
@@ -75,9 +76,10 @@ TEST(Sampler, PermutationIsRoughlyUniform) {
 }
 
 TEST(Sampler, UnionOverRanksAndMicroStepsIsTheGlobalBatch) {
-  DistributedSampler sampler(layout(103, 3, 4, 2));
+  DistributedSampler sampler(layout(103, 3, 4, 2, /*drop_last=*/true));
   EXPECT_EQ(sampler.global_batch_size(), 24);
-  EXPECT_EQ(sampler.steps_per_epoch(), 4);  // 103 / 24, last 7 rows dropped
+  EXPECT_EQ(sampler.rows_per_epoch(), 96);  // 103 rounded down to batches of 3 x 4
+  EXPECT_EQ(sampler.steps_per_epoch(), 4);
   for (int64_t epoch = 0; epoch < 2; ++epoch) {
     std::set<int64_t> epoch_rows;
     for (int64_t step = 0; step < sampler.steps_per_epoch(); ++step) {
@@ -174,15 +176,79 @@ TEST(Sampler, PartialLastBatchWhenNotDropping) {
 
 TEST(Sampler, ErrorsNameTheSizes) {
   try {
-    DistributedSampler sampler(layout(10, 4, 2, 2));
+    DistributedSampler sampler(layout(7, 4, 2, 2, /*drop_last=*/true));
     FAIL() << "expected a UserError";
   } catch (const UserError& e) {
     std::string message = e.what();
-    EXPECT_NE(message.find("has 10 rows, fewer than one global batch of 16"), std::string::npos) << message;
+    EXPECT_NE(message.find("has 7 rows, fewer than one batch of 8"), std::string::npos) << message;
+    EXPECT_NE(message.find("--dataloader_drop_last"), std::string::npos) << message;
   }
   EXPECT_THROW(DistributedSampler(layout(10, 0, 1, 1)), UserError);
   EXPECT_THROW(DistributedSampler(layout(10, 1, 1, 0)), UserError);
-  EXPECT_NO_THROW(DistributedSampler(layout(10, 4, 2, 2, false)));
+  EXPECT_NO_THROW(DistributedSampler(layout(7, 4, 2, 2)));  // kept: one partial step
+}
+
+// What transformers' Trainer does with one process whose batch is B' = per_device x dp (how trlhpc's
+// layout-independent global batch maps onto HF), written out from transformers 4.57.1 trainer.py and
+// torch's DataLoader, independently of sampler.cpp:
+//   len_dataloader = N // B' with drop_last, else ceil(N / B')                (torch BatchSampler.__len__)
+//   num_update_steps_per_epoch = len_dataloader // GA + int(len_dataloader % GA > 0)
+//                                                                  (Trainer.set_initial_training_values)
+//   in _inner_training_loop: remainder = len % GA (GA when 0); total_updates = len // GA + int(remainder < GA);
+//   update u takes GA micro-batches (the last: remainder); after each micro-batch `step` (0-based in the
+//   epoch) state.epoch = epoch + (step + 1) / steps_in_epoch, logged after the update.
+struct HfEpoch {
+  int64_t updates = 0;
+  std::vector<int64_t> rows_per_update;
+  std::vector<double> epoch_logged;  // after each update of epoch 0
+};
+HfEpoch hf_epoch(int64_t N, int64_t micro_rows, int64_t GA, bool drop_last) {
+  const int64_t len = drop_last ? N / micro_rows : (N + micro_rows - 1) / micro_rows;
+  int64_t remainder = len % GA;
+  if (remainder == 0) remainder = GA;
+  HfEpoch e;
+  e.updates = len / GA + static_cast<int64_t>(remainder < GA);
+  EXPECT_EQ(e.updates, len / GA + static_cast<int64_t>(len % GA > 0));  // the two HF formulas agree
+  int64_t step = -1, row = 0;
+  for (int64_t u = 0; u < e.updates; ++u) {
+    const int64_t batches = u + 1 < e.updates ? GA : remainder;
+    int64_t rows = 0;
+    for (int64_t b = 0; b < batches; ++b) {
+      ++step;
+      const int64_t take = std::min(micro_rows, N - row);  // a partial micro-batch only when not dropping
+      rows += take;
+      row += take;
+    }
+    e.rows_per_update.push_back(rows);
+    e.epoch_logged.push_back(static_cast<double>(step + 1) / static_cast<double>(len));
+  }
+  return e;
+}
+
+TEST(Sampler, StepsRowsAndEpochsAreHuggingFacesWithAndWithoutDropLast) {
+  for (bool drop_last : {false, true})
+    for (int64_t N : {1, 7, 20, 21, 22, 97, 100})
+      for (auto [per_device, dp, GA] : {std::tuple{1, 1, 1}, {2, 2, 2}, {3, 1, 4}, {1, 4, 3}, {8, 1, 1}, {2, 1, 5}}) {
+        SCOPED_TRACE("N " + std::to_string(N) + " per_device " + std::to_string(per_device) + " dp " +
+                     std::to_string(dp) + " GA " + std::to_string(GA) + (drop_last ? " drop_last" : ""));
+        if (drop_last && N < per_device * dp) {
+          EXPECT_THROW(DistributedSampler(layout(N, per_device, dp, GA, true)), UserError);
+          continue;
+        }
+        DistributedSampler sampler(layout(N, per_device, dp, GA, drop_last));
+        const HfEpoch hf = hf_epoch(N, per_device * dp, GA, drop_last);
+        ASSERT_EQ(sampler.steps_per_epoch(), hf.updates);
+        std::set<int64_t> seen;
+        for (int64_t u = 0; u < hf.updates; ++u) {
+          const std::vector<int64_t> rows = union_of_slices(sampler, 0, u);
+          EXPECT_EQ(static_cast<int64_t>(rows.size()), hf.rows_per_update[static_cast<size_t>(u)]) << "update " << u;
+          seen.insert(rows.begin(), rows.end());
+          EXPECT_DOUBLE_EQ(sampler.epoch_after(u), hf.epoch_logged[static_cast<size_t>(u)]) << "update " << u;
+          EXPECT_DOUBLE_EQ(sampler.epoch_after(hf.updates + u), 1.0 + hf.epoch_logged[static_cast<size_t>(u)]);
+        }
+        EXPECT_EQ(static_cast<int64_t>(seen.size()), sampler.rows_per_epoch());  // no row twice
+        EXPECT_EQ(sampler.rows_per_epoch(), drop_last ? N / (per_device * dp) * (per_device * dp) : N);
+      }
 }
 
 // Eval dealing against a brute-force enumeration: walk every row, hand it to rank row % dp, and start a

@@ -89,9 +89,16 @@ void swiglu_bwd(const float* gate, const float* up, const float* dout, float* dg
 // for the loss  grad_scale * sum_t loss_t:  dlogits = grad_scale * (softmax - onehot) on valid rows,
 // dhidden (N, C) = dlogits @ weight (overwrite), dweight (V, C) += dlogits^T @ hidden.
 // *valid_tokens (optional) receives the count of targets != -100.
+// *metrics (optional) receives TRL's per-token metrics summed over valid tokens: the entropy of
+// softmax(logits_t) in nats, and how many targets are the first index of the row's maximum logit
+// (torch.argmax's tie rule: TRL's is_top1).
+struct CrossEntropyMetrics {
+  double entropy_sum = 0;
+  int64_t top1 = 0;
+};
 double cross_entropy_fwd_bwd(const float* hidden, const float* weight, const int32_t* targets, int64_t N,
                              int64_t C, int64_t V, float grad_scale, float* dhidden, float* dweight,
-                             int64_t chunk_tokens, int64_t* valid_tokens);
+                             int64_t chunk_tokens, int64_t* valid_tokens, CrossEntropyMetrics* metrics = nullptr);
 
 // ---- vocab_parallel_cross_entropy.cpp ------------------------------------------------------------
 // The pieces of a vocabulary-split cross-entropy over a chunk of local logits (M, V) for vocabulary
@@ -100,6 +107,11 @@ double cross_entropy_fwd_bwd(const float* hidden, const float* weight, const int
 void vocab_parallel_ce_max(const float* logits, int64_t M, int64_t V, float* row_max);
 void vocab_parallel_ce_sums(const float* logits, const int32_t* targets, int64_t M, int64_t V, int64_t vocab_start,
                             const float* row_max, float* sums);
+// TRL's metrics on a vocabulary slice, after the max is all-reduced: stats (M, 2) = (sum exp(z - max) *
+// (z - max), the first global vocabulary id whose logit equals max, or vocab_size if none here). The
+// caller all-reduces column 0 by sum and column 1 by min; zeros for ignored targets.
+void vocab_parallel_ce_metrics(const float* logits, const int32_t* targets, int64_t M, int64_t V, int64_t vocab_start,
+                               int64_t vocab_size, const float* row_max, float* stats);
 // logits (M, V) overwritten with dlogits = grad_scale * (softmax - onehot) (zero rows for ignored targets).
 void vocab_parallel_ce_grad(float* logits, const int32_t* targets, int64_t M, int64_t V, int64_t vocab_start,
                             const float* row_max, const float* sums, float grad_scale);

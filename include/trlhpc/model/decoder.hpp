@@ -96,6 +96,7 @@ struct DeviceBatch {
 struct LossResult {
   double loss_sum = 0;        // summed CE over valid targets of this micro-batch
   int64_t target_tokens = 0;  // valid targets of this micro-batch
+  TokenMetrics metrics;       // TRL's entropy / top-1 sums over them (computed = false: backend lacks it)
 };
 
 class Decoder {

@@ -13,6 +13,15 @@
 
 namespace trlhpc {
 
+// TRL's logged per-token metrics (mean_token_accuracy, entropy), summed over the valid targets of one
+// head evaluation: entropy of softmax(logits) in nats and targets that are the first index of their
+// row's maximum logit (torch.argmax).
+struct TokenMetrics {
+  bool computed = false;
+  double entropy_sum = 0;
+  int64_t top1 = 0;
+};
+
 struct AttentionShape {
   int64_t B = 0, Tq = 0, Tk = 0, NH = 0, KVH = 0, HS = 0;
   float scale = 1.0f;
@@ -70,10 +79,13 @@ class Ops {
   virtual void swiglu_bwd(const Tensor& gate, const Tensor& up, const Tensor& dout, const Tensor& dgate,
                           const Tensor& dup) = 0;
   // Fused LM head + CE (see cpu::cross_entropy_fwd_bwd). dhidden/dweight undefined Tensors = no backward.
-  // Returns the summed loss over valid targets; valid_tokens receives their count.
+  // Returns the summed loss over valid targets; valid_tokens receives their count. metrics (optional):
+  // TRL's entropy and top-1 sums over valid targets; a backend that cannot compute them leaves
+  // metrics->computed false.
   virtual double cross_entropy_fwd_bwd(const Tensor& hidden /*(N, C)*/, const Tensor& weight /*(V, C)*/,
                                        const Tensor& targets /*(N) I32*/, float grad_scale, const Tensor& dhidden,
-                                       const Tensor& dweight, int64_t chunk_tokens, int64_t* valid_tokens) = 0;
+                                       const Tensor& dweight, int64_t chunk_tokens, int64_t* valid_tokens,
+                                       TokenMetrics* metrics = nullptr) = 0;
   // Vocab-parallel cross-entropy over a chunk of this tp rank's logits (M, Vl) for vocabulary ids
   // [vocab_start, vocab_start + Vl); the decoder all-reduces between the calls (see
   // cpu::vocab_parallel_ce_*). row_max (M), sums (M, 2), targets (M) I32. Not pure: a backend without
@@ -81,6 +93,11 @@ class Ops {
   virtual void vocab_parallel_ce_max(const Tensor& logits, const Tensor& row_max);
   virtual void vocab_parallel_ce_sums(const Tensor& logits, const Tensor& targets, int64_t vocab_start,
                                       const Tensor& row_max, const Tensor& sums);
+  // TRL's metrics on this rank's slice after the max is all-reduced (cpu::vocab_parallel_ce_metrics):
+  // stats (M, 2). Returns false, touching nothing, on a backend without it (the metrics are then not
+  // reported).
+  virtual bool vocab_parallel_ce_metrics(const Tensor& logits, const Tensor& targets, int64_t vocab_start,
+                                         int64_t vocab_size, const Tensor& row_max, const Tensor& stats);
   virtual void vocab_parallel_ce_grad(const Tensor& logits /*in: logits, out: dlogits*/, const Tensor& targets,
                                       int64_t vocab_start, const Tensor& row_max, const Tensor& sums, float grad_scale);
   virtual void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,

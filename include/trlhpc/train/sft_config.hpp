@@ -49,6 +49,9 @@ struct SftConfig {
   std::string resume_from_checkpoint;
   int64_t eval_steps = 0;
   bool shuffle_dataset = true;
+  // HF's dataloader_drop_last (default false): true drops the incomplete last batch of per_device x dp
+  // rows of each epoch; false keeps it as a smaller last step (batching/sampler.hpp).
+  bool dataloader_drop_last = false;
   double peak_flops = 0;            // per rank; 0 = measure the GEMM rate
   int64_t loss_chunk_tokens = 1024; // rows of logits materialised at once by the fused loss
   // A step whose loss or gradient norm is NaN/inf: false (default) stops the job with an error naming

@@ -36,6 +36,21 @@ struct StepResult {
   // the optimizer did not step, the gradients were dropped, the parameters are unchanged.
   bool finite = true;
   std::string first_nonfinite_gradient;  // !finite: the first parameter (store order) with one, or ""
+  // TRL's metrics, as SFTTrainer.compute_loss records them: per micro-step (all dp/cp/sp ranks
+  // together: the rows HF's single process holds in one micro-batch), entropy_sum / valid and
+  // top1 / valid (0 when it has no target); here the sums of those ratios over the step's micro-steps.
+  // TRL logs their mean over every micro-step of the logging window.
+  bool has_token_metrics = false;  // false: the backend does not compute them
+  double entropy_ratio_sum = 0, accuracy_ratio_sum = 0;
+  int64_t micro_steps = 0;
+};
+
+// One evaluation: mean loss over every eval target token, and TRL's eval_entropy /
+// eval_mean_token_accuracy (means over the eval batches of their per-batch ratios).
+struct EvalResult {
+  double loss = 0;
+  bool has_token_metrics = false;
+  double entropy = 0, mean_token_accuracy = 0;
 };
 
 class Trainer {
@@ -54,7 +69,7 @@ class Trainer {
   double evaluate(const std::vector<Batch>& batches);
   // The same, asking `stop` before each batch (a collective decision: every rank runs the same number
   // of batches and must get the same answer); nullopt when it said stop.
-  std::optional<double> evaluate_unless(const std::vector<Batch>& batches, const std::function<bool()>& stop);
+  std::optional<EvalResult> evaluate_unless(const std::vector<Batch>& batches, const std::function<bool()>& stop);
 
   // The laid-out model: store, strategy, decoder, sequence sharding, load_weights.
   ParallelModel& model() { return *model_; }

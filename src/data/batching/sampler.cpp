@@ -1,11 +1,12 @@
 // Deterministic distributed sampler; the index arithmetic is documented in sampler.hpp.
 //
 // Worked example: N = 20 rows, per_device 2, dp 2, accumulation 2 -> G = 8, S = 4 slots, 2 full steps per
-// epoch (drop_last drops rows order[16..19]). Step 1 is order[8..15]; slot s = micro*2 + rank:
+// epoch plus a partial step 2 of order[16..19]. Step 1 is order[8..15]; slot s = micro*2 + rank:
 //   micro 0, rank 0 -> order[8,9]   micro 0, rank 1 -> order[10,11]
 //   micro 1, rank 0 -> order[12,13] micro 1, rank 1 -> order[14,15]
 // With per_device 8, dp 1, accumulation 1 the same step is order[8..15] in one micro-batch.
-// With drop_last = false there is a step 2 of R = 4 rows: slot s gets [floor(4s/4), floor(4(s+1)/4)) = 1 row.
+// Step 2 has R = 4 rows: slot s gets [floor(4s/4), floor(4(s+1)/4)) = 1 row. With drop_last, B' = 4
+// divides 20, so nothing is dropped; with 22 rows drop_last keeps 20 (HF drops the incomplete micro-batch).
 #include "trlhpc/data/batching/sampler.hpp"
 
 #include <algorithm>
@@ -66,15 +67,16 @@ DistributedSampler::DistributedSampler(SamplerConfig config) : config_(config) {
   TRLHPC_REQUIRE(config_.dp >= 1, "data-parallel size " + number(config_.dp) + " must be >= 1");
   TRLHPC_REQUIRE(config_.num_rows >= 1, "the training dataset has no rows to sample");
   global_batch_ = config_.per_device_batch_size * config_.dp * config_.gradient_accumulation_steps;
-  steps_per_epoch_ = config_.num_rows / global_batch_;
-  if (!config_.drop_last && config_.num_rows % global_batch_ != 0) ++steps_per_epoch_;
-  TRLHPC_REQUIRE(steps_per_epoch_ >= 1,
-                 "the training dataset has " + number(config_.num_rows) +
-                     " rows, fewer than one global batch of " + number(global_batch_) +
-                     " (per_device_train_batch_size " + number(config_.per_device_batch_size) + " x dp " +
-                     number(config_.dp) + " x gradient_accumulation_steps " +
-                     number(config_.gradient_accumulation_steps) +
-                     "). Lower one of them or use a larger dataset");
+  const int64_t micro_rows = config_.per_device_batch_size * config_.dp;  // B'
+  kept_rows_ = config_.drop_last ? config_.num_rows / micro_rows * micro_rows : config_.num_rows;
+  TRLHPC_REQUIRE(kept_rows_ >= 1,
+                 "the training dataset has " + number(config_.num_rows) + " rows, fewer than one batch of " +
+                     number(micro_rows) + " (per_device_train_batch_size " + number(config_.per_device_batch_size) +
+                     " x dp " + number(config_.dp) +
+                     "), and --dataloader_drop_last drops an incomplete batch. Drop --dataloader_drop_last, lower "
+                     "the batch size or use a larger dataset");
+  micro_batches_per_epoch_ = (kept_rows_ + micro_rows - 1) / micro_rows;
+  steps_per_epoch_ = (kept_rows_ + global_batch_ - 1) / global_batch_;
 }
 
 SamplerPosition DistributedSampler::position(int64_t global_step) const {
@@ -84,13 +86,19 @@ SamplerPosition DistributedSampler::position(int64_t global_step) const {
 
 int64_t DistributedSampler::global_step(SamplerPosition p) const { return p.epoch * steps_per_epoch_ + p.step; }
 
+double DistributedSampler::epoch_after(int64_t global_step) const {
+  const SamplerPosition p = position(global_step);
+  const int64_t consumed = std::min((p.step + 1) * config_.gradient_accumulation_steps, micro_batches_per_epoch_);
+  return static_cast<double>(p.epoch) + static_cast<double>(consumed) / static_cast<double>(micro_batches_per_epoch_);
+}
+
 void DistributedSampler::check_step(int64_t epoch, int64_t step) const {
   TRLHPC_ASSERT(epoch >= 0, "negative epoch");
   TRLHPC_ASSERT(step >= 0 && step < steps_per_epoch_, "step outside the epoch");
 }
 
 int64_t DistributedSampler::rows_in_step(int64_t step) const {
-  return std::min(global_batch_, config_.num_rows - step * global_batch_);
+  return std::min(global_batch_, kept_rows_ - step * global_batch_);
 }
 
 const std::vector<int64_t>& DistributedSampler::epoch_order(int64_t epoch) {

@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 static_assert(std::endian::native == std::endian::little, "the dataset cache is written in host (little-endian) order");
 
 constexpr char kMagic[8] = {'T', 'R', 'L', 'H', 'T', 'O', 'K', 'C'};
-constexpr size_t kStatsCount = 7;
+constexpr size_t kStatsCount = 9;
 
 // FNV-1a over length-framed fields, so ("ab","c") and ("a","bc") differ.
 class Hasher {
@@ -156,7 +156,8 @@ bool write_dataset_cache(const std::string& path, uint64_t key, const DatasetCac
   put(buf, static_cast<uint64_t>(entry.examples.size()));
   put(buf, total);
   const SftDataStats& s = entry.stats;
-  for (int64_t v : {s.rows_read, s.rows_skipped, s.examples, s.truncated, s.tokens, s.target_tokens, s.untrained_examples})
+  for (int64_t v : {s.rows_read, s.rows_skipped, s.examples, s.truncated, s.tokens, s.target_tokens, s.untrained_examples,
+                    s.end_of_turn.marked, s.end_of_turn.missing})
     put(buf, v);
   put(buf, static_cast<uint32_t>(s.form.size()));
   buf.append(s.form);
@@ -214,7 +215,8 @@ std::optional<DatasetCacheEntry> read_dataset_cache(const std::string& path, uin
   for (int64_t& v : stats)
     if (!r.get(v)) return bad("truncated header");
   s.rows_read = stats[0], s.rows_skipped = stats[1], s.examples = stats[2], s.truncated = stats[3], s.tokens = stats[4],
-  s.target_tokens = stats[5], s.untrained_examples = stats[6];
+  s.target_tokens = stats[5], s.untrained_examples = stats[6], s.end_of_turn.marked = stats[7],
+  s.end_of_turn.missing = stats[8];
   uint32_t form_size = 0;
   if (!r.get(form_size) || form_size > r.remaining()) return bad("truncated header");
   s.form.resize(form_size);

@@ -58,6 +58,7 @@ struct RowTokenizer::State {
   std::optional<chat_template::ChatTemplate> chat;
   nlohmann::ordered_json special_context;
   std::string eos_token;
+  mutable EndOfTurnCount end_of_turn;  // counted while tokenizing
 
   std::vector<int32_t> encode(const std::string& text, bool special = true) const { return tokenizer->encode(text, special); }
 
@@ -101,6 +102,8 @@ std::string RowTokenizer::rendered_text(const DatasetRow& row) const {
   const nlohmann::ordered_json& messages = row.value.at(s.form.messages_field);
   return s.chat->render(messages, false, s.special_context).text;
 }
+
+EndOfTurnCount RowTokenizer::end_of_turn() const { return state_->end_of_turn; }
 
 std::string RowTokenizer::untrained_cause() const {
   const State& s = *state_;
@@ -168,6 +171,7 @@ TokenizedExample RowTokenizer::tokenize(const DatasetRow& row) const {
         const tokenizer::TokenizedText tokens = s.tokenizer->encode_with_offsets(marked.text, false);
         ex.input_ids = tokens.ids;
         ex.loss_mask = token_mask_from_bytes(tokens, marked.mask);
+        if (!marked.from_generation_blocks) s.end_of_turn += mark_end_of_turn(ex.input_ids, ex.loss_mask, *s.tokenizer);
       } else {
         ex.input_ids = s.encode(s.chat->render(messages, false, s.special_context).text, false);
         ex.loss_mask.assign(ex.input_ids.size(), 1);
@@ -209,6 +213,7 @@ SftTokenizedExamples SftDataset::tokenize(const SftDataOptions& options, const t
   st.rows_read = scan.rows;
   st.rows_skipped = scan.skipped_malformed + scan.skipped_invalid;
   st.examples = static_cast<int64_t>(out.examples.size());
+  if (row_tokenizer) st.end_of_turn = row_tokenizer->end_of_turn();
   for (const TokenizedExample& ex : out.examples) {
     st.tokens += ex.length();
     for (uint8_t m : ex.loss_mask) st.target_tokens += m;

@@ -111,14 +111,16 @@ void require_same_identity(const std::string& dir, const nlohmann::json& saved, 
   for (const Part& part : {Part{"parameters", "another model shape"}, Part{"model_config", "another model config"},
                            Part{"tokenizer_fingerprint", "another tokenizer"},
                            Part{"dataset", "another dataset (or packing / max_length)"},
-                           Part{"global_batch_size", "another global batch (per_device x dp x accumulation)"}}) {
+                           Part{"global_batch_size", "another global batch (per_device x dp x accumulation)"},
+                           Part{"rows_per_epoch",
+                                "another --dataloader_drop_last (or, with it, another per_device x dp)"}}) {
     if (!current.contains(part.key)) continue;
     const nlohmann::json want = saved.contains(part.key) ? saved.at(part.key) : nlohmann::json();
     const nlohmann::json& have = current.at(part.key);
     const std::string d = first_difference(want, have, part.key);
     if (!d.empty())
       throw UserError("--resume_from_checkpoint " + dir + ": " + part.what + " than the checkpoint (" + d +
-                      "); resume with the model, tokenizer, dataset and global batch it was saved with");
+                      "); resume with the model, tokenizer, dataset and global batch (and --dataloader_drop_last) it was saved with");
   }
 }
 

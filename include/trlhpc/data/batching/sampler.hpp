@@ -9,17 +9,27 @@
 //
 //   order(epoch)   = Fisher-Yates permutation of 0..N-1 driven by splitmix64 seeded from (seed, epoch)
 //                    (identity when shuffle is off: rows in file/packing order)
+//   kept rows      N' = N (drop_last = false, HF's default), or N rounded down to a multiple of
+//                    B' = per_device x dp (drop_last = true: HF's DataLoader drops the incomplete last
+//                    micro-batch of a single process whose batch is B')
 //   global batch   = order(epoch)[step*G, step*G + R), G = per_device x dp x accumulation,
-//                    R = G for a full step, N - step*G for the partial last step (drop_last = false)
+//                    R = G for a full step, N' - step*G for the partial last step
 //   slot s = micro_step * dp + dp_rank (s in 0..dp*accumulation-1) takes global-batch positions
 //                    [floor(s*R/S), floor((s+1)*R/S)), S = dp x accumulation
 // so the union of all slots is the global batch, and a full step gives every slot per_device rows.
 //
-// Partial last batch: HF's Trainer keeps it (dataloader_drop_last=False). trlhpc drops it by default
-// (drop_last = true): every step then has the same shape on every rank. With drop_last = false the last
-// step is kept and split as evenly as the formula above allows: every rank still runs `accumulation`
+// Partial last batch: HF's Trainer keeps it (dataloader_drop_last=False, the default here too). The
+// last step is split as evenly as the formula above allows: every rank still runs `accumulation`
 // micro-steps, but some micro-batches hold fewer rows and, when R < S, some are EMPTY (the trainer must
-// still run its collectives for them). The loss stays the token mean over the whole global batch.
+// still run its collectives for them: sft_loop gives it a padding row). The loss stays the token mean
+// over the whole global batch, which is what HF computes from num_items_in_batch, so how the rows are
+// split does not change it.
+//
+// Steps and epochs as transformers' Trainer (4.57, set_initial_training_values and the epoch it logs)
+// counts them for one process with batch B' (trlhpc's global batch is layout-independent, so that is
+// the process HF's numbers are taken from): L = ceil(N' / B') micro-batches per epoch, steps per epoch
+// ceil(L / accumulation) (= ceil(N' / G)), and the epoch logged after step u (1-based within epoch e)
+// e + min(u x accumulation, L) / L.
 //
 // Evaluation (eval_micro_batches) uses every eval row exactly once, unshuffled: row i goes to dp rank
 // i mod dp, and each rank cuts its rows, in order, into micro-batches of the training micro-batch size.
@@ -46,7 +56,7 @@ struct SamplerConfig {
   int64_t gradient_accumulation_steps = 1;  // --gradient_accumulation_steps
   uint64_t seed = 42;                       // --seed
   bool shuffle = true;                      // --shuffle_dataset
-  bool drop_last = true;                    // drop the last incomplete global batch (see above)
+  bool drop_last = false;                   // --dataloader_drop_last (see above)
 };
 
 // Where training stands in the data: resume from here.
@@ -58,17 +68,20 @@ struct SamplerPosition {
 
 class DistributedSampler {
  public:
-  // UserError when a size is < 1, or when the dataset holds fewer rows than one global batch with drop_last.
+  // UserError when a size is < 1, or when drop_last leaves no row (fewer than per_device x dp rows).
   explicit DistributedSampler(SamplerConfig config);
 
   int64_t global_batch_size() const { return global_batch_; }
   int64_t steps_per_epoch() const { return steps_per_epoch_; }
+  int64_t rows_per_epoch() const { return kept_rows_; }  // N'
   const SamplerConfig& config() const { return config_; }
 
   // Epoch and step within it of the global optimizer step `global_step` (0-based).
   SamplerPosition position(int64_t global_step) const;
   // Inverse of position().
   int64_t global_step(SamplerPosition position) const;
+  // The epoch HF's Trainer logs after global optimizer step `global_step` (0-based): see above.
+  double epoch_after(int64_t global_step) const;
 
   // Rows of optimizer step `step` of `epoch`, in global-batch order.
   std::vector<int64_t> global_batch(int64_t epoch, int64_t step);
@@ -84,6 +97,8 @@ class DistributedSampler {
 
   SamplerConfig config_;
   int64_t global_batch_ = 0;
+  int64_t kept_rows_ = 0;              // N'
+  int64_t micro_batches_per_epoch_ = 0;  // L
   int64_t steps_per_epoch_ = 0;
   int64_t cached_epoch_ = -1;
   std::vector<int64_t> cached_order_;  // (N) permutation for cached_epoch_

@@ -26,7 +26,7 @@
 
 namespace trlhpc::dataset {
 
-inline constexpr uint32_t kDatasetCacheVersion = 2;  // 2: untrained_examples in the stats
+inline constexpr uint32_t kDatasetCacheVersion = 3;  // 2: untrained_examples; 3: end-of-turn counts (masks changed)
 
 // examples + stats (packed_rows is not stored: packing runs after loading).
 using DatasetCacheEntry = SftTokenizedExamples;

@@ -22,6 +22,7 @@
 
 #include "trlhpc/data/batch.hpp"
 #include "trlhpc/data/batching/packing.hpp"
+#include "trlhpc/data/dataset/end_of_turn.hpp"
 #include "trlhpc/data/dataset/example.hpp"
 #include "trlhpc/data/dataset/form.hpp"
 
@@ -66,6 +67,9 @@ struct SftDataStats {
   // Examples (after truncation) with no trained token: every loss_mask entry past the first is 0
   // (the first token of a document is never a target). They add context only when packed.
   int64_t untrained_examples = 0;
+  // --assistant_only_loss with a template without {% generation %}: assistant turns whose end-of-turn
+  // token was added to the loss mask, and those that had none (end_of_turn.hpp).
+  EndOfTurnCount end_of_turn;
   std::string form;
 };
 
@@ -112,6 +116,8 @@ class RowTokenizer {
   // Why an example of this dataset can train no token under these options (the loss masks in use),
   // for the error raised when none of the dataset's examples trains one.
   std::string untrained_cause() const;
+  // End-of-turn tokens marked so far (assistant turns located by content only).
+  EndOfTurnCount end_of_turn() const;
 
  private:
   struct State;

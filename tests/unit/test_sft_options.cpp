@@ -1,0 +1,66 @@
+// trlhpc sft's command line: a flag given twice keeps its last value (argparse's rule, which TRL and
+// accelerate job scripts rely on when they append overrides), and the command line wins over --config
+// YAML wherever the flag stands.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "test_support.hpp"
+#include "trlhpc/cli/sft_options.hpp"
+#include "trlhpc/core/error.hpp"
+
+namespace trlhpc {
+namespace {
+
+SftConfig parsed(const std::vector<std::string>& args) {
+  SftConfig config;
+  EXPECT_TRUE(parse_sft_options(args, config, nullptr, SftOptionContext{1, false}));
+  return config;
+}
+
+std::string yaml_file(const std::string& text) {
+  const std::string path = testing::make_temp_dir("sft_options") + "/run.yaml";
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(SftOptions, RepeatedFlagKeepsTheLastValue) {
+  EXPECT_DOUBLE_EQ(parsed({"--learning_rate", "1e-4", "--learning_rate", "2e-5"}).learning_rate, 2e-5);
+  EXPECT_EQ(parsed({"--max_steps", "5", "--seed", "7", "--max_steps", "9"}).max_steps, 9);
+  EXPECT_EQ(parsed({"--max_steps", "5", "--seed", "7", "--max_steps", "9"}).seed, 7u);
+  EXPECT_FALSE(parsed({"--packing", "--packing", "false"}).packing);
+  EXPECT_TRUE(parsed({"--packing", "false", "--packing"}).packing);
+  EXPECT_EQ(parsed({"--output_dir=a", "--output_dir", "b"}).output_dir, "b");
+}
+
+TEST(SftOptions, CommandLineWinsOverTheConfigFileWhereverItStands) {
+  const std::string yaml = yaml_file("learning_rate: 3e-3\nmax_steps: 4\nseed: 11\n");
+  const SftConfig before = parsed({"--learning_rate", "1e-4", "--config", yaml});
+  EXPECT_DOUBLE_EQ(before.learning_rate, 1e-4);
+  EXPECT_EQ(before.max_steps, 4);
+  const SftConfig after = parsed({"--config", yaml, "--learning_rate", "1e-4", "--learning_rate", "5e-5"});
+  EXPECT_DOUBLE_EQ(after.learning_rate, 5e-5);
+  EXPECT_EQ(after.seed, 11u);
+}
+
+TEST(SftOptions, RepeatedConfigKeepsTheLastFile) {
+  const std::string a = yaml_file("max_steps: 4\n"), b = yaml_file("max_steps: 6\n");
+  EXPECT_EQ(parsed({"--config", a, "--config", b}).max_steps, 6);
+}
+
+TEST(SftOptions, RepeatedFlagStillCountsAsExplicitOverTheAccelerateProfile) {
+  const SftConfig c = parsed({"--sharding", "zero1", "--accelerate_config", "zero2", "--sharding", "zero3"});
+  EXPECT_EQ(c.sharding, "zero3");
+}
+
+TEST(SftOptions, UnknownAndMisspeltFlagsAreStillErrors) {
+  SftConfig config;
+  EXPECT_THROW(parse_sft_options({"--learning_rat", "1"}, config, nullptr, SftOptionContext{1, false}), UserError);
+  EXPECT_THROW(parse_sft_options({"--learning_rate", "x", "--learning_rate", "1"}, config, nullptr,
+                                 SftOptionContext{1, false}),
+               UserError);  // an overridden value is still checked, as argparse converts every occurrence
+}
+
+}  // namespace
+}  // namespace trlhpc
