@@ -160,7 +160,7 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   const SftPlan plan = plan_sft_job(c, mpi.world_size());  // every check that needs no other rank
   const Topology topology = set_up_compute(c, mpi);
   const bool is_main = mpi.world_rank() == 0;
-  MetricsLogger logger(c.output_dir, is_main, /*may_redraw=*/mpi.world_size() == 1);
+  MetricsLogger logger(c.output_dir, is_main, /*may_redraw=*/mpi.world_size() == 1, plan.tensorboard_dir);
   // --ddp_timeout: a collective that waits longer ends the job (exit 2), naming the phase set below.
   ProcessGroups groups(Mesh(plan.dims), mpi.world(), MpiCommunicatorOptions{.timeout_seconds = c.ddp_timeout});
   groups.set_phase("dataset preparation");
