@@ -11,6 +11,7 @@
 #include "trlhpc/cli/env_command.hpp"
 #include "trlhpc/cli/export_command.hpp"
 #include "trlhpc/cli/generate_command.hpp"
+#include "trlhpc/cli/plot_command.hpp"
 #include "trlhpc/cli/sft_options.hpp"
 #include "trlhpc/cli/tokenize_command.hpp"
 #include "trlhpc/core/error.hpp"
@@ -26,6 +27,7 @@ constexpr const char* kUsage =
     "  tokenize  the tokens, pieces and loss mask training will see (trlhpc tokenize --help)\n"
     "  export    a checkpoint as a Hugging Face model directory (trlhpc export --help)\n"
     "  generate  continue a prompt or a conversation with a model or checkpoint (trlhpc generate --help)\n"
+    "  plot      train/eval loss and learning rate of a metrics.jsonl as a PNG (trlhpc plot --help)\n"
     "  --version print the version\n"
     "Launch with one process, `mpirun -np N trlhpc ...` or `srun trlhpc ...`.\n";
 
@@ -56,6 +58,7 @@ int dispatch(int argc, char** argv, trlhpc::MpiEnvironment& mpi) {
   if (command == "export") return trlhpc::run_export_command(std::vector<std::string>(argv + 2, argv + argc), mpi);
   if (command == "generate")
     return trlhpc::run_generate_command(std::vector<std::string>(argv + 2, argv + argc), mpi);
+  if (command == "plot") return trlhpc::run_plot_command(std::vector<std::string>(argv + 2, argv + argc), mpi);
   if (command == "tokenize")
     return trlhpc::run_tokenize_command(std::vector<std::string>(argv + 2, argv + argc), mpi, std::cin, std::cout);
   throw trlhpc::UserError(command.empty() ? std::string("no command given\n") + kUsage
