@@ -3,7 +3,8 @@
 # bundled tiny-chat job on 2 ranks, with evals) it writes a PNG: the file starts with the PNG signature
 # and its IHDR chunk (CRC-checked) holds the requested width and height. A torn last line is skipped; a
 # broken line elsewhere, a missing file and a missing gnuplot are exit 1 with a message saying what to
-# do. Without gnuplot installed the drawing checks are reported as SKIPPED by ctest (exit 77).
+# do. `trlhpc sft --plot` leaves OUTPUT_DIR/loss.png, and without gnuplot only warns (exit 0). Without
+# gnuplot installed the drawing checks are reported as SKIPPED by ctest (exit 77).
 set -u
 TRLHPC=$1
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -64,5 +65,16 @@ check "size, quotes in names" $?
 { cat "$FIXTURE"; printf '{"step": 301, "loss": 1.'; } > "$WORK/torn.jsonl"
 "$TRLHPC" plot "$WORK/torn.jsonl" -o "$WORK/torn.png" && png_is "$WORK/torn.png" 900 600
 check "torn last line" $?
+SFT=(sft --config "$ROOT/examples/tiny-chat/sft.yaml" --max_steps 3 --logging_steps 1 --max_length 128
+     --dataset_cache_dir none --plot)
+(cd "$ROOT" && OMP_NUM_THREADS=1 "$TRLHPC" "${SFT[@]}" --output_dir "$WORK/run" > "$WORK/run.log" 2>&1) \
+  && grep -q "plotted .*loss.png" "$WORK/run.log" && png_is "$WORK/run/loss.png" 900 600
+check "sft --plot" $?
+(cd "$ROOT" && env PATH=/nonexistent OMPI_MCA_plm_rsh_agent=/bin/false OMP_NUM_THREADS=1 "$TRLHPC" "${SFT[@]}" \
+  --output_dir "$WORK/run2" > "$WORK/run2.log" 2>&1) && grep -q "warning: --plot: trlhpc plot needs gnuplot" "$WORK/run2.log" \
+  && [ -f "$WORK/run2/model.safetensors" ]
+ok=$?
+[ $ok -ne 0 ] && tail -5 "$WORK/run2.log"
+check "sft --plot without gnuplot: a warning" $ok
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -50,6 +50,7 @@ struct SftConfig {
   // TensorBoard folder (transformers 4's --logging_dir; 5 reads TENSORBOARD_LOGGING_DIR); empty:
   // <output_dir>/runs/<Mon DD_HH-MM-SS>_<host>, transformers' default.
   std::string logging_dir;
+  bool plot = false;                // trlhpc extra: draw <output_dir>/loss.png from metrics.jsonl at the end (`trlhpc plot`)
   int64_t save_steps = 0;
   int64_t save_total_limit = 0;
   std::string resume_from_checkpoint;
