@@ -10,6 +10,8 @@
 
 #include "trlhpc/cli/env_command.hpp"
 #include "trlhpc/cli/export_command.hpp"
+#include "trlhpc/cli/generate_command.hpp"
+#include "trlhpc/cli/plot_command.hpp"
 #include "trlhpc/cli/sft_options.hpp"
 #include "trlhpc/cli/tokenize_command.hpp"
 #include "trlhpc/core/error.hpp"
@@ -24,6 +26,8 @@ constexpr const char* kUsage =
     "  env       versions, ranks, hosts, devices, mesh and groups (trlhpc env --help)\n"
     "  tokenize  the tokens, pieces and loss mask training will see (trlhpc tokenize --help)\n"
     "  export    a checkpoint as a Hugging Face model directory (trlhpc export --help)\n"
+    "  generate  continue a prompt or a conversation with a model or checkpoint (trlhpc generate --help)\n"
+    "  plot      train/eval loss and learning rate of a metrics.jsonl as a PNG (trlhpc plot --help)\n"
     "  --version print the version\n"
     "Launch with one process, `mpirun -np N trlhpc ...` or `srun trlhpc ...`.\n";
 
@@ -52,6 +56,9 @@ int dispatch(int argc, char** argv, trlhpc::MpiEnvironment& mpi) {
   if (command == "sft") return run_sft(argc, argv, mpi);
   if (command == "env") return trlhpc::run_env_command(argc - 1, argv + 1, mpi);
   if (command == "export") return trlhpc::run_export_command(std::vector<std::string>(argv + 2, argv + argc), mpi);
+  if (command == "generate")
+    return trlhpc::run_generate_command(std::vector<std::string>(argv + 2, argv + argc), mpi);
+  if (command == "plot") return trlhpc::run_plot_command(std::vector<std::string>(argv + 2, argv + argc), mpi);
   if (command == "tokenize")
     return trlhpc::run_tokenize_command(std::vector<std::string>(argv + 2, argv + argc), mpi, std::cin, std::cout);
   throw trlhpc::UserError(command.empty() ? std::string("no command given\n") + kUsage

@@ -63,6 +63,9 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
       ("gradient_checkpointing", flag(&c.gradient_checkpointing), "recompute layers in backward")
       ("bf16", flag(&c.bf16), "bf16 compute (CUDA backend)")
       ("logging_steps", po::value<int64_t>(&c.logging_steps)->default_value(c.logging_steps), "")
+      ("report_to", po::value<std::string>(&c.report_to)->default_value(c.report_to), "tensorboard|all|none: also write the metrics as TensorBoard event files")
+      ("logging_dir", po::value<std::string>(&c.logging_dir), "TensorBoard folder (default: <output_dir>/runs/<date>_<host>)")
+      ("plot", flag(&c.plot), "at the end, draw <output_dir>/loss.png from metrics.jsonl (gnuplot, as trlhpc plot)")
       ("save_steps", po::value<int64_t>(&c.save_steps)->default_value(c.save_steps), "")
       ("save_total_limit", po::value<int64_t>(&c.save_total_limit)->default_value(c.save_total_limit), "")
       ("async_save", flag(&c.async_save),

@@ -48,6 +48,16 @@ struct Decoder::Scratch {
   void allocate(Ops& ops, const ModelConfig& c, int64_t N, int64_t Nl, bool checkpointing);
 };
 
+// One layer's parameters (or their gradients, `grads`) in the store; biases are empty Tensors when the
+// architecture has none. Shapes are the tp-local ones of `c`.
+struct LayerTensors {
+  Tensor ln1, wq, bq, wk, bk, wv, bv, wo, bo, ln2, wg, bg, wu, bu, wd, bd;
+};
+LayerTensors layer_tensors(const ParameterStore& store, const ModelConfig& c, int layer, bool grads);
+
+// y = x W^T (+ b), with beta scaling what y held.
+void linear(Ops& ops, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, float beta = 0.0f);
+
 // Allocates every LayerActivations buffer but x_in.
 void allocate_layer_activations(Ops& ops, const ModelConfig& c, int64_t N, int64_t Nl, Decoder::LayerActivations& act);
 

@@ -25,11 +25,6 @@
 #include "src/model/decoder_internal.hpp"
 
 namespace trlhpc {
-namespace {
-
-struct LayerTensors {
-  Tensor ln1, wq, bq, wk, bk, wv, bv, wo, bo, ln2, wg, bg, wu, bu, wd, bd;
-};
 
 LayerTensors layer_tensors(const ParameterStore& store, const ModelConfig& c, int layer, bool grads) {
   const std::string p = "model.layers." + std::to_string(layer) + ".";
@@ -58,6 +53,14 @@ LayerTensors layer_tensors(const ParameterStore& store, const ModelConfig& c, in
   return t;
 }
 
+// y = x W^T (+ b)
+void linear(Ops& ops, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, float beta) {
+  ops.matmul(x, false, w, true, y, 1.0f, beta);
+  if (b.data()) ops.bias_add(y, b);
+}
+
+namespace {
+
 AttentionShape attention_shape(const ModelConfig& c, const DeviceBatch& batch) {
   AttentionShape s;
   s.B = batch.B;
@@ -67,12 +70,6 @@ AttentionShape attention_shape(const ModelConfig& c, const DeviceBatch& batch) {
   s.HS = c.head_dim;
   s.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
   return s;
-}
-
-// y = x W^T (+ b)
-void linear(Ops& ops, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, float beta = 0.0f) {
-  ops.matmul(x, false, w, true, y, 1.0f, beta);
-  if (b.data()) ops.bias_add(y, b);
 }
 
 // dW += dy^T x, db += colsum(dy)

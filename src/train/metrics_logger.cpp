@@ -1,5 +1,6 @@
 #include "trlhpc/train/metrics_logger.hpp"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -9,9 +10,22 @@
 
 namespace trlhpc {
 
-MetricsLogger::MetricsLogger(const std::string& output_dir, bool enabled, bool may_redraw)
+TensorBoardScalars tensorboard_scalars(const nlohmann::json& line) {
+  TensorBoardScalars scalars;
+  for (const auto& [key, value] : line.items()) {
+    if (key == "step" || !value.is_number()) continue;
+    const bool eval = key.rfind("eval_", 0) == 0, test = key.rfind("test_", 0) == 0;
+    scalars.emplace_back(eval ? "eval/" + key.substr(5) : test ? "test/" + key.substr(5) : "train/" + key,
+                         value.get<double>());
+  }
+  return scalars;
+}
+
+MetricsLogger::MetricsLogger(const std::string& output_dir, bool enabled, bool may_redraw,
+                             const std::string& tensorboard_dir)
     : enabled_(enabled), tty_(enabled && may_redraw && isatty(STDOUT_FILENO)) {
   if (!enabled_) return;
+  if (!tensorboard_dir.empty()) tensorboard_ = std::make_unique<TensorBoardWriter>(tensorboard_dir);
   std::filesystem::create_directories(output_dir);
   path_ = (std::filesystem::path(output_dir) / "metrics.jsonl").string();
   file_ = std::fopen(path_.c_str(), "a");
@@ -47,9 +61,18 @@ void MetricsLogger::write_line(const nlohmann::json& j) {
   const std::string line = j.dump() + "\n";
   std::fwrite(line.data(), 1, line.size(), file_);
   std::fflush(file_);
+  if (tensorboard_) tensorboard_->add_scalars(j.at("step").get<int64_t>(), tensorboard_scalars(j));
 }
 
 namespace {
+// This process's (global rank 0's) peak resident memory: the host memory a rank needs, what a job's
+// --mem request must cover.
+double peak_resident_mib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux reports KiB
+}
+
 std::string format_duration(double seconds) {
   if (!(seconds >= 0) || seconds > 1e8) return "?";
   const long s = static_cast<long>(seconds);
@@ -69,6 +92,7 @@ void MetricsLogger::log_step(const StepMetrics& m) {
                          {"tokens_per_second", m.tokens_per_second},
                          {"mfu", m.mfu},
                          {"epoch", m.epoch}};
+  line["peak_memory_mib"] = peak_resident_mib();
   if (m.skipped_steps > 0) line["skipped_steps"] = m.skipped_steps;  // --skip_nonfinite_steps
   if (m.entropy) line["entropy"] = *m.entropy;
   if (m.mean_token_accuracy) line["mean_token_accuracy"] = *m.mean_token_accuracy;

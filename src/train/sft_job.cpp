@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -19,6 +20,7 @@
 #include "trlhpc/train/checkpoint/manifest.hpp"
 #include "trlhpc/train/flops.hpp"
 #include "trlhpc/train/metrics_logger.hpp"
+#include "trlhpc/train/metrics_plot.hpp"
 #include "trlhpc/train/model_export.hpp"
 #include "trlhpc/train/sft_data.hpp"
 #include "trlhpc/train/sft_plan.hpp"
@@ -151,6 +153,18 @@ void log_saved(const SftConfig& c, ProcessGroups& groups, MetricsLogger& logger)
                  " (largest rank)");
 }
 
+// --plot: the run has succeeded and its model is saved, so a plot that cannot be drawn (no gnuplot) is
+// a warning, not a failed job.
+void plot_at_end(const SftConfig& c, MetricsLogger& logger) {
+  const std::string metrics = (std::filesystem::path(c.output_dir) / "metrics.jsonl").string();
+  const std::string png = (std::filesystem::path(c.output_dir) / "loss.png").string();
+  try {
+    plot_metrics(metrics, png, PlotOptions{});
+    logger.message("plotted " + metrics + " to " + png);
+  } catch (const UserError& e) {
+    logger.message(std::string("warning: --plot: ") + e.what());
+  }
+}
 
 // Exit code 3 and how to go on (CONTRACT.md), after a preemption signal.
 int report_preemption(const SftConfig& c, int signal, const SftLoopOutcome& outcome, int64_t total_steps,
@@ -173,7 +187,7 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   const SftPlan plan = plan_sft_job(c, mpi.world_size());  // every check that needs no other rank
   const Topology topology = set_up_compute(c, mpi);
   const bool is_main = mpi.world_rank() == 0;
-  MetricsLogger logger(c.output_dir, is_main, /*may_redraw=*/mpi.world_size() == 1);
+  MetricsLogger logger(c.output_dir, is_main, /*may_redraw=*/mpi.world_size() == 1, plan.tensorboard_dir);
   // --ddp_timeout: a collective that waits longer ends the job (exit 2), naming the phase set below.
   ProcessGroups groups(Mesh(plan.dims), mpi.world(), MpiCommunicatorOptions{.timeout_seconds = c.ddp_timeout});
   groups.set_phase("dataset preparation");
@@ -208,6 +222,7 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
 
   export_hf_model(trainer.model(), c.output_dir, plan.tokenizer_dir, is_main);
   log_saved(c, groups, logger);
+  if (c.plot && is_main) plot_at_end(c, logger);
   return 0;
 }
 

@@ -1,5 +1,9 @@
 #include "trlhpc/train/sft_plan.hpp"
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <ctime>
 #include <filesystem>
 
 #include "trlhpc/core/error.hpp"
@@ -56,6 +60,24 @@ TrainerOptions trainer_options(const SftConfig& c) {
   return o;
 }
 
+// HF's TrainingArguments: report_to names integrations ("all": every installed one; trlhpc has one);
+// logging_dir defaults to runs/<%b%d_%H-%M-%S>_<host> under the output directory. Only global rank 0
+// writes there, so the clock reading differing between ranks does not matter.
+std::string tensorboard_dir(const SftConfig& c) {
+  if (c.report_to == "none") return "";
+  if (c.report_to != "tensorboard" && c.report_to != "all")
+    throw UserError("--report_to " + c.report_to + ": must be tensorboard, all (= tensorboard) or none");
+  if (!c.logging_dir.empty()) return c.logging_dir;
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%b%d_%H-%M-%S", &local);
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "localhost");
+  return (std::filesystem::path(c.output_dir) / "runs" / (std::string(stamp) + "_" + host)).string();
+}
+
 }  // namespace
 
 SftPlan plan_sft_job(const SftConfig& c, int world_size) {
@@ -71,6 +93,7 @@ SftPlan plan_sft_job(const SftConfig& c, int world_size) {
   plan.tokenizer_dir = !c.tokenizer.empty() ? c.tokenizer : c.model_name_or_path;
   plan.cache_dir = !c.dataset_cache_dir.empty() ? c.dataset_cache_dir
                                                 : (std::filesystem::path(c.output_dir) / ".dataset_cache").string();
+  plan.tensorboard_dir = tensorboard_dir(c);
   plan.identity = checkpoint::model_identity(plan.model);
   plan.identity["tokenizer_fingerprint"] = checkpoint::tokenizer_fingerprint(plan.tokenizer_dir);
   if (!c.resume_from_checkpoint.empty()) {

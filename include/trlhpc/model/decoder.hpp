@@ -40,10 +40,12 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "trlhpc/core/tensor.hpp"
 #include "trlhpc/data/batch.hpp"
+#include "trlhpc/model/kv_cache.hpp"
 #include "trlhpc/model/model_config.hpp"
 #include "trlhpc/model/parameter_store.hpp"
 #include "trlhpc/model/sequence_attention.hpp"
@@ -120,6 +122,13 @@ class Decoder {
   // Forward to the residual stream after the last layer (before the final norm), (N, C) for every
   // token on every tp rank (gathered under tp sequence parallel): a layer's output, for tests.
   Tensor layer_stack_output(const DeviceBatch& batch);
+  // Incremental decoding of one sequence (generation; src/model/decoder_incremental.cpp). A cache for
+  // up to `capacity` tokens; then each call runs `ids`, the sequence's next tokens (the whole prompt
+  // first, then one token at a time), at positions cache.length.., appends their keys and values and
+  // returns the logits (V) of the last one, whole on every tp rank. Collective over tp. Its own
+  // buffers: the training path and its numbers are untouched. Not under tp sequence parallel.
+  KvCache make_kv_cache(int64_t capacity);
+  std::vector<float> forward_incremental(KvCache& cache, std::span<const int32_t> ids);
   // Bytes of the activation and work buffers allocated for the last micro-batch shape (every layer's
   // saved activations plus the shared scratch), for memory reports. Grows linearly with B*T.
   int64_t activation_bytes() const;

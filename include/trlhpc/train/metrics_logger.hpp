@@ -3,11 +3,16 @@
 //
 // One JSON object per logged step, flushed per line so a crashed run keeps what it logged. On a
 // terminal the progress line redraws in place (\r); otherwise (a SLURM log) it prints plain lines.
+// With a TensorBoard folder, every numeric field of each line but "step" also goes to an event file
+// under Hugging Face's tag names (tensorboard_scalars), so fields added to the lines show up there too.
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "trlhpc/io/tensorboard_writer.hpp"
 
 namespace trlhpc {
 
@@ -25,11 +30,17 @@ struct EvalMetrics {
   std::optional<double> entropy, mean_token_accuracy;  // eval_entropy, eval_mean_token_accuracy
 };
 
+// The TensorBoard scalars of one metrics.jsonl line, named as transformers' TensorBoardCallback names
+// logs (rewrite_logs): "eval_X" -> "eval/X", "test_X" -> "test/X", every other field X -> "train/X". "step" is the event's
+// step, not a scalar; non-numeric values (a null loss of a window of skipped steps) are left out.
+TensorBoardScalars tensorboard_scalars(const nlohmann::json& line);
+
 class MetricsLogger {
  public:
   // enabled = false on every rank but global rank 0: all calls become no-ops. `may_redraw` = false
   // forces plain lines (mpirun hands ranks a pseudo-terminal even when its own output is a file).
-  MetricsLogger(const std::string& output_dir, bool enabled, bool may_redraw);
+  // A non-empty `tensorboard_dir` also writes the lines as TensorBoard scalars there.
+  MetricsLogger(const std::string& output_dir, bool enabled, bool may_redraw, const std::string& tensorboard_dir = "");
   ~MetricsLogger();
   MetricsLogger(const MetricsLogger&) = delete;
   MetricsLogger& operator=(const MetricsLogger&) = delete;
@@ -49,6 +60,7 @@ class MetricsLogger {
   bool tty_;
   bool progress_shown_ = false;
   std::FILE* file_ = nullptr;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;
 };
 
 }  // namespace trlhpc

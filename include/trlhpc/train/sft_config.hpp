@@ -43,6 +43,14 @@ struct SftConfig {
   bool gradient_checkpointing = false;
   bool bf16 = false;
   int64_t logging_steps = 10;
+  // Where the logged metrics also go besides metrics.jsonl: "tensorboard" (event files under
+  // logging_dir, written by rank 0) or "none". HF's report_to, with transformers 5's default (4.x
+  // defaulted to "all"); "all" means every integration trlhpc has, i.e. tensorboard.
+  std::string report_to = "none";
+  // TensorBoard folder (transformers 4's --logging_dir; 5 reads TENSORBOARD_LOGGING_DIR); empty:
+  // <output_dir>/runs/<Mon DD_HH-MM-SS>_<host>, transformers' default.
+  std::string logging_dir;
+  bool plot = false;                // trlhpc extra: draw <output_dir>/loss.png from metrics.jsonl at the end (`trlhpc plot`)
   int64_t save_steps = 0;
   int64_t save_total_limit = 0;
   bool async_save = false;          // write checkpoints from a background thread (async_save.hpp)

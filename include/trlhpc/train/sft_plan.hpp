@@ -22,6 +22,7 @@ struct SftPlan {
   LrSchedule schedule;        // --lr_scheduler_type
   std::string tokenizer_dir;  // --tokenizer, else --model_name_or_path (may hold no tokenizer files)
   std::string cache_dir;      // --dataset_cache_dir, else OUTPUT_DIR/.dataset_cache; "none": no cache
+  std::string tensorboard_dir;  // --report_to tensorboard: --logging_dir or HF's default under OUTPUT_DIR/runs; else empty
   nlohmann::json identity;    // checkpoint::model_identity + tokenizer_fingerprint of this run
   // --resume_from_checkpoint: the committed checkpoint folder and its manifest, already checked
   // against this run's model and tokenizer (the dataset is checked once loaded). Empty otherwise.

@@ -1,0 +1,159 @@
+#include "trlhpc/cli/generate_command.hpp"
+
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "trlhpc/core/error.hpp"
+#include "trlhpc/data/tokenizer/tokenizer.hpp"
+#include "trlhpc/generate/generator.hpp"
+#include "trlhpc/generate/prompt.hpp"
+#include "trlhpc/io/hf_model_dir.hpp"
+#include "trlhpc/model/tensor_parallel.hpp"
+#include "trlhpc/ops/ops.hpp"
+#include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/runtime/mpi_environment.hpp"
+#include "trlhpc/train/checkpoint/checkpoint.hpp"
+#include "trlhpc/train/checkpoint/manifest.hpp"
+#include "trlhpc/train/parallelize.hpp"
+
+namespace trlhpc {
+namespace {
+
+struct GenerateOptions {
+  std::string model, tokenizer, prompt, messages, chat_template_path;
+  bool raw_prompt = false, json = false, help = false;
+  int64_t tp_size = 0;  // 0: the world size
+  GenerationOptions generation;
+};
+
+GenerateOptions parse(const std::vector<std::string>& args, std::string* help) {
+  namespace po = boost::program_options;
+  GenerateOptions o;
+  SamplingOptions& s = o.generation.sampling;
+  po::options_description desc("usage: trlhpc generate MODEL [--prompt TEXT | --messages JSON] [options]\n"
+                               "MODEL: a Hugging Face model directory or a checkpoint-N folder");
+  desc.add_options()
+      ("help,h", po::bool_switch(&o.help), "print this help")
+      ("model_name_or_path", po::value<std::string>(&o.model), "the model (or give it first, unnamed)")
+      ("tokenizer", po::value<std::string>(&o.tokenizer), "tokenizer directory (default: MODEL)")
+      ("prompt", po::value<std::string>(&o.prompt), "text to continue; a user message when the tokenizer has a chat template")
+      ("messages", po::value<std::string>(&o.messages), "a conversation: JSON list of {role, content}, or a .json file holding one")
+      ("chat_template_path", po::value<std::string>(&o.chat_template_path), "Jinja chat template overriding the tokenizer's")
+      ("raw_prompt", po::bool_switch(&o.raw_prompt), "encode --prompt as plain text even when there is a chat template")
+      ("max_new_tokens", po::value<int64_t>(&o.generation.max_new_tokens)->default_value(o.generation.max_new_tokens), "")
+      ("do_sample", po::bool_switch(&s.do_sample), "sample (with the flags below) instead of greedy decoding")
+      ("temperature", po::value<double>(&s.temperature)->default_value(s.temperature), "with --do_sample")
+      ("top_k", po::value<int64_t>(&s.top_k)->default_value(s.top_k), "with --do_sample; 0: off")
+      ("top_p", po::value<double>(&s.top_p)->default_value(s.top_p), "with --do_sample; 1: off")
+      ("seed", po::value<uint64_t>(&s.seed)->default_value(s.seed), "with --do_sample")
+      ("tp_size", po::value<int64_t>(&o.tp_size)->default_value(0), "tensor-parallel ranks (0: all ranks of the job)")
+      ("json", po::bool_switch(&o.json), "print one JSON object: input_ids, output_ids, text, finish_reason");
+  po::positional_options_description positional;
+  positional.add("model_name_or_path", 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UserError(std::string("trlhpc generate: ") + e.what() + " (see trlhpc generate --help)");
+  }
+  std::ostringstream text;
+  text << desc;
+  *help = text.str();
+  if (o.help) return o;
+  if (o.model.empty()) throw UserError("trlhpc generate: name the model (trlhpc generate MODEL --prompt TEXT)");
+  if (o.prompt.empty() == o.messages.empty()) throw UserError("trlhpc generate: give exactly one of --prompt and --messages");
+  if (o.tp_size < 0) throw UserError("--tp_size " + std::to_string(o.tp_size) + ": must be >= 0 (0: all ranks)");
+  return o;
+}
+
+nlohmann::ordered_json read_messages(const std::string& value) {
+  std::string text = value;
+  if (std::filesystem::is_regular_file(value)) {
+    std::ifstream in(value);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const auto messages = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (messages.is_discarded()) throw UserError("--messages: not valid JSON (nor a readable file): " + value);
+  return messages;
+}
+
+// transformers' generate stops at generation_config.json's eos_token_id (an int or a list) when the
+// model directory has one, else at config.json's.
+std::vector<int64_t> eos_token_ids(const std::string& model_dir, const ModelConfig& config) {
+  const std::filesystem::path path = std::filesystem::path(model_dir) / "generation_config.json";
+  if (std::filesystem::exists(path)) {
+    const auto j = nlohmann::json::parse(std::ifstream(path), nullptr, /*allow_exceptions=*/false);
+    if (!j.is_discarded() && j.contains("eos_token_id")) {
+      const auto& eos = j.at("eos_token_id");
+      if (eos.is_number_integer()) return {eos.get<int64_t>()};
+      if (eos.is_array()) return eos.get<std::vector<int64_t>>();
+      if (eos.is_null()) return {};
+    }
+  }
+  return config.eos_token_ids;
+}
+
+}  // namespace
+
+int run_generate_command(const std::vector<std::string>& args, MpiEnvironment& mpi) {
+  std::string help;
+  GenerateOptions o = parse(args, &help);
+  if (o.help) {
+    if (mpi.world_rank() == 0) std::printf("%s\n", help.c_str());
+    return 0;
+  }
+  // Everything that can be wrong with the input is found here, from files every rank reads the same.
+  const bool is_checkpoint = std::filesystem::exists(std::filesystem::path(o.model) / checkpoint::kManifestFile);
+  nlohmann::json manifest;
+  std::optional<HfModelDir> hf;
+  ModelConfig config;
+  if (is_checkpoint) {
+    manifest = checkpoint::read_manifest(o.model);
+    config = ModelConfig::from_json(manifest.at("identity").at("model_config"),
+                                    (std::filesystem::path(o.model) / checkpoint::kManifestFile).string());
+  } else {
+    hf.emplace(o.model);
+    config = hf->config();
+  }
+  const PromptSource source{o.tokenizer.empty() ? o.model : o.tokenizer, o.chat_template_path, o.raw_prompt};
+  const tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_directory(source.tokenizer_dir);
+  const std::vector<int32_t> prompt = o.messages.empty() ? text_prompt_ids(o.prompt, source, tokenizer)
+                                                         : chat_prompt_ids(read_messages(o.messages), source, tokenizer);
+  o.generation.eos_token_ids = eos_token_ids(o.model, config);
+  ParallelDims requested;
+  requested.tp = static_cast<int>(o.tp_size > 0 ? o.tp_size : mpi.world_size());
+  const ParallelDims dims = requested.resolved(mpi.world_size())
+                                .for_model(static_cast<int>(config.num_attention_heads),
+                                           static_cast<int>(config.num_key_value_heads));
+  validate_tensor_parallel(config, dims.tp);
+
+  ProcessGroups groups(Mesh(dims), mpi.world());
+  auto ops = make_cpu_ops();
+  const std::unique_ptr<ParallelModel> model = parallelize(config, *ops, groups, ParallelizeOptions{});
+  if (is_checkpoint) checkpoint::load_checkpoint_parameters(o.model, manifest, *model);
+  else model->load_weights(weights_from_hf_dir(*hf, model->tp_layout()));
+
+  const GenerationResult result = generate(model->decoder(), prompt, o.generation, &groups.world().comm());
+  if (mpi.world_rank() != 0) return 0;
+  const std::string text = tokenizer.decode(result.tokens, /*skip_special_tokens=*/true);
+  if (o.json) {
+    const nlohmann::json line = {{"input_ids", prompt},
+                                 {"output_ids", result.tokens},
+                                 {"text", text},
+                                 {"finish_reason", result.stopped_at_eos ? "stop" : "length"}};
+    std::printf("%s\n", line.dump().c_str());
+  } else {
+    std::printf("%s\n", text.c_str());
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace trlhpc

@@ -1,0 +1,107 @@
+// Incremental decoding with a KV cache: the forward of decoder_layer.cpp for the n newest tokens of
+// one sequence, their queries attending to every cached key (the attention primitive with Tq = n,
+// Tk = length + n; the causal mask pos_q >= pos_k makes a prompt's prefill causal too).
+//
+// Tensor parallel as in training (Megatron-LM sec. 3): local heads and F-slice, the g operator's
+// all-reduce after o_proj / down_proj and the partial embedding lookup, the vocab-parallel head's
+// columns all-gathered at the end. The cache holds this rank's kv heads. Same unit hooks as a forward,
+// so a sharded strategy gathers each unit before use.
+#include <cmath>
+#include <string>
+
+#include "src/model/decoder_internal.hpp"
+#include "trlhpc/core/error.hpp"
+
+namespace trlhpc {
+
+KvCache Decoder::make_kv_cache(int64_t capacity) {
+  TRLHPC_ASSERT(capacity > 0, "a KV cache needs room for at least one token");
+  const int64_t KD = local_.num_key_value_heads * local_.head_dim;
+  KvCache cache;
+  cache.capacity = capacity;
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    cache.keys.push_back(ops_.allocate({capacity, KD}));
+    cache.values.push_back(ops_.allocate({capacity, KD}));
+  }
+  std::vector<int32_t> positions(static_cast<size_t>(capacity));
+  for (int64_t t = 0; t < capacity; ++t) positions[static_cast<size_t>(t)] = static_cast<int32_t>(t);
+  cache.positions = ops_.allocate({capacity}, DType::I32);
+  ops_.copy_from_host(cache.positions, positions.data(), positions.size() * sizeof(int32_t));
+  cache.doc_ids = ops_.zeros({capacity}, DType::I32);
+  return cache;
+}
+
+std::vector<float> Decoder::forward_incremental(KvCache& cache, std::span<const int32_t> ids) {
+  const ModelConfig& c = local_;
+  const int64_t n = static_cast<int64_t>(ids.size()), start = cache.length, Tk = start + n;
+  const int64_t C = c.hidden_size, F = c.intermediate_size, NH = c.num_attention_heads,
+                KVH = c.num_key_value_heads, HS = c.head_dim, QD = NH * HS, KD = KVH * HS, L = c.num_hidden_layers;
+  TRLHPC_ASSERT(!tp_sp_, "incremental decoding runs without tp sequence parallel");
+  TRLHPC_ASSERT(n > 0 && Tk <= cache.capacity, "KV cache overflow: " + std::to_string(Tk) + " tokens for a cache of " +
+                                                   std::to_string(cache.capacity));
+  const float eps = static_cast<float>(c.rms_norm_eps);
+
+  Tensor token_ids = ops_.allocate({n}, DType::I32);  // (n)
+  ops_.copy_from_host(token_ids, ids.data(), ids.size() * sizeof(int32_t));
+  const Tensor q_pos = cache.positions.view({n}, start), k_pos = cache.positions.view({Tk});
+  const Tensor q_doc = cache.doc_ids.view({n}), k_doc = cache.doc_ids.view({Tk});
+  const Tensor x = ops_.allocate({n, C}), h = ops_.allocate({n, C}), rstd = ops_.allocate({n}),
+               branch = ops_.allocate({n, C});                     // (n, C), (n, C), (n), (n, C)
+  const Tensor q = ops_.allocate({n, QD}), attn = ops_.allocate({n, QD}), lse = ops_.allocate({NH * n});
+  const Tensor gate = ops_.allocate({n, F}), up = ops_.allocate({n, F}), act = ops_.allocate({n, F});
+
+  hooks().before_forward(0);
+  ops_.embedding_fwd(token_ids, params_.param("model.embed_tokens.weight"), x, tp_.rank * local_.vocab_size);
+  tp_all_reduce_sum(x);  // vocab-parallel lookup: rows outside this rank's slice were zero
+  hooks().after_forward(0);
+
+  AttentionShape shape;
+  shape.B = 1, shape.Tq = n, shape.Tk = Tk, shape.NH = NH, shape.KVH = KVH, shape.HS = HS;
+  shape.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(HS)));
+  for (int64_t l = 0; l < L; ++l) {
+    hooks().before_forward(static_cast<int>(l + 1));
+    const LayerTensors w = layer_tensors(params_, c, static_cast<int>(l), false);
+    const Tensor& keys = cache.keys[static_cast<size_t>(l)];
+    const Tensor& values = cache.values[static_cast<size_t>(l)];
+    const Tensor k_new = keys.view({n, KD}, start * KD), v_new = values.view({n, KD}, start * KD);
+
+    ops_.rmsnorm_fwd(x, w.ln1, h, rstd, eps);
+    linear(ops_, h, w.wq, w.bq, q);
+    linear(ops_, h, w.wk, w.bk, k_new);
+    linear(ops_, h, w.wv, w.bv, v_new);
+    ops_.rope_fwd(q.reshape({n, NH, HS}), q_pos, inv_freq_);
+    ops_.rope_fwd(k_new.reshape({n, KVH, HS}), q_pos, inv_freq_);
+    ops_.attention_fwd(q, keys.view({Tk, KD}), values.view({Tk, KD}), q_pos, k_pos, q_doc, k_doc, attn, lse, shape);
+    ops_.matmul(attn, false, w.wo, true, branch);
+    tp_all_reduce_sum(branch);  // g: row-parallel o_proj's partial sums
+    ops_.add_inplace(x, branch);
+    if (w.bo.data()) ops_.bias_add(x, w.bo);
+
+    ops_.rmsnorm_fwd(x, w.ln2, h, rstd, eps);
+    linear(ops_, h, w.wg, w.bg, gate);
+    linear(ops_, h, w.wu, w.bu, up);
+    ops_.swiglu_fwd(gate, up, act);
+    ops_.matmul(act, false, w.wd, true, branch);
+    tp_all_reduce_sum(branch);  // g: row-parallel down_proj's partial sums
+    ops_.add_inplace(x, branch);
+    if (w.bd.data()) ops_.bias_add(x, w.bd);
+    hooks().after_forward(static_cast<int>(l + 1));
+  }
+  cache.length = Tk;
+
+  // Only the last token's logits are needed to pick the next one.
+  const int final_unit = static_cast<int>(L + 1);
+  hooks().before_forward(final_unit);
+  const Tensor last = x.view({1, C}, (n - 1) * C), h_last = h.view({1, C}), rstd_last = rstd.view({1});
+  ops_.rmsnorm_fwd(last, params_.param("model.norm.weight"), h_last, rstd_last, eps);
+  if (config_.tie_word_embeddings) hooks().before_forward(0);  // the head reads unit 0's table
+  const Tensor local_logits = ops_.allocate({1, local_.vocab_size});  // (1, V/tp)
+  ops_.matmul(h_last, false, head_weight(), true, local_logits);
+  hooks().after_forward(final_unit);
+  const Tensor logits = gather_vocab_logits(local_logits);  // (1, V)
+  std::vector<float> out(static_cast<size_t>(config_.vocab_size));
+  ops_.copy_to_host(out.data(), logits, out.size() * sizeof(float));
+  return out;
+}
+
+}  // namespace trlhpc

@@ -1,0 +1,113 @@
+// KV-cache decoding (Decoder::forward_incremental + generate) against two independent references:
+//  - transformers' greedy `generate` (tests/golden/make_generate_fixtures.py): the real pretrained
+//    stories260K from text prompts, and the tiny random Qwen2 and Llama (llama3 RoPE scaling, biases,
+//    tied head) from token prompts: the same new tokens;
+//  - trlhpc's own full-sequence forward (Decoder::logits, the training path): the logits of every
+//    position, prefilled in chunks of several tokens and then one token at a time, agree to fp32
+//    rounding, so the cache holds exactly the keys and values a full forward computes.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "test_support.hpp"
+#include "trlhpc/data/tokenizer/tokenizer.hpp"
+#include "trlhpc/generate/generator.hpp"
+#include "trlhpc/io/hf_model_dir.hpp"
+#include "trlhpc/model/decoder.hpp"
+#include "trlhpc/model/model_weights.hpp"
+
+namespace trlhpc {
+namespace {
+
+nlohmann::json fixture() {
+  return nlohmann::json::parse(std::ifstream(testing::tests_dir() + "/golden/generate_expected.json"));
+}
+
+std::string model_dir(const std::string& name) {
+  if (name.rfind("shared:", 0) == 0) return testing::shared_data_dir() + "/" + name.substr(7);
+  return testing::tests_dir() + "/../" + name;
+}
+
+struct LoadedModel {
+  explicit LoadedModel(const std::string& dir)
+      : ops(make_cpu_ops()), hf(dir), store(hf.config(), *ops), decoder(hf.config(), *ops, store) {
+    load_all_units(weights_from_hf_dir(hf), *ops, store);
+  }
+  std::unique_ptr<Ops> ops;
+  HfModelDir hf;
+  ParameterStore store;
+  Decoder decoder;
+};
+
+TEST(GenerateGolden, GreedyEqualsTransformers) {
+  int cases = 0;
+  const nlohmann::json expected = fixture();
+  for (const auto& c : expected.at("cases")) {
+    const std::string name = c.at("name");
+    LoadedModel model(model_dir(c.at("model")));
+    std::vector<int32_t> prompt = c.at("input_ids").get<std::vector<int32_t>>();
+    if (c.contains("prompt")) {  // the text prompt encodes to transformers' ids (BOS included)
+      const auto tok = tokenizer::Tokenizer::from_directory(model_dir(c.at("model")));
+      EXPECT_EQ(tok.encode(c.at("prompt").get<std::string>(), true), prompt) << name;
+    }
+    GenerationOptions options;
+    options.max_new_tokens = c.at("max_new_tokens");
+    options.eos_token_ids = c.at("eos_token_ids").get<std::vector<int64_t>>();
+    const GenerationResult result = generate(model.decoder, prompt, options);
+    EXPECT_EQ(result.tokens, c.at("output_ids").get<std::vector<int32_t>>())
+        << name << " (transformers' smallest top-2 logit gap " << c.at("min_margin") << ")";
+    if (c.contains("text")) {
+      const auto tok = tokenizer::Tokenizer::from_directory(model_dir(c.at("model")));
+      EXPECT_EQ(tok.decode(result.tokens, true), c.at("text").get<std::string>()) << name;
+    }
+    ++cases;
+  }
+  EXPECT_EQ(cases, 7);
+}
+
+// Full-sequence logits of `ids` through the training path's forward.
+std::vector<float> full_logits(LoadedModel& model, const std::vector<int32_t>& ids) {
+  Batch b;
+  b.rows = 1;
+  b.seq_len = static_cast<int64_t>(ids.size());
+  b.input_ids = ids;
+  for (size_t t = 0; t < ids.size(); ++t) {
+    b.targets.push_back(kIgnoreIndex);
+    b.positions.push_back(static_cast<int32_t>(t));
+    b.doc_ids.push_back(0);
+  }
+  const Tensor logits = model.decoder.logits(DeviceBatch::upload(b, *model.ops));
+  std::vector<float> out(static_cast<size_t>(logits.numel()));
+  model.ops->copy_to_host(out.data(), logits, out.size() * sizeof(float));
+  return out;
+}
+
+TEST(GenerateGolden, IncrementalLogitsEqualTheFullForward) {
+  for (const std::string name : {"shared:stories260K", "tests/golden/qwen2_tiny/model", "tests/golden/llama_tiny/model"}) {
+    LoadedModel model(model_dir(name));
+    const int64_t V = model.hf.config().vocab_size;
+    std::vector<int32_t> ids;
+    for (int t = 0; t < 37; ++t) ids.push_back(static_cast<int32_t>((t * 7919 + 13) % V));
+    const std::vector<float> full = full_logits(model, ids);  // (T, V)
+    // Chunks of 1, 5, 16 (prefill sizes), then single tokens.
+    KvCache cache = model.decoder.make_kv_cache(static_cast<int64_t>(ids.size()));
+    size_t done = 0;
+    for (size_t chunk : {size_t{1}, size_t{5}, size_t{16}}) {
+      const std::vector<float> last = model.decoder.forward_incremental(cache, std::span<const int32_t>(ids).subspan(done, chunk));
+      done += chunk;
+      EXPECT_TRUE(testing::all_close(last.data(), full.data() + (done - 1) * V, static_cast<size_t>(V), 1e-4, 1e-5))
+          << name << " after " << done << " tokens";
+    }
+    for (; done < ids.size(); ++done) {
+      const std::vector<float> last = model.decoder.forward_incremental(cache, std::span<const int32_t>(ids).subspan(done, 1));
+      EXPECT_TRUE(testing::all_close(last.data(), full.data() + done * V, static_cast<size_t>(V), 1e-4, 1e-5))
+          << name << " at position " << done;
+    }
+    EXPECT_EQ(cache.length, static_cast<int64_t>(ids.size()));
+  }
+}
+
+}  // namespace
+}  // namespace trlhpc
