@@ -8,7 +8,7 @@
 #  3. the installed example runs from another directory (mpirun -np 2, 2 steps) and writes
 #     out/tiny-chat there, nothing under the prefix;
 #  4. with a SLURM node up, the installed single-node.slurm submitted from that directory with only the
-#     module loaded (no TRLHPC, no config argument) trains the installed example.
+#     module loaded (no TRLHPC, no config argument, only flags) trains the installed example.
 # Lmod and Environment Modules: scripts/install-module-systems.sh (root) provides both; a missing one is
 # reported as SKIPPED (exit 77) after everything else ran.
 set -euo pipefail
@@ -44,7 +44,7 @@ done
 MPI_VERSION=$("$TRLHPC" env --json | python3 -c '
 import json, re, sys
 obj, _ = json.JSONDecoder().raw_decode(sys.stdin.read().lstrip())
-print(re.search(r"\d+\.\d+(\.\d+)?", obj["versions"]["mpi"]).group(0))')
+print(re.search(r"\d+\.\d+(\.\d+)?", obj["versions"]["MPI library"]).group(0))')
 for f in "$VERSION.lua" "$VERSION"; do
   grep -i "whatis.*MPI: .*$MPI_VERSION" "$MODULEPATH_DIR/trlhpc/$f" >/dev/null \
     || fail "modulefiles/trlhpc/$f does not name the MPI the binary runs with ($MPI_VERSION)"
@@ -99,7 +99,7 @@ echo "the installed example ran from $WORK/elsewhere and wrote out/tiny-chat the
 if command -v sbatch >/dev/null && sinfo -h -t idle -o '%c' 2>/dev/null | awk '$1 >= 2 {ok = 1} END {exit !ok}'; then
   mkdir -p "$WORK/job"
   (cd "$WORK/job" && env -u TRLHPC PATH="$PREFIX/bin:$PATH" TRLHPC_ROOT="$PREFIX" sbatch --wait --output=job.out --time=5 \
-    "$PREFIX/share/trlhpc/jobs/single-node.slurm" >sbatch.txt 2>&1) || { cat "$WORK/job/sbatch.txt" "$WORK/job/job.out"; fail "sbatch of the installed single-node.slurm failed"; }
+    "$PREFIX/share/trlhpc/jobs/single-node.slurm" --max_steps 2 --logging_steps 1 --eval_steps 0 >sbatch.txt 2>&1) || { cat "$WORK/job/sbatch.txt" "$WORK/job/job.out"; fail "sbatch of the installed single-node.slurm failed"; }
   grep -qF ", trlhpc, config $PREFIX/share/trlhpc/examples/tiny-chat/sft.yaml" "$WORK/job/job.out" \
     || { cat "$WORK/job/job.out"; fail "the installed job script did not run the installed example"; }
   grep -q '"step":' "$WORK/job/out/tiny-chat/metrics.jsonl" || fail "the installed job wrote no out/tiny-chat under its directory"
