@@ -43,8 +43,14 @@ NET=${TRLHPC_LOCAL_SUBNET:-10.87.15}
 BRIDGE=trlhpc-br0
 BRIDGE_ADDR=$NET.1
 
-record_pid() { mkdir -p "$STATE"; echo "$1 $2" >>"$STATE/pids"; }
 running() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# A daemon just started writes its pid file a moment later: wait for it (5 s), then record the pid.
+record_pid() {  # NAME PIDFILE
+  for _ in $(seq 20); do running "$2" && break; sleep 0.25; done
+  running "$2" || return 1
+  mkdir -p "$STATE"
+  echo "$1 $(cat "$2")" >>"$STATE/pids"
+}
 
 # 1. Packages.
 if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v munged >/dev/null \
@@ -134,7 +140,6 @@ KillWait=10
 $NODE_LINES
 PartitionName=debug Nodes=$PARTITION_NODES Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 EOF
-CHANGED=0
 # RealMemory moves with free memory: keep an existing file whose only difference is that number.
 without_memory() { sed 's/ RealMemory=[0-9]*//' "$1"; }
 if ! [[ -f $CONF ]] || ! diff <(without_memory "$NEW") <(without_memory "$CONF") >/dev/null; then
@@ -143,7 +148,6 @@ if ! [[ -f $CONF ]] || ! diff <(without_memory "$NEW") <(without_memory "$CONF")
     bash "$HERE/stop-local-slurm.sh" --keep-munge
   fi
   install -m 644 "$NEW" "$CONF"
-  CHANGED=1
 fi
 rm -f "$NEW"
 
@@ -166,7 +170,7 @@ if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
   fi
   for _ in $(seq 20); do munge -n 2>/dev/null | unmunge >/dev/null 2>&1 && break; sleep 0.5; done
   munge -n 2>/dev/null | unmunge >/dev/null 2>&1 || die "munged does not answer (see /var/log/munge/munged.log)"
-  [[ -f /run/munge/munged.pid ]] && record_pid munged "$(cat /run/munge/munged.pid)"
+  record_pid munged /run/munge/munged.pid || say "munged answers but wrote no /run/munge/munged.pid: not recorded"
 fi
 
 # 4. The nodes' namespaces (--nodes >= 2): bridge, one veth pair, network and UTS namespace per node.
@@ -201,17 +205,17 @@ else
   mkdir -p /var/spool/slurmd
 fi
 
-# 5. slurmctld and slurmd (restarted when the configuration changed: step 2 stopped them).
+# 5. slurmctld and slurmd (when the configuration changed, step 2 stopped them).
 if ! running /run/slurm/slurmctld.pid; then
   say "starting slurmctld"
   /usr/sbin/slurmctld -i || die "slurmctld failed to start (see /var/log/slurm/slurmctld.log)"
-  record_pid slurmctld "$(cat /run/slurm/slurmctld.pid)"
+  record_pid slurmctld /run/slurm/slurmctld.pid || die "slurmctld exited (see /var/log/slurm/slurmctld.log)"
 fi
 if (( NODES == 1 )); then
   if ! running /run/slurm/slurmd.pid; then
     say "starting slurmd"
     /usr/sbin/slurmd || die "slurmd failed to start (see /var/log/slurm/slurmd.log)"
-    record_pid slurmd "$(cat /run/slurm/slurmd.pid)"
+    record_pid slurmd /run/slurm/slurmd.pid || die "slurmd exited (see /var/log/slurm/slurmd.log)"
   fi
 else
   for name in "${NODE_NAMES[@]}"; do
@@ -220,9 +224,7 @@ else
     say "starting slurmd of $name"
     nsenter --net="/var/run/netns/$name" --uts="$STATE/uts/$name" /usr/sbin/slurmd -N "$name" \
       || die "slurmd of $name failed to start (see /var/log/slurm/slurmd-$name.log)"
-    for _ in $(seq 20); do [[ -s $pidfile ]] && break; sleep 0.25; done
-    running "$pidfile" || die "slurmd of $name exited (see /var/log/slurm/slurmd-$name.log)"
-    record_pid "slurmd-$name" "$(cat "$pidfile")"
+    record_pid "slurmd-$name" "$pidfile" || die "slurmd of $name exited (see /var/log/slurm/slurmd-$name.log)"
   done
 fi
 

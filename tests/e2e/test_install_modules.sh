@@ -53,7 +53,7 @@ echo "installed trlhpc $VERSION into $PREFIX; modulefiles name MPI $MPI_VERSION"
 
 check_module_system() {  # NAME SETUP: SETUP defines `module`; lists trlhpc, loads it, runs trlhpc --version
   local name=$1 setup=$2 out
-  out=$(PATH=/usr/bin:/bin MODULEPATH= bash -c "$setup
+  out=$(PATH=/usr/bin:/bin MODULEPATH='' bash -c "$setup
     module use '$MODULEPATH_DIR'
     echo AVAIL: \$(module -t avail trlhpc 2>&1)
     module load trlhpc || exit 1

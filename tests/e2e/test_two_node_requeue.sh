@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # A preempted two-node job finishes on its own with the loss of an uninterrupted run:
-# `sbatch jobs/multinode.slurm` (2 nodes x 2 ranks) trains with --save_steps; `scancel --signal=USR1`
-# (what --signal=USR1@120 does before a time limit) reaches the ranks on both nodes, which write a
-# checkpoint and exit 3; the script requeues the job, the requeued run resumes from that checkpoint and
-# trains to the end. Its loss curve (every step, the final one included) matches the same 4 ranks run
-# uninterrupted by mpirun on one node (bound in tests/e2e/two_node_cluster.sh; a same-layout resume is
-# exact). Skipped (exit 77) without two idle SLURM nodes: `scripts/start-local-slurm.sh --nodes 2`.
+# `sbatch jobs/multinode.slurm` (2 nodes x 2 ranks) trains; `scancel --signal=USR1` (what
+# --signal=USR1@120 does before a time limit) reaches the ranks on both nodes, which write a checkpoint
+# and exit 3 (no --save_steps, so that checkpoint is the only one: a save across the namespace nodes
+# takes ~25 s on a loaded 2-core machine); the script requeues the job, the requeued run resumes from
+# that checkpoint and trains to the end. Its loss curve (every step, the final one included) matches
+# the same 4 ranks run uninterrupted by mpirun on one node (bound in tests/e2e/two_node_cluster.sh; a
+# same-layout resume is exact). Skipped (exit 77) without two idle SLURM nodes:
+# `scripts/start-local-slurm.sh --nodes 2` makes them on one machine (root, network namespaces).
 set -euo pipefail
 if [[ -z ${TRLHPC_TWO_NODE_TEST_INNER:-} ]]; then
   TRLHPC_TWO_NODE_TEST_INNER=1 exec timeout 600 bash "$0" "$@"
@@ -19,14 +21,14 @@ source "$ROOT/tests/e2e/two_node_cluster.sh"
 require_two_slurm_nodes
 STEPS=40
 PREEMPT_AFTER=12
-FLAGS=(--max_steps $STEPS --logging_steps 1 --eval_steps 0)
+FLAGS=(--max_steps "$STEPS" --logging_steps 1 --eval_steps 0)
 OUT=$WORK/out
 
 reference_run "$WORK/ref" "${FLAGS[@]}"
 
 JOB=$(sbatch --parsable --chdir="$ROOT" --open-mode=append --output="$WORK/job.out" --time=8 \
   --export=ALL,TRLHPC="$TRLHPC" jobs/multinode.slurm examples/tiny-chat/sft.yaml "${FLAGS[@]}" \
-  --save_steps 10 --output_dir "$OUT")
+  --output_dir "$OUT")
 echo "job $JOB"
 for _ in $(seq 480); do grep -q "\"step\":$PREEMPT_AFTER," "$OUT/metrics.jsonl" 2>/dev/null && break; sleep 0.25; done
 grep -q "\"step\":$PREEMPT_AFTER," "$OUT/metrics.jsonl" || { cat "$WORK/job.out"; fail "the job did not reach step $PREEMPT_AFTER"; }

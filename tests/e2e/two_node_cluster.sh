@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by tests/e2e/test_two_node_*.sh (not a test itself): finds the two SLURM nodes (the local
 # cluster of `scripts/start-local-slurm.sh --nodes 2`, or any SLURM with two idle nodes and a shared file
 # system), runs the one-node reference on this host, and compares loss curves.
