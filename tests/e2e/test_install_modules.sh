@@ -96,7 +96,7 @@ written=$(find "$PREFIX" -newer "$WORK/before-run" | head -n3)
 echo "the installed example ran from $WORK/elsewhere and wrote out/tiny-chat there"
 
 # 4. The installed job script with only the module's environment (TRLHPC_ROOT, PATH).
-if command -v sbatch >/dev/null && sinfo -h -t idle -o '%c' 2>/dev/null | awk '$1 >= 2 {ok = 1} END {exit !ok}'; then
+if command -v sbatch >/dev/null && sinfo -h -N -o '%c %t' 2>/dev/null | awk '$1 >= 2 && $2 ~ /^(idle|mix|alloc|comp)/ {ok = 1} END {exit !ok}'; then
   mkdir -p "$WORK/job"
   (cd "$WORK/job" && env -u TRLHPC PATH="$PREFIX/bin:$PATH" TRLHPC_ROOT="$PREFIX" sbatch --wait --output=job.out --time=5 \
     "$PREFIX/share/trlhpc/jobs/single-node.slurm" --max_steps 2 --logging_steps 1 --eval_steps 0 >sbatch.txt 2>&1) || { cat "$WORK/job/sbatch.txt" "$WORK/job/job.out"; fail "sbatch of the installed single-node.slurm failed"; }
@@ -105,7 +105,7 @@ if command -v sbatch >/dev/null && sinfo -h -t idle -o '%c' 2>/dev/null | awk '$
   grep -q '"step":' "$WORK/job/out/tiny-chat/metrics.jsonl" || fail "the installed job wrote no out/tiny-chat under its directory"
   echo "the installed single-node.slurm trained the installed example"
 else
-  echo "not checked: the installed job script under SLURM (no idle SLURM node with >= 2 CPUs)"
+  echo "not checked: the installed job script under SLURM (no SLURM node up with >= 2 CPUs)"
 fi
 
 if (( ${#missing[@]} )); then echo "SKIPPED: not found: ${missing[*]} (scripts/install-module-systems.sh provides them)"; exit 77; fi

@@ -30,7 +30,7 @@ JOB=$(sbatch --parsable --chdir="$ROOT" --open-mode=append --output="$WORK/job.o
   --export=ALL,TRLHPC="$TRLHPC" jobs/multinode.slurm examples/tiny-chat/sft.yaml "${FLAGS[@]}" \
   --output_dir "$OUT")
 echo "job $JOB"
-for _ in $(seq 480); do grep -q "\"step\":$PREEMPT_AFTER," "$OUT/metrics.jsonl" 2>/dev/null && break; sleep 0.25; done
+for _ in $(seq 1200); do grep -q "\"step\":$PREEMPT_AFTER," "$OUT/metrics.jsonl" 2>/dev/null && break; sleep 0.25; done
 grep -q "\"step\":$PREEMPT_AFTER," "$OUT/metrics.jsonl" || { cat "$WORK/job.out"; fail "the job did not reach step $PREEMPT_AFTER"; }
 scancel --signal=USR1 "$JOB"
 # SLURM holds a requeued job for a fixed 120 s (squeue reason BeginTime) before it may start again; the

@@ -16,7 +16,8 @@ require_two_slurm_nodes
 cd "$WORK"
 
 # The hosts as SLURM's own launcher sees them (one task per node).
-srun -N2 --ntasks-per-node=1 --time=2 hostname >"$WORK/hosts.txt" 2>&1 || { cat "$WORK/hosts.txt"; fail "srun -N2 hostname failed"; }
+srun -N2 --ntasks-per-node=1 --time=2 hostname >"$WORK/hosts.txt" 2>"$WORK/hosts.err" \
+  || { cat "$WORK/hosts.txt" "$WORK/hosts.err"; fail "srun -N2 hostname failed"; }
 srun -N2 --ntasks-per-node=2 --mpi=pmix --time=2 "$TRLHPC" env --json --tp_size 2 >"$WORK/env.json" 2>"$WORK/env.err" \
   || { cat "$WORK/env.err"; fail "srun -N2 trlhpc env --json exited non-zero"; }
 python3 - "$WORK/env.json" "$WORK/hosts.txt" <<'PY' || { cat "$WORK/env.json" "$WORK/env.err"; fail "the two-node world is not as expected"; }

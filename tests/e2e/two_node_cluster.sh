@@ -10,16 +10,17 @@ if [[ $(id -u) -eq 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_
 LOCAL_CLUSTER=/run/trlhpc-local-slurm
 START_HINT="scripts/start-local-slurm.sh --nodes 2 (root, network namespaces) starts one"
 
-# Two idle SLURM nodes with >= 2 CPUs each and srun's pmix plugin (Open MPI ranks wire up through it).
+# Two SLURM nodes up with >= 2 CPUs each and srun's pmix plugin (Open MPI ranks wire up through it).
 require_two_slurm_nodes() {
   local tool
   for tool in srun sinfo sbatch squeue scancel; do
     command -v "$tool" >/dev/null || skip "$tool not found (no SLURM client installed); $START_HINT"
   done
   sinfo -h >/dev/null 2>&1 || skip "sinfo cannot reach a SLURM controller; $START_HINT"
-  local idle
-  idle=$(sinfo -h -N -t idle -o '%n %c' 2>/dev/null | awk '$2 >= 2 {print $1}' | sort -u | wc -l)
-  (( idle >= 2 )) || skip "fewer than 2 idle SLURM nodes with >= 2 CPUs (sinfo: $(sinfo -h -N -o '%n %t %c' | tr '\n' ' ')); $START_HINT"
+  # Nodes still completing the previous test's job count: srun and sbatch wait for them.
+  local up
+  up=$(sinfo -h -N -o '%n %c %t' 2>/dev/null | awk '$2 >= 2 && $3 ~ /^(idle|mix|alloc|comp)/ {print $1}' | sort -u | wc -l)
+  (( up >= 2 )) || skip "fewer than 2 SLURM nodes up with >= 2 CPUs (sinfo: $(sinfo -h -N -o '%n %t %c' | tr '\n' ' ')); $START_HINT"
   srun --mpi=list 2>&1 | grep -qw pmix || skip "srun has no pmix plugin; Open MPI ranks cannot wire up under srun"
 }
 
