@@ -1,0 +1,23 @@
+# TRLHPC_MPI_FLAVOUR: the MPI implementation and version trlhpc is compiled against, read from its mpi.h
+# (no test program is run, so this also works when cross-compiling against a sysroot). The modulefiles
+# name it: a trlhpc binary runs only with the MPI it was built with.
+set(TRLHPC_MPI_FLAVOUR "an MPI of unknown implementation (headers in ${MPI_C_HEADER_DIR})")
+set(_trlhpc_mpi_h "${MPI_C_HEADER_DIR}/mpi.h")
+if(EXISTS "${_trlhpc_mpi_h}")
+  file(STRINGS "${_trlhpc_mpi_h}" _trlhpc_mpi_defines REGEX "^#define (OMPI_(MAJOR|MINOR|RELEASE)_VERSION|MPICH_VERSION|I_MPI_VERSION) ")
+  set(_trlhpc_ompi "")
+  foreach(line IN LISTS _trlhpc_mpi_defines)
+    if(line MATCHES "^#define OMPI_(MAJOR|MINOR|RELEASE)_VERSION ([0-9]+)")
+      string(APPEND _trlhpc_ompi ".${CMAKE_MATCH_2}")
+    elseif(line MATCHES "^#define I_MPI_VERSION \"([^\"]+)\"")
+      set(TRLHPC_MPI_FLAVOUR "Intel MPI ${CMAKE_MATCH_1}")
+    elseif(line MATCHES "^#define MPICH_VERSION \"([^\"]+)\"" AND NOT TRLHPC_MPI_FLAVOUR MATCHES "^Intel")
+      set(TRLHPC_MPI_FLAVOUR "MPICH ${CMAKE_MATCH_1}")
+    endif()
+  endforeach()
+  if(_trlhpc_ompi)
+    string(SUBSTRING "${_trlhpc_ompi}" 1 -1 _trlhpc_ompi)
+    set(TRLHPC_MPI_FLAVOUR "Open MPI ${_trlhpc_ompi}")
+  endif()
+endif()
+message(STATUS "trlhpc: built with ${TRLHPC_MPI_FLAVOUR}")
