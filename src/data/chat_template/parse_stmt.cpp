@@ -114,6 +114,7 @@ Body Parser::parse_body(const std::vector<std::string>& end_names, const Token* 
 }
 
 NodePtr Parser::parse_statement() {
+  const Nesting nesting(*this, current());
   const Token tag = next();
   const std::string& name = tag.value;
   if (name == "if") return parse_if(tag);

@@ -36,6 +36,7 @@ struct Expr {
                     Unary, Binary, Compare, Conditional };
   Kind kind;
   int line = 0, column = 0;
+  int depth = 1;  // levels of this tree: 1 + the deepest operand (at most kMaxTemplateNesting)
   Value value;
   std::string name;
   std::vector<ExprPtr> operands;
