@@ -1,6 +1,6 @@
 #pragma once
 // Shared by the libFuzzer targets of tests/fuzz (built with -DTRLHPC_FUZZ=ON, clang only; see
-// tests/fuzz/README.md). A target feeds its input to one parser; the only acceptable failure is a
+// docs/UNTRUSTED_INPUT.md). A target feeds its input to one parser; the only acceptable failure is a
 // trlhpc::UserError. Anything else (another exception, a sanitizer report, a crash, a time-out, a
 // memory blow-up) is a finding: libFuzzer stops and writes the input as crash-*/timeout-*/oom-*.
 #include <unistd.h>

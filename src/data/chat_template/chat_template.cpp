@@ -75,7 +75,12 @@ RenderResult render_with(const Program& program, const Json& messages, bool add_
     throw UserError(std::string("chat template variables: ") + e.what());
   }
   Interpreter interpreter(program);
-  RenderOutput out = interpreter.run(globals);
+  RenderOutput out;
+  try {
+    out = interpreter.run(globals);
+  } catch (const EvalError& e) {  // raised outside any expression (e.g. building a loop's `loop` object)
+    throw UserError(std::string("chat template: ") + e.what());
+  }
   return RenderResult{std::move(out.text), std::move(out.generation_spans)};
 }
 
