@@ -42,6 +42,7 @@ for t in $targets; do
   mkdir -p "$work"
   flags=(-timeout="$TIMEOUT" -rss_limit_mb="$RSS_MB" -malloc_limit_mb="$MALLOC_MB"
          -artifact_prefix="$BUILD/fuzz-findings/$t-" -print_final_stats=0)
+  [ -f "tests/fuzz/$t.dict" ] && flags+=(-dict="tests/fuzz/$t.dict")
   echo "== $t: replaying $(find "$corpus" -type f | wc -l) corpus inputs"
   if ! find "$corpus" -type f -print0 | xargs -0 -r "$bin" "${flags[@]}" -runs=1 >"$BUILD/fuzz-findings/$t.replay.log" 2>&1; then
     echo "FAIL $t: a committed corpus input fails (log: $BUILD/fuzz-findings/$t.replay.log)"; tail -30 "$BUILD/fuzz-findings/$t.replay.log"

@@ -15,6 +15,7 @@
 #include "trlhpc/data/dataset/reader.hpp"
 #include "trlhpc/data/dataset/sft_dataset.hpp"
 #include "trlhpc/data/tokenizer/tokenizer.hpp"
+#include "trlhpc/train/checkpoint/manifest.hpp"
 
 namespace fs = std::filesystem;
 using namespace trlhpc;
@@ -145,6 +146,30 @@ TEST_F(HostileFiles, TemplateErrorsNameTheRowAndTheTemplateFile) {
   EXPECT_TRUE(contains(e, data.string() + ":1")) << e;
   EXPECT_TRUE(contains(e, jinja.string())) << e;
   EXPECT_TRUE(contains(e, "cannot be interpreted as an integer")) << e;
+}
+
+TEST_F(HostileFiles, DamagedManifestsAreUserErrors) {
+  write("ckpt/state.h5", "");
+  const std::string dir = (dir_ / "ckpt").string();
+  const std::string valid = R"("format": "trlhpc-checkpoint", "format_version": 1)";
+  const std::pair<std::string, std::string> cases[] = {
+      {R"({"format": 1, "format_version": 1})", "is not a trlhpc checkpoint manifest"},
+      {R"({"format": "trlhpc-checkpoint", "format_version": "1"})", "no valid format_version"},
+      {R"({"format": "trlhpc-checkpoint", "format_version": 1e300})", "no valid format_version"},
+      {"{" + valid + R"(, "step": -3})", "field \"step\" must be a non-negative integer"},
+      {"{" + valid + R"(, "sampler": [1]})", "field \"sampler\" must be an object"},
+      {"{" + valid + R"(, "sampler": {"step": "x"}})", "field \"sampler.step\""},
+      {"{" + valid + R"(, "datasets": {"params/w": {"checksum": 5}}})", "field \"datasets.params/w\""},
+      {"{" + valid + R"(, "identity": [)" + std::string(1000, '[') + std::string(1001, ']') + "}", "kMaxManifestNesting"},
+  };
+  for (const auto& [text, needle] : cases) {
+    write("ckpt/manifest.json", text);
+    const std::string e = user_error_of([&] { checkpoint::read_manifest(dir); });
+    EXPECT_TRUE(contains(e, dir)) << text.substr(0, 80) << ": " << e;
+    EXPECT_TRUE(contains(e, needle)) << text.substr(0, 80) << ": " << e;
+  }
+  write("ckpt/manifest.json", "{" + valid + R"(, "step": 3, "sampler": {"epoch": 0, "step": 3}, "datasets": {}})");
+  EXPECT_EQ(checkpoint::read_manifest(dir).at("step"), 3);
 }
 
 TEST(HostileText, OffsetsOfInvalidUtf8PointIntoTheInput) {
