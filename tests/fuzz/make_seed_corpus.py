@@ -12,10 +12,15 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "fuzz" / "corpus"
 
 
-def put(target, name, data):
+def put(target, name, data, prefix="seed-"):
     d = CORPUS / target
     d.mkdir(parents=True, exist_ok=True)
-    (d / ("seed-" + name)).write_bytes(data if isinstance(data, bytes) else data.encode())
+    (d / (prefix + name)).write_bytes(data if isinstance(data, bytes) else data.encode())
+
+
+def put_found(target, name, data):
+    """An input that once crashed, hung or exhausted memory (issue 18's findings): replayed by CI."""
+    put(target, name, data, prefix="found-")
 
 
 def safetensors(tensors, metadata=None):
@@ -84,6 +89,34 @@ def main():
                      "global_batch_size": 4},
         "run": {"mesh": {"dp_shard": 2}, "seed": 42}, "state_file": "state.h5",
         "datasets": {"params/lm_head.weight": {"shape": [64, 16], "checksum": "0123456789abcdef"}}}, indent=1))
+
+    found_templates = {
+        "int-arg-type.jinja": "{{ 'a'.replace('a','b','x') }}{{ 'a'|int(0,'x') }}{{ 1.5|round('x') }}",
+        "tojson-indent.jinja": "{{ messages|tojson(indent=100000000000) }}",
+        "repeat-list.jinja": "{{ [1]*10000000000 }}",
+        "repeat-string.jinja": '{{ "ab"*100000000000 }}',
+        "int-overflow.jinja": "{{ 9223372036854775807 + 1 }}{{ -(-9223372036854775807 - 1) }}",
+        "nested-parens.jinja": "{{ " + "(" * 5000 + "1" + ")" * 5000 + " }}",
+        "nested-not.jinja": "{{ " + "not " * 5000 + "1 }}",
+        "recursive-macro.jinja": "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}",
+        "long-line.jinja": "{{ 1 }}" * 6000,
+        "endless-loop.jinja": "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+        "endless-loop-using-loop.jinja":
+            "{% for i in range(100000) %}{% for j in range(100000) %}{{ loop.index0 }}{% endfor %}{% endfor %}",
+        "namespace-cycle.jinja": "{% set ns = namespace(x=1) %}{% set ns.x = ns %}{{ ns }}",
+    }
+    for name, text in found_templates.items():
+        put_found("fuzz_chat_template", name, text)
+    put_found("fuzz_chat_messages", "deep-content.json",
+              '[{"role": "user", "content": ' + "[" * 3000 + '"x"' + "]" * 3000 + "}]")
+    minimal = json.loads((CORPUS / "fuzz_tokenizer_json" / "seed-minimal.json").read_text())
+    minimal["model"]["vocab"]["o"] = 2147483647
+    put_found("fuzz_tokenizer_json", "id-int32-max.json", json.dumps(minimal))
+    minimal["model"]["vocab"]["o"] = 2000000000
+    put_found("fuzz_tokenizer_json", "id-2e9.json", json.dumps(minimal))
+    put_found("fuzz_accelerate_yaml", "non-scalar-key.yaml", "{[a]: 1}")
+    put_found("fuzz_dataset", "number-out-of-range.jsonl", ' {"a": 1e999}\n{"text": "ok"}\n')
+    put_found("fuzz_dataset", "deep-row.jsonl", ' {"a": ' + "[" * 1000 + "]" * 1000 + '}\n{"text": "ok"}\n')
 
 
 if __name__ == "__main__":

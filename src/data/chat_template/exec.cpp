@@ -143,6 +143,10 @@ Interpreter::Flow Interpreter::exec_for(const Node& node, const ScopePtr& scope)
     }
     auto iteration = std::make_shared<Scope>(scope);
     assign_targets(*iteration, node.targets, items[static_cast<size_t>(i)], node);
+    if (!node.uses_loop) {
+      if (exec_body(node.body, iteration) == Flow::Break) break;
+      continue;
+    }
     std::vector<std::pair<Value, Value>> loop = {
         {Value("index"), Value(i + 1)},        {Value("index0"), Value(i)},
         {Value("revindex"), Value(n - i)},     {Value("revindex0"), Value(n - i - 1)},

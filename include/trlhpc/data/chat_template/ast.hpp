@@ -71,6 +71,7 @@ struct Node {
   std::vector<std::pair<ExprPtr, Body>> branches;
   std::vector<std::string> targets;
   bool attribute_target = false;
+  bool uses_loop = true;  // For: the body names `loop` (else the loop object is not built)
   std::vector<std::pair<std::string, ExprPtr>> params;
   std::vector<ExprPtr> filters;  // SetBlock: Filter expressions whose input is a placeholder
   Body body;

@@ -41,7 +41,7 @@ inline constexpr int64_t kMaxRangeItems = 100000;
 // its items, a string 1 per 64 bytes), a loop iteration kLoopIterationSteps (it builds a scope and the
 // `loop` object). A real template spends a few hundred steps per message.
 inline constexpr int64_t kMaxRenderSteps = 5'000'000;
-inline constexpr int64_t kLoopIterationSteps = 32;
+inline constexpr int64_t kLoopIterationSteps = 128;
 
 // tojson's indent and a printf-style width or precision ('%5d', '%.3f'); real templates use 2 or 4.
 inline constexpr int64_t kMaxIndentWidth = 256;
