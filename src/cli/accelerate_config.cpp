@@ -51,7 +51,14 @@ class Reader {
   explicit Reader(std::string origin) : origin_(std::move(origin)) {}
   [[noreturn]] void fail(const std::string& what) const { throw UserError("accelerate config " + origin_ + ": " + what); }
 
+  // A mapping key: YAML allows any node as a key ({[a]: 1}); accelerate's settings are named by scalars.
+  std::string key(const YAML::Node& node) const {
+    if (!node.IsScalar())
+      fail("a key must be a plain name, not a list or mapping (line " + std::to_string(node.Mark().line + 1) + ")");
+    return node.as<std::string>();
+  }
   std::string text(const YAML::Node& node, const std::string& key) const {
+
     if (!node.IsScalar()) fail("'" + key + "' must be a single value (line " + std::to_string(node.Mark().line + 1) + ")");
     return node.as<std::string>();
   }
@@ -95,7 +102,7 @@ FsdpStrategy fsdp_strategy(const Reader& r, const YAML::Node& node, const std::s
 void read_deepspeed(const Reader& r, const YAML::Node& ds, bool active, AccelerateConfig& out) {
   std::optional<int64_t> stage;
   for (const auto& kv : ds) {
-    const std::string key = kv.first.as<std::string>();
+    const std::string key = r.key(kv.first);
     if (key == "zero_stage") {
       stage = r.integer(kv.second, "deepspeed_config.zero_stage");
     } else if (key == "deepspeed_config_file") {
@@ -126,7 +133,7 @@ void read_fsdp(const Reader& r, const YAML::Node& fsdp, bool active, AccelerateC
   std::optional<FsdpStrategy> reshard, strategy;
   bool settings = false;  // keys that only make sense under FSDP
   for (const auto& kv : fsdp) {
-    const std::string key = kv.first.as<std::string>();
+    const std::string key = r.key(kv.first);
     if (key == "fsdp_version") {
       const int64_t version = r.integer(kv.second, "fsdp_config.fsdp_version");
       if (version != 1 && version != 2)
@@ -168,7 +175,7 @@ void read_parallelism(const Reader& r, const YAML::Node& pc, AccelerateConfig& o
       {"parallelism_config_dp_replicate_size", &out.dp_replicate}, {"parallelism_config_dp_shard_size", &out.dp_shard},
       {"parallelism_config_tp_size", &out.tp}, {"parallelism_config_cp_size", &out.cp}, {"parallelism_config_sp_size", &out.sp}};
   for (const auto& kv : pc) {
-    const std::string key = kv.first.as<std::string>();
+    const std::string key = r.key(kv.first);
     bool known = kIgnoredParallelism.count(key) != 0;
     for (const auto& [name, target] : sizes) {
       if (key != name) continue;
@@ -254,7 +261,7 @@ AccelerateConfig parse_accelerate_config(const std::string& yaml_text, const std
   bool hybrid = false, deepspeed_read = false, fsdp_read = false;
   int64_t num_machines = 1;
   for (const auto& kv : root) {
-    const std::string key = kv.first.as<std::string>();
+    const std::string key = r.key(kv.first);
     const YAML::Node& value = kv.second;
     if (key == "distributed_type") continue;
     if (key == "deepspeed_config" || key == "fsdp_config" || key == "parallelism_config") {

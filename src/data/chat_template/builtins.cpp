@@ -74,6 +74,7 @@ Value string_method(const std::string& s, const std::string& name, CallArgs& a) 
       if (!item.is_string()) throw EvalError("sequence item: expected str instance, " + item.type_name() + " found");
       out += (first ? "" : s) + item.as_string();
       first = false;
+      check_string_size(out.size());
     }
     return Value(std::move(out));
   }
@@ -128,7 +129,8 @@ Value bound_method(const Value& object, const std::string& name) {
   }
   if (object.kind() == Kind::Dict && (name == "items" || name == "keys" || name == "values" || name == "get")) {
     const Value self = object;
-    return Value::function(qualified, [self, name](CallArgs& a, Interpreter&) { return dict_method(self.as_dict(), name, a); });
+    return Value::function(qualified, [self, name](CallArgs& a, Interpreter&) { return dict_method(self.as_dict(), name, a); },
+                           self);
   }
   if (object.kind() == Kind::List && (name == "count" || name == "index")) {
     const Value self = object;
@@ -144,7 +146,7 @@ Value bound_method(const Value& object, const std::string& name) {
       }
       if (name == "index") throw EvalError(needle.repr() + " is not in list");
       return Value(count);
-    });
+    }, self);
   }
   if ((object.kind() == Kind::List || object.kind() == Kind::Dict) && mutating_methods().count(name)) {
     return Value::function(qualified, [qualified](CallArgs&, Interpreter&) -> Value {
@@ -164,6 +166,7 @@ Value make_namespace(CallArgs& a, Interpreter&) {
     for (const auto& [k, v] : a.positional[0].as_dict().items) ns->set(k, v);
   }
   for (const auto& [k, v] : a.keyword) ns->set(Value(k), v);
+  for (const auto& [k, v] : ns->items) check_namespace_item(v);
   for (const auto& [k, v] : ns->items)
     if (k.is_string() && !k.as_string().empty() && k.as_string()[0] == '_')
       throw EvalError("Chat templates cannot store underscore-prefixed attributes on a namespace, but got " + k.repr());
@@ -184,9 +187,11 @@ Value make_range(CallArgs& a, Interpreter&) {
   }
   if (step == 0) throw EvalError("range() arg 3 must not be zero");
   std::vector<Value> items;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-    if (items.size() >= 100000) throw EvalError("range too big (the sandbox allows 100000 items)");
+  for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
+    if (static_cast<int64_t>(items.size()) >= kMaxRangeItems)
+      throw EvalError("range too big (the sandbox allows " + std::to_string(kMaxRangeItems) + " items)");
     items.push_back(Value(i));
+    if (__builtin_add_overflow(i, step, &i)) break;  // the next value is past int64, so past stop too
   }
   return Value::list(std::move(items));
 }

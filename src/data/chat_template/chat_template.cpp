@@ -29,11 +29,15 @@ namespace {
 template <class Json>
 Value template_message(const Json& message, size_t index) {
   if (!message.is_object())
-    throw UserError("chat message " + std::to_string(index) + " is not an object with \"role\" and \"content\" (got " +
-                    message.dump() + ")");
+    throw UserError("chat message " + std::to_string(index) + " is not an object with \"role\" and \"content\" (got a JSON " +
+                    std::string(message.type_name()) + ")");
   Dict plain;
-  for (auto it = message.begin(); it != message.end(); ++it)
-    if (!it.value().is_null()) plain.set(Value(it.key()), Value::from_json(it.value()));
+  try {
+    for (auto it = message.begin(); it != message.end(); ++it)
+      if (!it.value().is_null()) plain.set(Value(it.key()), Value::from_json(it.value(), 2));
+  } catch (const EvalError& e) {
+    throw UserError("chat message " + std::to_string(index) + ": " + e.what());
+  }
   const Value* reasoning = nullptr;
   for (const char* key : {"reasoning_content", "thinking", "reasoning"})
     if (!reasoning) reasoning = plain.find(std::string(key));
@@ -59,15 +63,24 @@ RenderResult render_with(const Program& program, const Json& messages, bool add_
   install_globals(*globals);
   std::vector<Value> chat;
   for (size_t i = 0; i < messages.size(); ++i) chat.push_back(template_message(messages[i], i));
-  globals->set("messages", Value::list(std::move(chat)));
   globals->set("tools", Value());
   globals->set("documents", Value());
   globals->set("add_generation_prompt", Value(add_generation_prompt));
-  if (extra_context.is_object())
-    for (auto it = extra_context.begin(); it != extra_context.end(); ++it)
-      globals->set(it.key(), Value::from_json(it.value()));
+  try {
+    globals->set("messages", Value::list(std::move(chat)));
+    if (extra_context.is_object())
+      for (auto it = extra_context.begin(); it != extra_context.end(); ++it)
+        globals->set(it.key(), Value::from_json(it.value()));
+  } catch (const EvalError& e) {
+    throw UserError(std::string("chat template variables: ") + e.what());
+  }
   Interpreter interpreter(program);
-  RenderOutput out = interpreter.run(globals);
+  RenderOutput out;
+  try {
+    out = interpreter.run(globals);
+  } catch (const EvalError& e) {  // raised outside any expression (e.g. building a loop's `loop` object)
+    throw UserError(std::string("chat template: ") + e.what());
+  }
   return RenderResult{std::move(out.text), std::move(out.generation_spans)};
 }
 
@@ -153,7 +166,10 @@ std::string template_from_directory(const std::filesystem::path& dir) {
     std::string names;
     for (const auto& entry : value) {
       if (!entry.is_object() || !entry.contains("name") || !entry.contains("template")) continue;
-      if (entry["name"] == "default") return entry["template"].get<std::string>();
+      if (entry["name"] == "default") {
+        if (!entry["template"].is_string()) throw UserError(where + ": the \"default\" chat template must be a string");
+        return entry["template"].get<std::string>();
+      }
       names += (names.empty() ? "" : ", ") + entry["name"].dump();
     }
     throw UserError(where + ": \"chat_template\" lists named templates (" + names +
@@ -193,6 +209,16 @@ std::string load_chat_template(const std::string& tokenizer_dir, const std::stri
     return read_text_file(path);
   }
   return template_from_directory(std::filesystem::path(tokenizer_dir));
+}
+
+std::string chat_template_origin(const std::string& tokenizer_dir, const std::string& chat_template_path) {
+  std::filesystem::path dir(tokenizer_dir);
+  if (!chat_template_path.empty()) {
+    if (!std::filesystem::is_directory(chat_template_path)) return chat_template_path;
+    dir = chat_template_path;
+  }
+  if (std::filesystem::exists(dir / "chat_template.jinja")) return (dir / "chat_template.jinja").string();
+  return (dir / "tokenizer_config.json").string();
 }
 
 nlohmann::ordered_json load_special_tokens_context(const std::string& tokenizer_dir) {

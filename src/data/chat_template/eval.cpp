@@ -9,7 +9,10 @@ namespace trlhpc::chat_template {
 
 Value Interpreter::eval(const Expr& e, const ScopePtr& scope) {
   try {
-    return eval_inner(e, scope);
+    const Level level(*this);
+    Value result = eval_inner(e, scope);
+    charge(result.weight() - 1);
+    return result;
   } catch (const EvalError& error) {
     throw_template_error(e.line, e.column, error.what());
   } catch (const RaisedException& raised) {
@@ -66,7 +69,9 @@ Value Interpreter::eval_inner(const Expr& e, const ScopePtr& scope) {
       if (x.is_undefined()) throw_undefined(x);
       if (!x.is_number()) throw EvalError("bad operand type for unary " + e.name + ": '" + x.type_name() + "'");
       if (e.name == "+") return x.kind() == Kind::Float ? x : Value(x.integer());
-      return x.kind() == Kind::Float ? Value(-x.as_float()) : Value(-x.integer());
+      if (x.kind() == Kind::Float) return Value(-x.as_float());
+      if (x.integer() == INT64_MIN) throw EvalError("integer overflow: -(" + std::to_string(x.integer()) + ") does not fit in 64 bits");
+      return Value(-x.integer());
     }
     case Expr::Kind::Binary: {
       const Value a = eval(*e.operands[0], scope);

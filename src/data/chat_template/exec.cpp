@@ -1,5 +1,8 @@
 // Statement execution: output, if, for (loop.*), set, macros and {% generation %} spans
 // (semantics in interpreter.hpp).
+#include <algorithm>
+#include <optional>
+
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/data/chat_template/interpreter.hpp"
 
@@ -13,10 +16,41 @@ const Value* Scope::lookup(const std::string& name) const {
   return nullptr;
 }
 
+void check_namespace_item(const Value& value) {
+  if (value.holds_namespace())
+    throw EvalError("a namespace() attribute cannot hold a namespace (trlhpc refuses it: a namespace could then "
+                    "hold itself)");
+}
+
+void Interpreter::charge(uint64_t steps) {
+  steps_ += static_cast<int64_t>(std::min<uint64_t>(steps, static_cast<uint64_t>(kMaxRenderSteps)));
+  if (steps_ > kMaxRenderSteps)
+    throw EvalError("the template did more than " + std::to_string(kMaxRenderSteps) +
+                    " steps of work in one render (expressions, statements, loop iterations, and the sizes of the "
+                    "values they produce), trlhpc's limit (kMaxRenderSteps): a loop that would not end in reasonable "
+                    "time");
+}
+
+Interpreter::Level::Level(Interpreter& interp) : interp_(interp) {
+  interp_.charge(1);
+  if (interp_.depth_ + 1 > kMaxEvaluationDepth)
+    throw EvalError("evaluation nested more than " + std::to_string(kMaxEvaluationDepth) +
+                    " levels deep, trlhpc's limit (kMaxEvaluationDepth)");
+  ++interp_.depth_;
+}
+
+void Interpreter::append_output(const std::string& text) {
+  check_string_size(out().size() + text.size());
+  out() += text;
+}
+
 RenderOutput Interpreter::run(ScopePtr globals) {
   buffers_.assign(1, std::string());
   spans_.clear();
   macro_scopes_.clear();
+  depth_ = 0;
+  macro_calls_ = 0;
+  steps_ = 0;
   auto root = std::make_shared<Scope>(std::move(globals));
   exec_body(program_.body, root);
   return RenderOutput{std::move(buffers_[0]), std::move(spans_)};
@@ -31,9 +65,24 @@ Interpreter::Flow Interpreter::exec_body(const Body& body, const ScopePtr& scope
 }
 
 Interpreter::Flow Interpreter::exec(const Node& node, const ScopePtr& scope) {
+  std::optional<Level> level;
+  try {
+    level.emplace(*this);
+    if (node.kind == Node::Kind::Text) append_output(node.text);
+  } catch (const EvalError& e) {
+    throw_template_error(node.line, node.column, e.what());
+  }
   switch (node.kind) {
-    case Node::Kind::Text: out() += node.text; return Flow::Normal;
-    case Node::Kind::Output: out() += eval(*node.expr, scope).str(); return Flow::Normal;
+    case Node::Kind::Text: return Flow::Normal;
+    case Node::Kind::Output: {
+      const std::string text = eval(*node.expr, scope).str();
+      try {
+        append_output(text);
+      } catch (const EvalError& e) {
+        throw_template_error(node.line, node.column, e.what());
+      }
+      return Flow::Normal;
+    }
     case Node::Kind::If:
       for (const auto& [condition, body] : node.branches)
         if (!condition || eval(*condition, scope).truthy()) return exec_body(body, scope);
@@ -87,8 +136,17 @@ Interpreter::Flow Interpreter::exec_for(const Node& node, const ScopePtr& scope)
   if (items.empty()) return exec_body(node.else_body, scope);  // `else` belongs to the enclosing loop level
   const int64_t n = static_cast<int64_t>(items.size());
   for (int64_t i = 0; i < n; ++i) {
+    try {
+      charge(kLoopIterationSteps);
+    } catch (const EvalError& e) {
+      throw_template_error(node.line, node.column, e.what());
+    }
     auto iteration = std::make_shared<Scope>(scope);
     assign_targets(*iteration, node.targets, items[static_cast<size_t>(i)], node);
+    if (!node.uses_loop) {
+      if (exec_body(node.body, iteration) == Flow::Break) break;
+      continue;
+    }
     std::vector<std::pair<Value, Value>> loop = {
         {Value("index"), Value(i + 1)},        {Value("index0"), Value(i)},
         {Value("revindex"), Value(n - i)},     {Value("revindex0"), Value(n - i - 1)},
@@ -131,6 +189,11 @@ void Interpreter::exec_set(const Node& node, const ScopePtr& scope) {
     throw_template_error(node.line, node.column,
                          "cannot assign attribute '" + node.targets[1] + "' on '" + node.targets[0] +
                              "': only namespace() objects take attribute assignments");
+  try {
+    check_namespace_item(value);
+  } catch (const EvalError& e) {
+    throw_template_error(node.line, node.column, e.what());
+  }
   target->as_namespace().set(Value(node.targets[1]), std::move(value));
 }
 
@@ -148,7 +211,11 @@ void Interpreter::exec_generation(const Node& node, const ScopePtr& scope) {
   const std::string body = capture(node.body, std::make_shared<Scope>(scope));
   const size_t start = buffers_.front().size();
   spans_.emplace_back(start, start + body.size());
-  out() += body;
+  try {
+    append_output(body);
+  } catch (const EvalError& e) {
+    throw_template_error(node.line, node.column, e.what());
+  }
 }
 
 Value Interpreter::make_macro(const Node& node, const ScopePtr& scope) {
@@ -156,6 +223,14 @@ Value Interpreter::make_macro(const Node& node, const ScopePtr& scope) {
   macro_scopes_.push_back(scope);
   std::weak_ptr<Scope> defining = scope;
   return Value::function(node.name, [macro, defining](CallArgs& args, Interpreter& interp) -> Value {
+    if (interp.macro_calls_ >= kMaxMacroCallDepth)
+      throw EvalError("macro '" + macro->name + "': more than " + std::to_string(kMaxMacroCallDepth) +
+                      " macro calls in progress at once, trlhpc's limit (kMaxMacroCallDepth): endless recursion?");
+    ++interp.macro_calls_;
+    struct Leave {
+      int& calls;
+      ~Leave() { --calls; }
+    } leave{interp.macro_calls_};
     auto frame = std::make_shared<Scope>(defining.lock());
     if (args.positional.size() > macro->params.size())
       throw EvalError("macro '" + macro->name + "' takes " + std::to_string(macro->params.size()) +

@@ -47,6 +47,14 @@ std::optional<double> parse_python_float(const std::string& text) {
   return value;
 }
 
+// An indent of `width` spaces (or a string of that length): at most kMaxIndentWidth.
+int64_t indent_width(int64_t width, const char* filter) {
+  if (width > kMaxIndentWidth)
+    throw EvalError(std::string(filter) + ": an indent of " + std::to_string(width) + " exceeds trlhpc's limit of " +
+                    std::to_string(kMaxIndentWidth) + " (kMaxIndentWidth)");
+  return std::max<int64_t>(0, width);
+}
+
 Value f_trim(Interpreter&, const Value& v, CallArgs& a) {
   return Value(python_strip(v.str(), optional_string(a.get(0, "chars")), true, true));
 }
@@ -73,8 +81,9 @@ Value f_tojson(Interpreter&, const Value& v, CallArgs& a) {
   if (!indent.is_none()) {
     options.has_indent = true;
     if (indent.is_string()) options.indent = indent.as_string();
-    else if (indent.is_integral()) options.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, indent.integer())), ' ');
+    else if (indent.is_integral()) options.indent = std::string(static_cast<size_t>(indent_width(indent.integer(), "tojson")), ' ');
     else throw EvalError("tojson: indent must be an int or a string");
+    indent_width(static_cast<int64_t>(options.indent.size()), "tojson");
     options.item_separator = ",";
   }
   const Value separators = a.get(2, "separators");
@@ -97,6 +106,7 @@ Value f_join(Interpreter& interp, const Value& v, CallArgs& a) {
     out += first ? "" : separator;
     first = false;
     out += (attribute.is_none() ? item : interp.get_item(item, attribute)).str();
+    check_string_size(out.size());
   }
   return Value(std::move(out));
 }
@@ -133,10 +143,10 @@ Value f_int(Interpreter&, const Value& v, CallArgs& a) {
   const int base = static_cast<int>(a.get(1, "base", Value(int64_t{10})).integer());
   if (v.is_undefined()) throw_undefined(v);
   if (v.is_integral()) return Value(v.integer());
-  if (v.kind() == Kind::Float) return std::isfinite(v.as_float()) ? Value(static_cast<int64_t>(v.as_float())) : fallback;
+  if (v.kind() == Kind::Float) return std::isfinite(v.as_float()) ? Value(float_to_integer(v.as_float())) : fallback;
   if (v.is_string()) {
     if (auto i = parse_python_int(v.as_string(), base)) return Value(*i);
-    if (auto d = parse_python_float(v.as_string()); d && std::isfinite(*d)) return Value(static_cast<int64_t>(*d));
+    if (auto d = parse_python_float(v.as_string()); d && std::isfinite(*d)) return Value(float_to_integer(*d));
   }
   return fallback;
 }
@@ -152,7 +162,9 @@ Value f_float(Interpreter&, const Value& v, CallArgs& a) {
 
 Value f_abs(Interpreter&, const Value& v, CallArgs&) {
   if (!v.is_number()) throw EvalError("bad operand type for abs(): '" + v.type_name() + "'");
-  return v.kind() == Kind::Float ? Value(std::fabs(v.as_float())) : Value(static_cast<int64_t>(std::llabs(v.integer())));
+  if (v.kind() == Kind::Float) return Value(std::fabs(v.as_float()));
+  if (v.integer() == INT64_MIN) throw EvalError("integer overflow: abs(" + std::to_string(v.integer()) + ") does not fit in 64 bits");
+  return Value(static_cast<int64_t>(std::llabs(v.integer())));
 }
 
 Value f_round(Interpreter&, const Value& v, CallArgs& a) {
@@ -221,7 +233,8 @@ Value f_rejectattr(Interpreter& i, const Value& v, CallArgs& a) { return select_
 // jinja2's do_indent, including its habit of treating the text as ending with a newline.
 Value f_indent(Interpreter&, const Value& v, CallArgs& a) {
   const Value width = a.get(0, "width", Value(int64_t{4}));
-  const std::string pad = width.is_string() ? width.as_string() : std::string(static_cast<size_t>(width.integer()), ' ');
+  const std::string pad = width.is_string() ? width.as_string() : std::string(static_cast<size_t>(indent_width(width.integer(), "indent")), ' ');
+  indent_width(static_cast<int64_t>(pad.size()), "indent");
   const bool first = a.get(1, "first", Value(false)).truthy(), blank = a.get(2, "blank", Value(false)).truthy();
   std::vector<std::string> lines;
   const std::u32string text = utf8_decode(v.str() + "\n");
@@ -242,6 +255,7 @@ Value f_indent(Interpreter&, const Value& v, CallArgs& a) {
   for (size_t i = 0; i < lines.size(); ++i) {
     if (i > 0) out += "\n" + ((blank || !lines[i].empty()) ? pad : std::string());
     out += lines[i];
+    check_string_size(out.size());
   }
   return Value(first ? pad + out : out);
 }

@@ -116,6 +116,7 @@ class Encoder {
     for (size_t i = 0; i < items.size(); ++i) {
       if (i) out += separator;
       encode(out, items[i], level + 1);
+      check_string_size(out.size());
     }
     close(out, ']', level);
   }
@@ -135,6 +136,7 @@ class Encoder {
       encode_string(out, key_text(items[i]->first), options_.ensure_ascii);
       out += options_.key_separator;
       encode(out, items[i]->second, level + 1);
+      check_string_size(out.size());
     }
     close(out, '}', level);
   }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
 
 #include "trlhpc/core/error.hpp"
@@ -75,16 +76,23 @@ class Lexer {
   }
 
  private:
-  void locate(Token& t, size_t offset) const {
+  // Tokens are located in increasing offset order, so the column count continues from the previous
+  // token on the same line instead of rescanning the line (which made long lines quadratic).
+  void locate(Token& t, size_t offset) {
     const auto it = std::upper_bound(line_starts_.begin(), line_starts_.end(), offset) - 1;
     t.line = static_cast<int>(it - line_starts_.begin()) + 1;
-    int column = 1;
-    for (size_t i = *it; i < offset && i < src_.size(); ++i)
-      if ((static_cast<unsigned char>(src_[i]) & 0xC0) != 0x80) ++column;
-    t.column = column;
+    if (t.line != located_line_ || offset < located_offset_) {
+      located_line_ = t.line;
+      located_offset_ = *it;
+      located_column_ = 1;
+    }
+    for (size_t i = located_offset_; i < offset && i < src_.size(); ++i)
+      if ((static_cast<unsigned char>(src_[i]) & 0xC0) != 0x80) ++located_column_;
+    located_offset_ = std::max(located_offset_, offset);
+    t.column = located_column_;
   }
 
-  [[noreturn]] void fail(size_t offset, const std::string& message) const {
+  [[noreturn]] void fail(size_t offset, const std::string& message) {
     Token t{TokenKind::End, "", 0, 0};
     locate(t, offset);
     throw_template_error(t.line, t.column, message);
@@ -288,7 +296,12 @@ class Lexer {
       q = whole;
     }
     std::string digits = strip_underscores(src_.substr(p, q - p));
-    if (base != 10) digits = std::to_string(std::strtoll(digits.c_str() + 2, nullptr, base));
+    if (base != 10) {
+      errno = 0;
+      const long long value = std::strtoll(digits.c_str() + 2, nullptr, base);
+      if (errno == ERANGE) fail(p, "integer literal does not fit in 64 bits (trlhpc's chat-template integers are 64-bit)");
+      digits = std::to_string(value);
+    }
     emit(TokenKind::Integer, digits, p);
     return q;
   }
@@ -311,7 +324,7 @@ class Lexer {
   }
 
   // One backslash escape at q (Python's unicode-escape codec); returns the offset after it.
-  size_t unescape(size_t q, std::string& out) const {
+  size_t unescape(size_t q, std::string& out) {
     const char c = src_[q + 1];
     auto hex_escape = [&](size_t digits) {
       if (q + 2 + digits > src_.size()) fail(q, "truncated \\x/\\u/\\U escape in string literal");
@@ -379,6 +392,9 @@ class Lexer {
   std::vector<Token> tokens_;
   size_t pos_ = 0;
   bool line_starting_ = true;
+  int located_line_ = 0;       // locate()'s cursor: the column of byte located_offset_ on located_line_
+  size_t located_offset_ = 0;
+  int located_column_ = 1;
 };
 
 }  // namespace

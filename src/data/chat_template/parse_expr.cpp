@@ -1,6 +1,10 @@
 // Expression parsing (grammar in parser.hpp; reference: jinja2/parser.py).
 #include <cstdlib>
 
+#include <algorithm>
+#include <cerrno>
+
+#include "trlhpc/data/chat_template/limits.hpp"
 #include "trlhpc/data/chat_template/parser.hpp"
 
 namespace trlhpc::chat_template {
@@ -13,7 +17,40 @@ ExprPtr binary(const Token& at, const std::string& op, ExprPtr lhs, ExprPtr rhs)
   node->operands.push_back(std::move(rhs));
   return node;
 }
+
+std::string nesting_message() {
+  return "the template nests more than " + std::to_string(kMaxTemplateNesting) +
+         " levels deep (brackets, operators, 'not', nested blocks), trlhpc's limit (kMaxTemplateNesting)";
+}
 }  // namespace
+
+Parser::Nesting::Nesting(Parser& parser, const Token& at) : parser_(parser) {
+  if (parser_.nesting_ + 1 > kMaxTemplateNesting) parser_.fail(at, nesting_message());
+  ++parser_.nesting_;
+}
+
+ExprPtr Parser::finish(ExprPtr node) const {
+  int depth = 1;
+  for (const auto& operand : node->operands)
+    if (operand) depth = std::max(depth, operand->depth + 1);
+  for (const auto& [key, value] : node->keywords)
+    if (value) depth = std::max(depth, value->depth + 1);
+  node->depth = depth;
+  if (depth > kMaxTemplateNesting) {
+    Token at{TokenKind::End, "", node->line, node->column};
+    fail(at, nesting_message());
+  }
+  return node;
+}
+
+// A decimal integer literal; a UserError when it does not fit in 64 bits (Python's would not overflow).
+int64_t Parser::integer_literal(const Token& token) const {
+  errno = 0;
+  const long long value = std::strtoll(token.value.c_str(), nullptr, 10);
+  if (errno == ERANGE)
+    fail(token, "integer literal " + token.value + " does not fit in 64 bits (trlhpc's chat-template integers are 64-bit)");
+  return value;
+}
 
 ExprPtr Parser::parse_tuple(bool with_conditional, bool explicit_parentheses) {
   const Token start = current();
@@ -33,10 +70,11 @@ ExprPtr Parser::parse_tuple(bool with_conditional, bool explicit_parentheses) {
   }
   auto node = make<Expr>(Expr::Kind::TupleLit, start);
   node->operands = std::move(items);
-  return node;
+  return finish(std::move(node));
 }
 
 ExprPtr Parser::parse_expression(bool with_conditional) {
+  const Nesting nesting(*this, current());
   if (!with_conditional) return parse_or();
   ExprPtr expr = parse_or();
   while (at_name("if")) {
@@ -47,7 +85,7 @@ ExprPtr Parser::parse_expression(bool with_conditional) {
     node->operands.push_back(std::move(expr));
     node->operands.push_back(std::move(condition));
     node->operands.push_back(std::move(otherwise));
-    expr = std::move(node);
+    expr = finish(std::move(node));
   }
   return expr;
 }
@@ -61,7 +99,7 @@ ExprPtr Parser::parse_binary_level(const std::function<ExprPtr()>& operand, std:
       if (keywords ? at_name(candidate) : at_operator(candidate)) op = candidate;
     if (!op) return left;
     const Token at = next();
-    left = binary(at, op, std::move(left), operand());
+    left = finish(binary(at, op, std::move(left), operand()));
   }
 }
 
@@ -71,11 +109,12 @@ ExprPtr Parser::parse_and() { return parse_binary_level([this] { return parse_no
 
 ExprPtr Parser::parse_not() {
   if (!at_name("not")) return parse_compare();
+  const Nesting nesting(*this, current());
   const Token at = next();
   auto node = make<Expr>(Expr::Kind::Unary, at);
   node->name = "not";
   node->operands.push_back(parse_not());
-  return node;
+  return finish(std::move(node));
 }
 
 ExprPtr Parser::parse_compare() {
@@ -106,7 +145,7 @@ ExprPtr Parser::parse_compare() {
     node->comparisons.push_back(op);
     node->operands.push_back(parse_math1());
   }
-  return node ? std::move(node) : std::move(first);
+  return node ? finish(std::move(node)) : std::move(first);
 }
 
 ExprPtr Parser::parse_math1() { return parse_binary_level([this] { return parse_concat(); }, {"+", "-"}, false); }
@@ -122,10 +161,12 @@ ExprPtr Parser::parse_pow() { return parse_binary_level([this] { return parse_un
 ExprPtr Parser::parse_unary(bool with_filter) {
   ExprPtr node;
   if (at_operator("-") || at_operator("+")) {
+    const Nesting nesting(*this, current());
     const Token at = next();
     node = make<Expr>(Expr::Kind::Unary, at);
     node->name = at.value;
     node->operands.push_back(parse_unary(false));
+    node = finish(std::move(node));
   } else {
     node = parse_primary();
   }
@@ -155,7 +196,7 @@ ExprPtr Parser::parse_primary() {
   } else if (token.kind == TokenKind::Integer || token.kind == TokenKind::Float) {
     next();
     node = make<Expr>(Expr::Kind::Literal, token);
-    if (token.kind == TokenKind::Integer) node->value = Value(static_cast<int64_t>(std::strtoll(token.value.c_str(), nullptr, 10)));
+    if (token.kind == TokenKind::Integer) node->value = Value(integer_literal(token));
     else node->value = Value(std::strtod(token.value.c_str(), nullptr));
   } else if (at_operator("(")) {
     next();
@@ -176,6 +217,7 @@ ExprPtr Parser::parse_primary() {
       }
     }
     expect_operator(close);
+    node = finish(std::move(node));
   } else {
     fail(token, "unexpected " + describe(token));
   }
@@ -218,7 +260,7 @@ ExprPtr Parser::parse_filter(ExprPtr node) {
   filter->name = name.value;
   filter->operands.push_back(std::move(node));
   if (at_operator("(")) parse_call_args(filter->operands, filter->keywords);
-  return filter;
+  return finish(std::move(filter));
 }
 
 ExprPtr Parser::parse_test(ExprPtr node) {
@@ -242,7 +284,7 @@ ExprPtr Parser::parse_test(ExprPtr node) {
     if (at_name("is")) fail(t, "tests cannot be chained with 'is'");
     test->operands.push_back(parse_postfix(parse_primary()));  // `x is divisibleby 3`
   }
-  return test;
+  return finish(std::move(test));
 }
 
 ExprPtr Parser::parse_subscript(ExprPtr node) {
@@ -253,15 +295,15 @@ ExprPtr Parser::parse_subscript(ExprPtr node) {
       auto out = make<Expr>(Expr::Kind::Attribute, token);
       out->name = attr.value;
       out->operands.push_back(std::move(node));
-      return out;
+      return finish(std::move(out));
     }
     if (attr.kind != TokenKind::Integer) fail(attr, "expected a name or number after '.', got " + describe(attr));
     auto out = make<Expr>(Expr::Kind::Subscript, token);
     auto index = make<Expr>(Expr::Kind::Literal, attr);
-    index->value = Value(static_cast<int64_t>(std::strtoll(attr.value.c_str(), nullptr, 10)));
+    index->value = Value(integer_literal(attr));
     out->operands.push_back(std::move(node));
     out->operands.push_back(std::move(index));
-    return out;
+    return finish(std::move(out));
   }
   // '[' index ']' or '[' start? ':' stop? (':' step?)? ']'
   std::vector<ExprPtr> bounds;
@@ -280,14 +322,14 @@ ExprPtr Parser::parse_subscript(ExprPtr node) {
   auto out = make<Expr>(is_slice ? Expr::Kind::Slice : Expr::Kind::Subscript, token);
   out->operands.push_back(std::move(node));
   for (auto& b : bounds) out->operands.push_back(std::move(b));
-  return out;
+  return finish(std::move(out));
 }
 
 ExprPtr Parser::parse_call(ExprPtr callee) {
   auto call = make<Expr>(Expr::Kind::Call, current());
   call->operands.push_back(std::move(callee));
   parse_call_args(call->operands, call->keywords);
-  return call;
+  return finish(std::move(call));
 }
 
 void Parser::parse_call_args(std::vector<ExprPtr>& positional, KeywordArgs& keywords) {

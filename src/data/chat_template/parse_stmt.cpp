@@ -114,6 +114,7 @@ Body Parser::parse_body(const std::vector<std::string>& end_names, const Token* 
 }
 
 NodePtr Parser::parse_statement() {
+  const Nesting nesting(*this, current());
   const Token tag = next();
   const std::string& name = tag.value;
   if (name == "if") return parse_if(tag);
@@ -172,8 +173,13 @@ NodePtr Parser::parse_for(const Token& tag) {
   if (at_name("recursive")) fail(current(), "recursive for loops are not supported");
   expect_block_end();
   ++loop_depth_;
+  const size_t body_begin = pos_;
   node->body = parse_body({"endfor", "else"}, &tag);
   --loop_depth_;
+  // Building `loop` is most of an iteration's cost; a body that never names it does without.
+  node->uses_loop = std::any_of(tokens_.begin() + static_cast<std::ptrdiff_t>(body_begin),
+                                tokens_.begin() + static_cast<std::ptrdiff_t>(pos_),
+                                [](const Token& t) { return t.kind == TokenKind::Name && t.value == "loop"; });
   if (next().value == "else") {
     expect_block_end();
     node->else_body = parse_body({"endfor"}, &tag);

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "trlhpc/data/chat_template/value.hpp"
+
 namespace trlhpc::chat_template {
 
 std::u32string utf8_decode(const std::string& s) {
@@ -211,6 +213,7 @@ std::string python_replace(const std::string& s, const std::string& old, const s
       if (count < 0 || done < count) {
         out += replacement;
         ++done;
+        check_string_size(out.size());
       }
       if (i < text.size()) utf8_append(out, text[i]);
     }
@@ -223,6 +226,7 @@ std::string python_replace(const std::string& s, const std::string& old, const s
     if (hit == std::string::npos) break;
     out.append(s, pos, hit - pos);
     out += replacement;
+    check_string_size(out.size());
     pos = hit + old.size();
     ++done;
   }
@@ -305,10 +309,11 @@ std::vector<int64_t> python_slice_indices(int64_t length, std::optional<int64_t>
   const int64_t first = adjust(start, st < 0 ? length - 1 : 0);
   const int64_t last = adjust(stop, st < 0 ? -1 : length);
   std::vector<int64_t> indices;
-  if (st > 0)
-    for (int64_t i = first; i < last; i += st) indices.push_back(i);
-  else
-    for (int64_t i = first; i > last; i += st) indices.push_back(i);
+  // A step near the int64 range must stop the walk rather than wrap around (x[1::9223372036854775807]).
+  for (int64_t i = first; st > 0 ? i < last : i > last;) {
+    indices.push_back(i);
+    if (__builtin_add_overflow(i, st, &i)) break;
+  }
   return indices;
 }
 

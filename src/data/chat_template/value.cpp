@@ -10,21 +10,113 @@
 
 namespace trlhpc::chat_template {
 
+namespace {
+
+uint64_t saturating_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+[[noreturn]] void throw_too_many_items(size_t n) {
+  throw EvalError("a list or dict of " + std::to_string(n) + " items exceeds trlhpc's limit of " +
+                  std::to_string(kMaxListItems) + " (kMaxListItems)");
+}
+
+}  // namespace
+
+void throw_too_deep() {
+  throw EvalError("a value nested more than " + std::to_string(kMaxValueDepth) +
+                  " levels deep (lists and dicts inside each other) exceeds trlhpc's limit (kMaxValueDepth)");
+}
+
+void check_string_size(size_t bytes) {
+  if (bytes > kMaxStringBytes)
+    throw EvalError("a string of " + std::to_string(bytes) + " bytes exceeds trlhpc's limit of " +
+                    std::to_string(kMaxStringBytes) + " bytes (kMaxStringBytes)");
+}
+
+int64_t float_to_integer(double d) {
+  if (std::isnan(d)) throw EvalError("cannot convert float NaN to integer");
+  if (!(d >= -0x1p63 && d < 0x1p63))
+    throw EvalError("cannot convert float " + python_float_repr(d) + " to integer: it does not fit in 64 bits");
+  return static_cast<int64_t>(d);
+}
+
+Value::Value(std::string s) {
+  check_string_size(s.size());
+  data_ = std::move(s);
+}
+
 Value Value::list(std::vector<Value> items, bool is_tuple) {
+  if (items.size() > kMaxListItems) throw_too_many_items(items.size());
   auto l = std::make_shared<List>();
+  for (const Value& item : items) {
+    l->depth = std::max(l->depth, item.depth() + 1);
+    l->holds_namespace = l->holds_namespace || item.holds_namespace();
+    l->weight = saturating_add(l->weight, item.weight());
+  }
+  if (l->depth > kMaxValueDepth) throw_too_deep();
   l->items = std::move(items);
   l->is_tuple = is_tuple;
   return Value(ListPtr(std::move(l)));
 }
 
 Value Value::dict(std::vector<std::pair<Value, Value>> items) {
+  if (items.size() > kMaxListItems) throw_too_many_items(items.size());
   auto d = std::make_shared<Dict>();
+  for (auto& [k, v] : items) {
+    d->depth = std::max({d->depth, k.depth() + 1, v.depth() + 1});
+    d->holds_namespace = d->holds_namespace || k.holds_namespace() || v.holds_namespace();
+    d->weight = saturating_add(d->weight, saturating_add(k.weight(), v.weight()));
+  }
+  if (d->depth > kMaxValueDepth) throw_too_deep();
   for (auto& [k, v] : items) d->set(std::move(k), std::move(v));
   return Value(DictPtr(std::move(d)));
 }
 
-Value Value::function(std::string name, std::function<Value(CallArgs&, Interpreter&)> fn) {
-  return Value(CallablePtr(std::make_shared<const Callable>(Callable{std::move(name), std::move(fn)})));
+Value Value::function(std::string name, std::function<Value(CallArgs&, Interpreter&)> fn, const Value& bound) {
+  auto c = std::make_shared<Callable>(Callable{std::move(name), std::move(fn)});
+  c->depth = bound.kind() == Kind::None ? 0 : bound.depth() + 1;
+  if (c->depth > kMaxValueDepth) throw_too_deep();
+  c->holds_namespace = bound.holds_namespace();
+  c->weight = saturating_add(1, bound.kind() == Kind::None ? 0 : bound.weight());
+  return Value(CallablePtr(std::move(c)));
+}
+
+int Value::depth() const {
+  switch (kind()) {
+    case Kind::List: return as_list().depth;
+    case Kind::Dict: return as_dict().depth;
+    case Kind::Callable: return as_callable().depth;
+    case Kind::Namespace: {  // mutable, so computed; its items hold no namespace (exec_set refuses one)
+      int d = 1;
+      for (const auto& [k, v] : as_namespace().items) d = std::max(d, v.depth() + 1);
+      return d;
+    }
+    default: return 0;
+  }
+}
+
+uint64_t Value::weight() const {
+  switch (kind()) {
+    case Kind::String: return 1 + as_string().size() / 64;
+    case Kind::List: return as_list().weight;
+    case Kind::Dict: return as_dict().weight;
+    case Kind::Callable: return as_callable().weight;
+    case Kind::Namespace: {
+      uint64_t w = 1;
+      for (const auto& [k, v] : as_namespace().items) w = saturating_add(w, v.weight());
+      return w;
+    }
+    default: return 1;
+  }
+}
+
+bool Value::holds_namespace() const {
+  switch (kind()) {
+    case Kind::Namespace: return true;
+    case Kind::List: return as_list().holds_namespace;
+    case Kind::Dict: return as_dict().holds_namespace;
+    case Kind::Callable: return as_callable().holds_namespace;
+    default: return false;
+  }
 }
 
 const Value* Dict::find(const Value& key) const {
@@ -58,7 +150,11 @@ double Value::number() const {
   }
 }
 
-int64_t Value::integer() const { return kind() == Kind::Bool ? (as_bool() ? 1 : 0) : as_int(); }
+int64_t Value::integer() const {
+  if (kind() == Kind::Bool) return as_bool() ? 1 : 0;
+  if (kind() != Kind::Int) throw EvalError("'" + type_name() + "' object cannot be interpreted as an integer");
+  return as_int();
+}
 
 bool Value::truthy() const {
   switch (kind()) {

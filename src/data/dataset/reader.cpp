@@ -25,6 +25,16 @@ int64_t lines_before(const std::string& text, size_t byte) {
 
 const char* json_type_name(const nlohmann::ordered_json& v) { return v.type_name(); }
 
+// nlohmann's parser callback sees the depth of every value; refusing past kMaxRowNesting keeps later
+// recursive walks of the row (and nlohmann's own dump) within the stack.
+struct TooDeep {};
+bool refuse_deep_nesting(int depth, nlohmann::ordered_json::parse_event_t event, nlohmann::ordered_json&) {
+  if (depth > kMaxRowNesting &&
+      (event == nlohmann::ordered_json::parse_event_t::object_start || event == nlohmann::ordered_json::parse_event_t::array_start))
+    throw TooDeep{};
+  return true;
+}
+
 }  // namespace
 
 DatasetReader::DatasetReader(std::vector<std::string> files, DatasetReaderOptions options)
@@ -77,10 +87,19 @@ bool DatasetReader::accept(const std::string& text, int64_t line, DatasetRow& ro
   std::string problem;
   int64_t problem_line = line;
   try {
-    row.value = nlohmann::ordered_json::parse(text);
+    row.value = nlohmann::ordered_json::parse(text, refuse_deep_nesting);
     if (!row.value.is_object())
       problem = std::string("the row is a JSON ") + json_type_name(row.value) +
                 ", not an object like {\"messages\": [...]} or {\"text\": \"...\"}";
+  } catch (const TooDeep&) {
+    problem = "the row nests objects and arrays more than " + std::to_string(kMaxRowNesting) +
+              " levels deep, trlhpc's limit (kMaxRowNesting)";
+  } catch (const nlohmann::ordered_json::out_of_range& e) {
+    // A number beyond double's range (1e999): nlohmann refuses it (Python would read inf).
+    std::string detail = e.what();
+    if (size_t tag_end = detail.find("] "); detail.rfind("[json.exception", 0) == 0 && tag_end != std::string::npos)
+      detail.erase(0, tag_end + 2);
+    problem = "a value is out of range: " + detail;
   } catch (const nlohmann::ordered_json::parse_error& e) {
     // Drop nlohmann's "[json.exception.parse_error.101] " tag; keep "parse error at line 1, column 9: ...".
     std::string detail = e.what();

@@ -56,6 +56,7 @@ struct RowTokenizer::State {
   const tokenizer::Tokenizer* tokenizer = nullptr;
   bool completion_only = false;
   std::optional<chat_template::ChatTemplate> chat;
+  std::string template_origin;  // the file the chat template came from, for error messages
   nlohmann::ordered_json special_context;
   std::string eos_token;
   mutable EndOfTurnCount end_of_turn;  // counted while tokenizing
@@ -86,7 +87,13 @@ RowTokenizer::RowTokenizer(const SftDataOptions& options, const DatasetFormSpec&
                     " rows, which need a tokenizer: pass --tokenizer DIR or --model_name_or_path DIR");
   if (tokenizer) s.eos_token = tokenizer->eos_token().value_or("");
   if (form.conversational()) {
-    s.chat = chat_template::ChatTemplate::parse(chat_template::load_chat_template(options.tokenizer_dir, options.chat_template_path));
+    s.template_origin = chat_template::chat_template_origin(options.tokenizer_dir, options.chat_template_path);
+    const std::string source = chat_template::load_chat_template(options.tokenizer_dir, options.chat_template_path);
+    try {
+      s.chat = chat_template::ChatTemplate::parse(source);
+    } catch (const UserError& e) {
+      throw UserError(s.template_origin + ": " + e.what());
+    }
     s.special_context = chat_template::load_special_tokens_context(options.tokenizer_dir);
   }
   if (options.assistant_only_loss && !form.conversational() && form.form != DatasetForm::kPreTokenized)
@@ -137,6 +144,15 @@ std::string RowTokenizer::untrained_cause() const {
 }
 
 TokenizedExample RowTokenizer::tokenize(const DatasetRow& row) const {
+  if (!state_->form.conversational()) return tokenize_row(row);
+  try {
+    return tokenize_row(row);
+  } catch (const UserError& e) {  // a template error: name the row and the template's file too
+    throw UserError(row.where() + ": rendering the chat template of " + state_->template_origin + ": " + e.what());
+  }
+}
+
+TokenizedExample RowTokenizer::tokenize_row(const DatasetRow& row) const {
   const State& s = *state_;
   const nlohmann::ordered_json& v = row.value;
   switch (s.form.form) {

@@ -5,6 +5,7 @@
 
 #include "byte_level.hpp"
 #include "trlhpc/core/error.hpp"
+#include "trlhpc/data/tokenizer/tokenizer.hpp"
 #include "utf8.hpp"
 
 namespace trlhpc::tokenizer::detail {
@@ -36,7 +37,8 @@ BpeModel::BpeModel(BpeModelSpec spec, const std::string& file)
   if (byte_level_) byte_vocab_.reserve(spec.vocab.size());
   std::string bytes;
   for (const auto& [token, id] : spec.vocab) {
-    TRLHPC_REQUIRE(id >= 0, file + ": vocabulary id " + std::to_string(id) + " of \"" + token + "\" is negative");
+    TRLHPC_REQUIRE(id >= 0 && id <= kMaxTokenId, file + ": vocabulary id " + std::to_string(id) + " of \"" + token +
+                                                     "\" is outside 0.." + std::to_string(kMaxTokenId) + " (kMaxTokenId)");
     vocab_.assign(token, id);
     // Tokens outside the alphabet can never be produced from bytes; they stay reachable by id only.
     if (byte_level_ && byte_level_decode(token, bytes)) byte_vocab_.assign(bytes, id);

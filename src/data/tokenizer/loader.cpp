@@ -141,8 +141,8 @@ void add_config_added_tokens(const json& config, const std::string& config_file,
   for (const auto& [key, entry] : decoder_entries.items()) {
     int32_t id = -1;
     try {
-      id = std::stoi(key);
-    } catch (const std::exception&) {
+      id = detail::checked_token_id(nlohmann::json(std::stoll(key)), config_file + ": added_tokens_decoder key");
+    } catch (const std::logic_error&) {  // std::stoll: not a number, or out of range
       throw_user_error(config_file + ": added_tokens_decoder key \"" + key + "\" is not a token id");
     }
     if (known_ids.insert(id).second)

@@ -124,12 +124,18 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
 }
 
 TokenizedText Tokenizer::encode_with_offsets(std::string_view text, bool add_special_tokens) const {
-  // Offsets refer to `text`; invalid UTF-8 is repaired first, so they then refer to the repaired text.
+  // Invalid UTF-8 is repaired first; the offsets into the repaired text are then mapped back to `text`.
   TokenizedText out;
   if (detail::is_valid_utf8(text)) {
     impl_->encode(text, add_special_tokens, out.ids, &out.offsets);
   } else {
-    impl_->encode(detail::repair_utf8(text), add_special_tokens, out.ids, &out.offsets);
+    detail::RepairedOffsets repaired;
+    impl_->encode(detail::repair_utf8(text, &repaired), add_special_tokens, out.ids, &out.offsets);
+    for (auto& [begin, end] : out.offsets) {
+      const bool empty = begin == end;  // post-processor tokens and empty ranges stay empty
+      begin = repaired.begin[begin];
+      end = empty ? begin : repaired.end[end];
+    }
   }
   return out;
 }

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "json_fields.hpp"
+#include "trlhpc/data/tokenizer/tokenizer.hpp"
 #include "trlhpc/core/error.hpp"
 
 namespace trlhpc::tokenizer::detail {
@@ -25,13 +26,21 @@ nlohmann::json read_json_file(const std::filesystem::path& path) {
   }
 }
 
+int32_t checked_token_id(const nlohmann::json& id, const std::string& what) {
+  const bool in_range = id.is_number_unsigned() ? id.get<uint64_t>() <= static_cast<uint64_t>(kMaxTokenId)
+                                                : id.get<int64_t>() >= 0 && id.get<int64_t>() <= kMaxTokenId;
+  TRLHPC_REQUIRE(in_range, what + " " + id.dump() + " is outside 0.." + std::to_string(kMaxTokenId) +
+                               " (trlhpc's limit kMaxTokenId); the file is corrupt or not a tokenizer");
+  return static_cast<int32_t>(id.get<int64_t>());
+}
+
 std::vector<std::pair<std::string, int32_t>> read_vocab(const nlohmann::json& vocab, const std::string& where) {
   TRLHPC_REQUIRE(vocab.is_object(), where + ": the vocabulary must be a JSON object {\"token\": id, ...}");
   std::vector<std::pair<std::string, int32_t>> out;
   out.reserve(vocab.size());
   for (const auto& [token, id] : vocab.items()) {
     TRLHPC_REQUIRE(id.is_number_integer(), where + ": vocabulary id of \"" + token + "\" is not an integer");
-    out.emplace_back(token, id.get<int32_t>());
+    out.emplace_back(token, checked_token_id(id, where + ": vocabulary id of \"" + token + "\""));
   }
   return out;
 }
@@ -81,7 +90,7 @@ AddedToken read_added_token(const nlohmann::json& entry, int32_t id, const std::
   token.id = id;
   if (entry.contains("id")) {
     TRLHPC_REQUIRE(entry["id"].is_number_integer(), where + ": added token id must be an integer");
-    token.id = entry["id"].get<int32_t>();
+    token.id = checked_token_id(entry["id"], where + ": added token id");
   }
   TRLHPC_REQUIRE(token.id >= 0, where + ": added token without a valid id: " + entry.dump().substr(0, 120));
   token.content = required_string(entry, "content", where + " added token");

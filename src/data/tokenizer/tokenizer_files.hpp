@@ -18,6 +18,9 @@ nlohmann::json read_json_file(const std::filesystem::path& path);
 // Whole text of `path`; UserError when it cannot be read.
 std::string read_text_file(const std::filesystem::path& path);
 
+// A token id from a JSON integer: a UserError naming `what` unless 0 <= id <= kMaxTokenId.
+int32_t checked_token_id(const nlohmann::json& id, const std::string& what);
+
 // vocab.json: {"token": id, ...}.
 std::vector<std::pair<std::string, int32_t>> read_vocab(const nlohmann::json& vocab, const std::string& where);
 

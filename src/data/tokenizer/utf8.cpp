@@ -78,22 +78,39 @@ bool is_valid_utf8(std::string_view text) {
   return true;
 }
 
-std::string repair_utf8(std::string_view text) {
+std::string repair_utf8(std::string_view text, RepairedOffsets* offsets) {
   const auto* p = reinterpret_cast<const unsigned char*>(text.data());
   const size_t n = text.size();
   std::string out;
   out.reserve(n + 8);
+  if (offsets) {
+    offsets->begin.clear();
+    offsets->end.clear();
+  }
   size_t i = 0;
   while (i < n) {
     size_t subpart;
     const size_t length = well_formed_length(p + i, n - i, subpart);
     if (length == 0) {
       out += "\xEF\xBF\xBD";
+      if (offsets) {  // a range may start at the U+FFFD's first byte only; one ending inside it takes all of it
+        offsets->begin.insert(offsets->begin.end(), {i, i, i});
+        offsets->end.insert(offsets->end.end(), {i, i + subpart, i + subpart});
+      }
       i += subpart;
     } else {
       out.append(text.data() + i, length);
+      if (offsets)
+        for (size_t k = 0; k < length; ++k) {
+          offsets->begin.push_back(i + k);
+          offsets->end.push_back(i + k);
+        }
       i += length;
     }
+  }
+  if (offsets) {
+    offsets->begin.push_back(n);
+    offsets->end.push_back(n);
   }
   return out;
 }

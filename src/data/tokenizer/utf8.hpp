@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace trlhpc::tokenizer::detail {
 
@@ -43,7 +44,13 @@ bool is_valid_utf8(std::string_view text);
 
 // `text` with every maximal ill-formed subsequence replaced by U+FFFD (Unicode 15 section 3.9,
 // "substitution of maximal subparts", as Rust's String::from_utf8_lossy does).
-std::string repair_utf8(std::string_view text);
+// With `offsets`, also where each byte offset of the result lies in `text`: a range [b, e) of the
+// result covers [offsets->begin[b], offsets->end[e]) of `text` (a range that starts or ends inside a
+// U+FFFD covers the whole ill-formed subsequence it replaced).
+struct RepairedOffsets {
+  std::vector<size_t> begin, end;  // (result size + 1)
+};
+std::string repair_utf8(std::string_view text, RepairedOffsets* offsets = nullptr);
 
 // The Unicode White_Space property.
 inline bool is_unicode_whitespace(char32_t c) {

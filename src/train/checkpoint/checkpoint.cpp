@@ -103,6 +103,14 @@ std::string save_checkpoint(const SaveRequest& request, Trainer& trainer) {
   return write_checkpoint(request, model.groups().world(), layout, source, trainer.optimizer().step_count());
 }
 
+namespace {
+const nlohmann::json& manifest_datasets(const std::string& dir, const nlohmann::json& manifest) {
+  if (!manifest.contains("datasets"))
+    throw UserError("checkpoint " + dir + ": " + kManifestFile + " lists no datasets; the manifest is damaged");
+  return manifest["datasets"];
+}
+}  // namespace
+
 nlohmann::json open_manifest(const std::string& dir, const nlohmann::json& identity) {
   nlohmann::json manifest = read_manifest(dir);
   require_same_identity(dir, manifest.value("identity", nlohmann::json::object()), identity);
@@ -112,7 +120,7 @@ nlohmann::json open_manifest(const std::string& dir, const nlohmann::json& ident
 TrainingProgress load_checkpoint(const std::string& dir, const nlohmann::json& manifest, Trainer& trainer) {
   ParallelModel& model = trainer.model();
   ParallelHdf5File file = ParallelHdf5File::open((fs::path(dir) / kStateFile).string(), model.groups().world());
-  const nlohmann::json& datasets = manifest.at("datasets");
+  const nlohmann::json& datasets = manifest_datasets(dir, manifest);
   read_parameters(file, model, datasets);
   read_optimizer_state(file, model, trainer.optimizer(), datasets);
   file.close();
@@ -121,14 +129,15 @@ TrainingProgress load_checkpoint(const std::string& dir, const nlohmann::json& m
   p.step = manifest.value("step", int64_t{0});
   p.num_tokens = manifest.value("num_tokens", int64_t{0});
   p.epoch = manifest.value("epoch", 0.0);
-  p.sampler_epoch = manifest["sampler"].value("epoch", int64_t{0});
-  p.sampler_step = manifest["sampler"].value("step", int64_t{0});
+  const nlohmann::json sampler = manifest.value("sampler", nlohmann::json::object());
+  p.sampler_epoch = sampler.value("epoch", int64_t{0});
+  p.sampler_step = sampler.value("step", int64_t{0});
   return p;
 }
 
 void load_checkpoint_parameters(const std::string& dir, const nlohmann::json& manifest, ParallelModel& model) {
   ParallelHdf5File file = ParallelHdf5File::open((fs::path(dir) / kStateFile).string(), model.groups().world());
-  read_parameters(file, model, manifest.at("datasets"));
+  read_parameters(file, model, manifest_datasets(dir, manifest));
   file.close();
 }
 

@@ -53,6 +53,34 @@ std::string resolve_checkpoint(const std::string& request, const std::string& ou
   return request;
 }
 
+namespace {
+
+// The fields resuming reads, with the types it reads them as: a manifest is a file on disk that may
+// have been edited or damaged, and every rank must refuse it with the same UserError.
+void check_manifest_fields(const std::string& dir, const nlohmann::json& m) {
+  auto bad = [&](const std::string& field, const char* want) {
+    throw UserError("checkpoint " + dir + ": " + kManifestFile + " field \"" + field + "\" must be " + want +
+                    "; the manifest is damaged: resume from another checkpoint");
+  };
+  for (const char* key : {"step", "num_tokens", "optimizer_step"})
+    if (m.contains(key) && !(m[key].is_number_integer() && m[key].get<int64_t>() >= 0)) bad(key, "a non-negative integer");
+  if (m.contains("epoch") && !m["epoch"].is_number()) bad("epoch", "a number");
+  if (m.contains("identity") && !m["identity"].is_object()) bad("identity", "an object");
+  if (m.contains("sampler")) {
+    if (!m["sampler"].is_object()) bad("sampler", "an object {\"epoch\", \"step\"}");
+    for (const char* key : {"epoch", "step"})
+      if (m["sampler"].contains(key) && !(m["sampler"][key].is_number_integer() && m["sampler"][key].get<int64_t>() >= 0))
+        bad(std::string("sampler.") + key, "a non-negative integer");
+  }
+  if (!m.contains("datasets")) return;
+  if (!m["datasets"].is_object()) bad("datasets", "an object of {\"checksum\": ...} per dataset");
+  for (const auto& [name, entry] : m["datasets"].items())
+    if (!entry.is_object() || (entry.contains("checksum") && !entry["checksum"].is_string()))
+      bad("datasets." + name, "an object with a string \"checksum\"");
+}
+
+}  // namespace
+
 nlohmann::json read_manifest(const std::string& dir) {
   const fs::path path = fs::path(dir) / kManifestFile;
   std::ifstream in(path);
@@ -60,14 +88,31 @@ nlohmann::json read_manifest(const std::string& dir) {
     throw UserError("checkpoint " + dir + " has no " + kManifestFile +
                     ": it is not a checkpoint, or its save did not finish (the manifest is written last); "
                     "resume from an earlier one (--resume_from_checkpoint latest picks the newest complete one)");
-  nlohmann::json manifest = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (manifest.is_discarded() || !manifest.is_object() || manifest.value("format", "") != "trlhpc-checkpoint")
+  // A manifest nests a few levels; refusing deep nesting keeps the recursive identity comparison and
+  // dump() within the stack for a damaged or crafted file.
+  const nlohmann::json::parser_callback_t shallow = [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+    if (depth > kMaxManifestNesting)
+      throw UserError("manifest nests deeper than " + std::to_string(kMaxManifestNesting) + " levels (kMaxManifestNesting)");
+    return true;
+  };
+  nlohmann::json manifest;
+  try {
+    manifest = nlohmann::json::parse(in, shallow, /*allow_exceptions=*/false);
+  } catch (const UserError& e) {
+    throw UserError("checkpoint " + dir + ": " + kManifestFile + " " + e.what() + "; the manifest is damaged");
+  }
+  if (manifest.is_discarded() || !manifest.is_object() || !manifest.contains("format") ||
+      manifest["format"] != "trlhpc-checkpoint")
     throw UserError("checkpoint " + dir + ": " + kManifestFile + " is not a trlhpc checkpoint manifest");
-  const int version = manifest.value("format_version", 0);
+  const nlohmann::json& version_field = manifest.contains("format_version") ? manifest["format_version"] : nlohmann::json(0);
+  const int version = version_field.is_number_integer() && version_field.get<int64_t>() >= 0 && version_field.get<int64_t>() < 1000000
+                          ? static_cast<int>(version_field.get<int64_t>())
+                          : 0;
   if (version > kFormatVersion)
     throw UserError("checkpoint " + dir + " has format version " + std::to_string(version) + "; this trlhpc reads up to " +
                     std::to_string(kFormatVersion) + ": resume it with a newer trlhpc");
   if (version < 1) throw UserError("checkpoint " + dir + ": " + kManifestFile + " has no valid format_version");
+  check_manifest_fields(dir, manifest);
   if (!fs::exists(fs::path(dir) / kStateFile))
     throw UserError("checkpoint " + dir + " has a manifest but no " + kStateFile + ": the folder is incomplete");
   return manifest;

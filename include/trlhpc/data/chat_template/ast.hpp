@@ -36,6 +36,7 @@ struct Expr {
                     Unary, Binary, Compare, Conditional };
   Kind kind;
   int line = 0, column = 0;
+  int depth = 1;  // levels of this tree: 1 + the deepest operand (at most kMaxTemplateNesting)
   Value value;
   std::string name;
   std::vector<ExprPtr> operands;
@@ -70,6 +71,7 @@ struct Node {
   std::vector<std::pair<ExprPtr, Body>> branches;
   std::vector<std::string> targets;
   bool attribute_target = false;
+  bool uses_loop = true;  // For: the body names `loop` (else the loop object is not built)
   std::vector<std::pair<std::string, ExprPtr>> params;
   std::vector<ExprPtr> filters;  // SetBlock: Filter expressions whose input is a placeholder
   Body body;

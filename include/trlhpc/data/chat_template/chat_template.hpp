@@ -101,6 +101,8 @@ AssistantCharMask assistant_char_mask(const ChatTemplate& chat_template, const n
 //    "chat_template" (a string, or a list of {"name", "template"} from which "default" is taken).
 // Throws UserError naming the file when there is none.
 std::string load_chat_template(const std::string& tokenizer_dir, const std::string& chat_template_path = "");
+// The file load_chat_template reads the template from, for error messages ("" when there is none).
+std::string chat_template_origin(const std::string& tokenizer_dir, const std::string& chat_template_path = "");
 
 // The special-token variables apply_chat_template passes (tokenizer.special_tokens_map): bos_token,
 // eos_token, unk_token, pad_token from tokenizer_config.json, each only when set (a string, or an

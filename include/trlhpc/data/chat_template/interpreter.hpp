@@ -22,12 +22,6 @@
 
 namespace trlhpc::chat_template {
 
-// A failure during evaluation, without a position yet (see above).
-class EvalError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
 // The message of raise_exception(...): kept apart so the UserError can quote it verbatim.
 class RaisedException : public std::runtime_error {
  public:
@@ -81,6 +75,22 @@ class Interpreter {
   CallArgs eval_args(const Expr& e, const ScopePtr& scope, size_t first_positional);
 
   std::string& out() { return buffers_.back(); }
+  void append_output(const std::string& text);
+
+  // Adds `steps` to this render's count; EvalError past kMaxRenderSteps.
+  void charge(uint64_t steps);
+
+  // Counts one evaluation level and one step (limits.hpp); the destructor leaves the level.
+  class Level {
+   public:
+    explicit Level(Interpreter& interp);
+    ~Level() { --interp_.depth_; }
+    Level(const Level&) = delete;
+    Level& operator=(const Level&) = delete;
+
+   private:
+    Interpreter& interp_;
+  };
 
   const Program& program_;
   std::vector<std::string> buffers_;  // [0] is the template's output; more while capturing
@@ -88,7 +98,13 @@ class Interpreter {
   // Scopes that define macros, kept for the whole render: a macro refers to its defining scope weakly
   // (the scope also holds the macro), so it must not die before the macro's last call.
   std::vector<ScopePtr> macro_scopes_;
+  int depth_ = 0;             // statements and expressions being evaluated (kMaxEvaluationDepth)
+  int macro_calls_ = 0;       // macro calls in progress (kMaxMacroCallDepth)
+  int64_t steps_ = 0;         // evaluated so far in this render (kMaxRenderSteps)
 };
+
+// EvalError when `value` holds a namespace(): a namespace attribute may not (it could then hold itself).
+void check_namespace_item(const Value& value);
 
 // ---- operators (operators.cpp): Python semantics, EvalError on type errors
 Value binary_operator(const std::string& op, const Value& a, const Value& b);

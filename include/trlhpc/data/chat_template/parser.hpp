@@ -75,6 +75,24 @@ class Parser {
   [[noreturn]] void fail(const Token& at, const std::string& message) const;
   static std::string describe(const Token& t);
 
+  // Sets `node`'s depth from its operands; a UserError when it exceeds kMaxTemplateNesting (the
+  // evaluator and the destructor recurse once per level).
+  ExprPtr finish(ExprPtr node) const;
+  int64_t integer_literal(const Token& token) const;
+
+  // One level of recursion in the parser (a bracket, `not`, unary sign or nested block); a UserError
+  // at `at` past kMaxTemplateNesting.
+  class Nesting {
+   public:
+    Nesting(Parser& parser, const Token& at);
+    ~Nesting() { --parser_.nesting_; }
+    Nesting(const Nesting&) = delete;
+    Nesting& operator=(const Nesting&) = delete;
+
+   private:
+    Parser& parser_;
+  };
+
   template <class T>
   static std::unique_ptr<T> make(typename T::Kind kind, const Token& at) {
     auto node = std::make_unique<T>();
@@ -88,7 +106,8 @@ class Parser {
   const std::vector<Token>& tokens_;
   size_t pos_ = 0;
   bool has_generation_ = false;
-  int loop_depth_ = 0;  // `break`/`continue` are only valid inside a for loop (not across a macro)
+  int loop_depth_ = 0;
+  int nesting_ = 0;     // open Nesting levels  // `break`/`continue` are only valid inside a for loop (not across a macro)
 };
 
 }  // namespace trlhpc::chat_template

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <variant>
@@ -17,11 +18,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include "trlhpc/data/chat_template/limits.hpp"
+
 namespace trlhpc::chat_template {
 
 class Value;
 struct CallArgs;
 class Interpreter;
+
+// A failure during evaluation, without a template position yet: the interpreter turns it into a
+// UserError naming the innermost expression's line and column (interpreter.hpp).
+class EvalError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 // jinja2.Undefined: a missing variable, key or attribute. `hint` names it for error messages
 // ("'tools' is undefined").
@@ -29,15 +39,24 @@ struct Undefined {
   std::string hint;
 };
 
+// Lists, dicts and callables record how deeply they nest (1 + their deepest element) and whether a
+// namespace() is inside, when they are built: the limits of limits.hpp are checked there, and a
+// namespace can then never come to hold itself (a reference cycle).
 struct List {
   std::vector<Value> items;
   bool is_tuple = false;  // repr "(a, b)" instead of "[a, b]"
+  int depth = 1;
+  bool holds_namespace = false;
+  uint64_t weight = 1;  // Value::weight
 };
 
 // A Python dict (insertion-ordered). Keys are Values compared with Python ==; dicts in chat templates
 // are small, so lookup is a linear scan.
 struct Dict {
   std::vector<std::pair<Value, Value>> items;
+  int depth = 1;  // as List; not maintained for a namespace (Value::depth computes it)
+  bool holds_namespace = false;
+  uint64_t weight = 1;
   const Value* find(const Value& key) const;
   const Value* find(const std::string& key) const;
   void set(Value key, Value value);  // replaces an equal key in place, else appends
@@ -48,6 +67,9 @@ struct Dict {
 struct Callable {
   std::string name;
   std::function<Value(CallArgs&, Interpreter&)> call;
+  int depth = 0;                 // a bound method holds its object: the object's depth + 1
+  bool holds_namespace = false;  // ... and whatever namespace that object holds
+  uint64_t weight = 1;
 };
 
 using ListPtr = std::shared_ptr<const List>;
@@ -65,7 +87,8 @@ class Value {
   Value(int i) : data_(static_cast<int64_t>(i)) {}
   Value(int64_t i) : data_(i) {}
   Value(double d) : data_(d) {}
-  Value(std::string s) : data_(std::move(s)) {}
+  // EvalError when `s` is longer than kMaxStringBytes (limits.hpp).
+  Value(std::string s);
   Value(const char* s) : data_(std::string(s)) {}
   Value(Undefined u) : data_(std::move(u)) {}
   Value(ListPtr l) : data_(std::move(l)) {}
@@ -74,11 +97,15 @@ class Value {
   Value(CallablePtr c) : data_(std::move(c)) {}
 
   static Value undefined(std::string hint) { return Value(Undefined{std::move(hint)}); }
+  // EvalError when the result would exceed kMaxListItems or kMaxValueDepth (limits.hpp).
   static Value list(std::vector<Value> items, bool is_tuple = false);
   static Value dict(std::vector<std::pair<Value, Value>> items);
-  static Value function(std::string name, std::function<Value(CallArgs&, Interpreter&)> fn);
+  // `bound` is the object a bound method holds (None for a free function).
+  static Value function(std::string name, std::function<Value(CallArgs&, Interpreter&)> fn,
+                        const Value& bound = Value());
+  // EvalError for JSON nested deeper than kMaxValueDepth or holding an over-long string.
   template <class BasicJson>
-  static Value from_json(const BasicJson& j);
+  static Value from_json(const BasicJson& j, int depth = 1);
 
   Kind kind() const { return static_cast<Kind>(data_.index()); }
   bool is_undefined() const { return kind() == Kind::Undefined; }
@@ -97,9 +124,17 @@ class Value {
   const Callable& as_callable() const { return *std::get<CallablePtr>(data_); }
   // Int, Bool or Float as a double (Python's numeric tower: bool is an int).
   double number() const;
-  // Int or Bool as an integer.
+  // Int or Bool as an integer; EvalError for anything else (Python's "'str' object cannot be
+  // interpreted as an integer").
   int64_t integer() const;
   bool is_integral() const { return kind() == Kind::Int || kind() == Kind::Bool; }
+  // Nesting depth (0 for scalars, 1 for a flat list) and whether a namespace() is inside.
+  int depth() const;
+  bool holds_namespace() const;
+  // Roughly the work of walking the value once: 1 per scalar, 1 per 64 bytes of string, lists and
+  // dicts the sum over their (nested) items, saturating. The interpreter charges it to the render's
+  // step budget whenever an expression yields the value, so loops over big values end in time too.
+  uint64_t weight() const;
 
   // Python bool(x); Undefined is false.
   bool truthy() const;
@@ -135,8 +170,16 @@ std::string python_float_repr(double d);
 // (non-printable characters as \xNN / \uNNNN; see text.cpp for the printable rule).
 std::string python_string_repr(const std::string& s);
 
+// EvalError naming kMaxValueDepth (limits.hpp).
+[[noreturn]] void throw_too_deep();
+// Python int(float): truncation toward zero; EvalError for nan, inf and values beyond 64 bits.
+int64_t float_to_integer(double d);
+// EvalError naming kMaxStringBytes when a string being built has grown past it.
+void check_string_size(size_t bytes);
+
 template <class BasicJson>
-Value Value::from_json(const BasicJson& j) {
+Value Value::from_json(const BasicJson& j, int depth) {
+  if ((j.is_array() || j.is_object()) && depth > kMaxValueDepth) throw_too_deep();
   switch (j.type()) {
     case nlohmann::json::value_t::null: return Value();
     case nlohmann::json::value_t::boolean: return Value(j.template get<bool>());
@@ -147,13 +190,13 @@ Value Value::from_json(const BasicJson& j) {
     case nlohmann::json::value_t::array: {
       std::vector<Value> items;
       items.reserve(j.size());
-      for (const auto& item : j) items.push_back(from_json(item));
+      for (const auto& item : j) items.push_back(from_json(item, depth + 1));
       return list(std::move(items));
     }
     case nlohmann::json::value_t::object: {
       std::vector<std::pair<Value, Value>> items;
       items.reserve(j.size());
-      for (auto it = j.begin(); it != j.end(); ++it) items.emplace_back(Value(it.key()), from_json(it.value()));
+      for (auto it = j.begin(); it != j.end(); ++it) items.emplace_back(Value(it.key()), from_json(it.value(), depth + 1));
       return dict(std::move(items));
     }
     default: return Value::undefined("binary JSON value");

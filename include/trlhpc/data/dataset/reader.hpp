@@ -22,6 +22,11 @@
 
 namespace trlhpc::dataset {
 
+// How deeply a row's JSON may nest (objects and arrays inside each other). Dataset rows are untrusted
+// input that later code walks recursively (chat-template values, error messages); real rows nest under
+// 10 levels (messages -> message -> content blocks / tool calls -> arguments).
+inline constexpr int kMaxRowNesting = 100;
+
 // One row of a dataset file.
 struct DatasetRow {
   std::string file;      // path as given/resolved

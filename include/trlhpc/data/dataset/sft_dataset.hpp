@@ -110,6 +110,7 @@ class RowTokenizer {
  public:
   RowTokenizer(const SftDataOptions& options, const DatasetFormSpec& form, const tokenizer::Tokenizer* tokenizer);
   ~RowTokenizer();
+  // A chat-template failure is a UserError naming the row and the template's file.
   TokenizedExample tokenize(const DatasetRow& row) const;
   // The rendered text of a conversational row (empty for other forms).
   std::string rendered_text(const DatasetRow& row) const;
@@ -120,6 +121,8 @@ class RowTokenizer {
   EndOfTurnCount end_of_turn() const;
 
  private:
+  TokenizedExample tokenize_row(const DatasetRow& row) const;
+
   struct State;
   std::unique_ptr<State> state_;
 };

@@ -38,8 +38,16 @@
 
 namespace trlhpc::tokenizer {
 
+// Largest token id a tokenizer directory may use (vocabulary, added tokens, added_tokens_decoder).
+// tokenizer.json comes from an untrusted model directory and the id table is sized by the largest id,
+// so one stray id must not ask for gigabytes. Real vocabularies stay under 300,000 ids.
+inline constexpr int32_t kMaxTokenId = (1 << 22) - 1;  // 4,194,303
+
 // Ids with, for each id, the bytes [begin, end) of the input text it came from. Special tokens the
 // post-processor added have an empty range {0, 0}; tokens of an added-token match cover the match.
+// Invalid UTF-8 is encoded as if each maximal ill-formed subsequence were U+FFFD (as the library
+// does); the offsets are still byte offsets into the input as given: a token that comes from such a
+// U+FFFD (or from part of its three bytes) covers the whole ill-formed subsequence.
 struct TokenizedText {
   std::vector<int32_t> ids;                        // (T)
   std::vector<std::pair<size_t, size_t>> offsets;  // (T) byte offsets into the input

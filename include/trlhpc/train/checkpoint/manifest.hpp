@@ -25,6 +25,8 @@ inline constexpr int kFormatVersion = 1;
 inline constexpr const char* kStateFile = "state.h5";
 inline constexpr const char* kManifestFile = "manifest.json";
 inline constexpr const char* kLatestFile = "latest";
+// A manifest.json nesting deeper than this is refused as damaged (trlhpc writes 4 levels).
+inline constexpr int kMaxManifestNesting = 32;
 
 // "OUTPUT_DIR/checkpoint-STEP"
 std::string checkpoint_dir(const std::string& output_dir, int64_t step);
@@ -39,7 +41,8 @@ std::vector<std::pair<int64_t, std::string>> committed_checkpoints(const std::st
 std::string resolve_checkpoint(const std::string& request, const std::string& output_dir);
 
 // The manifest of committed checkpoint `dir`; UserError naming the folder when it is missing, not
-// JSON, of another format, or of a newer format version than this build reads.
+// JSON, of another format, of a newer format version than this build reads, or holding a field that
+// resuming reads with the wrong type (step, epoch, sampler, datasets, identity).
 nlohmann::json read_manifest(const std::string& dir);
 
 // UserError naming the first difference when `saved` (a manifest's "identity") does not match
