@@ -5,7 +5,8 @@
 #     12 steps over 2 epochs; the logged epoch after step u is u / 6 (HF: micro-batches consumed / len
 #     of the dataloader, tests/unit/test_sampler.cpp derives it from transformers 4.57.1's Trainer);
 #     true: 5 steps per epoch, 10 in all.
-#  2. The same global batch of 4 rows per micro-step on 1 rank, 2 ranks DDP, tp 2, cp 2 and sp 2 (the
+#  2. The same global batch of 4 rows per micro-step on 1 rank, 2 ranks DDP, tp 2 (also with tp sequence
+#     parallelism), cp 2 and sp 2 (the
 #     last step's single row leaves one rank an empty slot, which trains a padding row): every logged
 #     loss, grad_norm, TRL entropy and mean_token_accuracy, and the eval ones, within 1e-5 relative of
 #     the 1-rank run (fp32 reduction order only, the bound of the layout-equivalence tests).
@@ -71,6 +72,7 @@ assert worst <= 1e-5, worst
 PY
 }
 for layout in "2 ddp --per_device_train_batch_size 2" "2 tp2 --tp_size 2 --per_device_train_batch_size 4" \
+              "2 tp2sp --tp_size 2 --tp_sequence_parallel --per_device_train_batch_size 4" \
               "2 cp2 --cp_size 2 --per_device_train_batch_size 4" "2 sp2 --sp_size 2 --per_device_train_batch_size 4"; do
   set -- $layout
   np=$1 name=$2
