@@ -13,7 +13,7 @@ namespace trlhpc::checkpoint {
 struct AsyncCheckpointSaver::Job {
   SaveRequest request;
   StateLayout layout;
-  std::vector<std::vector<float>> sources;  // (num_sources) host copies; empty where this rank writes nothing
+  std::vector<HostValues> sources;  // (num_sources) host copies; empty where this rank writes nothing
   int64_t optimizer_step = 0;
   std::shared_ptr<PhaseLabel> phase = std::make_shared<PhaseLabel>();
 
@@ -80,7 +80,7 @@ void AsyncCheckpointSaver::start(const SaveRequest& request, Trainer& trainer) {
     std::string committed;
     std::exception_ptr error;
     try {
-      const StateSource source = [&](int s) { return std::span<const float>(job->sources[static_cast<size_t>(s)]); };
+      const StateSource source = [&](int s) { return job->sources[static_cast<size_t>(s)].span(); };
       committed = write_checkpoint(job->request, *group, job->layout, source, job->optimizer_step);
     } catch (...) {
       error = std::current_exception();

@@ -92,13 +92,13 @@ std::string save_checkpoint(const SaveRequest& request, Trainer& trainer) {
   const StateLayout layout = state_layout(model, trainer.optimizer());
   // One unit's host copy at a time: the sources are asked for in ascending order.
   int held = -1;
-  std::vector<float> host;
+  HostValues host;
   const StateSource source = [&](int s) -> std::span<const float> {
     if (s != held) {
       host = copy_source(model, trainer.optimizer(), layout, s);
       held = s;
     }
-    return host;
+    return host.span();
   };
   return write_checkpoint(request, model.groups().world(), layout, source, trainer.optimizer().step_count());
 }

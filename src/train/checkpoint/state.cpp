@@ -118,7 +118,7 @@ StateLayout state_layout(ParallelModel& model, AdamW& optimizer) {
   return layout;
 }
 
-std::vector<float> copy_source(ParallelModel& model, AdamW& optimizer, const StateLayout& layout, int source) {
+HostValues copy_source(ParallelModel& model, AdamW& optimizer, const StateLayout& layout, int source) {
   const bool writes = std::any_of(layout.parts.begin(), layout.parts.end(),
                                   [&](const StatePart& p) { return p.source == source && p.count > 0; });
   if (!writes) return {};
@@ -127,8 +127,9 @@ std::vector<float> copy_source(ParallelModel& model, AdamW& optimizer, const Sta
   const Tensor t = kind == 0 ? model.strategy().owned_params()[static_cast<size_t>(u)]
                     : kind == 1 ? optimizer.exp_avg()[static_cast<size_t>(u)]
                                 : optimizer.exp_avg_sq()[static_cast<size_t>(u)];
-  std::vector<float> host(static_cast<size_t>(t.numel()));  // (end - begin) of the unit's range
-  model.ops().copy_to_host(host.data(), t, host.size() * sizeof(float));
+  HostValues host{std::make_unique_for_overwrite<float[]>(static_cast<size_t>(t.numel())),
+                  static_cast<size_t>(t.numel())};  // (end - begin) of the unit's range
+  model.ops().copy_to_host(host.data.get(), t, host.size * sizeof(float));
   return host;
 }
 

@@ -13,6 +13,7 @@
 // elements it is primary for; a changed byte changes the sum of its dataset.
 #include <functional>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -45,9 +46,17 @@ struct StateLayout {
 
 StateLayout state_layout(ParallelModel& model, AdamW& optimizer);
 
+// A host copy of one source, allocated without zero-filling (the copy writes every element: one pass
+// over fresh pages instead of two).
+struct HostValues {
+  std::unique_ptr<float[]> data;
+  size_t size = 0;
+  std::span<const float> span() const { return {data.get(), size}; }
+};
+
 // Host copy of source `source` (what StatePart::source names); empty when this rank writes nothing
 // of it (a replica that does not hold the primary copy).
-std::vector<float> copy_source(ParallelModel& model, AdamW& optimizer, const StateLayout& layout, int source);
+HostValues copy_source(ParallelModel& model, AdamW& optimizer, const StateLayout& layout, int source);
 
 // The values of a source, on the host, for write_state.
 using StateSource = std::function<std::span<const float>(int source)>;
