@@ -36,15 +36,27 @@ scancel --signal=USR1 "$JOB"
 # SLURM holds a requeued job for a fixed 120 s (squeue reason BeginTime) before it may start again; the
 # test releases it at once to keep CI short (a real job just starts 2 minutes later).
 released=0
+done_state=""
+# Wait on scontrol's JobState, not on an empty squeue: squeue prints nothing on an error too (a busy
+# slurmctld timing out), which once ended this wait before the requeued run had started. Done = a final
+# state after a restart, or a final state seen on 5 polls in a row (a job that was never requeued).
+finals=0
 for _ in $(seq 400); do
-  state=$(squeue -h -j "$JOB" -o '%T %r' 2>/dev/null)
-  [[ -z $state ]] && break
-  if (( !released )) && [[ $state == "PENDING BeginTime" ]]; then
+  info=$(scontrol show job "$JOB" 2>/dev/null)
+  state=$(sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' <<<"$info" | head -n1)
+  case $state in
+    COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE)
+      finals=$((finals + 1))
+      if grep -q "Restarts=[1-9]" <<<"$info" || ((finals >= 5)); then done_state=$state; break; fi ;;
+    *) finals=0 ;;
+  esac
+  if (( !released )) && [[ $state == PENDING ]] && grep -q "Reason=BeginTime" <<<"$info"; then
     scontrol update JobId="$JOB" StartTime=now && released=1 && echo "released the requeued job from SLURM's requeue hold"
   fi
   sleep 1
 done
-[[ -z $(squeue -h -j "$JOB" 2>/dev/null) ]] || { cat "$WORK/job.out"; fail "job $JOB still queued or running after 400 s"; }
+echo "job $JOB ended: ${done_state:-still queued or running}"
+[[ -n $done_state ]] || { cat "$WORK/job.out"; fail "job $JOB still queued or running after 400 s"; }
 JOB_DONE=$JOB; JOB=""
 grep -v '^step' "$WORK/job.out"
 grep -q "stopped by SIGUSR1 after step" "$WORK/job.out" || fail "no rank reported the preemption"
