@@ -29,8 +29,17 @@ echo "job $JOB"
 for _ in $(seq 240); do grep -q '"step":30' "$OUT/metrics.jsonl" 2>/dev/null && break; sleep 0.5; done
 grep -q '"step":30' "$OUT/metrics.jsonl" || { cat "$WORK/job.out"; fail "the job did not reach step 30"; }
 scancel --signal=USR1 "$JOB"
+# scontrol's JobState, not an empty squeue (which a slurmctld timeout also gives): a final state after
+# the requeue (Restarts >= 1), or one seen on 5 polls in a row (a job that was never requeued).
+finals=0
 for _ in $(seq 500); do
-  [[ -z $(squeue -h -j "$JOB" 2>/dev/null) ]] && break
+  info=$(scontrol show job "$JOB" 2>/dev/null)
+  if grep -Eq "JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY)" <<<"$info"; then
+    finals=$((finals + 1))
+    { grep -q "Restarts=[1-9]" <<<"$info" || ((finals >= 5)); } && break
+  else
+    finals=0
+  fi
   sleep 1
 done
 cat "$WORK/job.out" | grep -v '^step'

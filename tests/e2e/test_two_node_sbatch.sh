@@ -25,8 +25,14 @@ EXPORT=ALL
 JOB=$(cd "$ROOT" && env -u TRLHPC sbatch --parsable --chdir="$ROOT" --output="$WORK/job.out" --time=5 --export="$EXPORT" \
   jobs/multinode.slurm "${FLAGS[@]}" --output_dir "$WORK/job")
 echo "job $JOB (--export=$EXPORT)"
-for _ in $(seq 300); do [[ -z $(squeue -h -j "$JOB" 2>/dev/null) ]] && break; sleep 1; done
-[[ -z $(squeue -h -j "$JOB" 2>/dev/null) ]] || { squeue -j "$JOB" -o '%i %T %r'; fail "job $JOB still queued or running after 300 s"; }
+# scontrol's JobState, not an empty squeue (which a slurmctld timeout also gives).
+ended=0
+for _ in $(seq 300); do
+  scontrol show job "$JOB" 2>/dev/null | grep -Eq "JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY)" &&
+    { ended=1; break; }
+  sleep 1
+done
+((ended)) || { squeue -j "$JOB" -o '%i %T %r'; fail "job $JOB still queued or running after 300 s"; }
 JOB_DONE=$JOB; JOB=""
 cat "$WORK/job.out"
 grep -q "^trlhpc: job $JOB_DONE on .*: 4 ranks x 1 threads" "$WORK/job.out" || fail "the job did not start 4 ranks x 1 thread (see above)"
