@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "qwen25_shape.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
@@ -48,15 +49,6 @@ struct BenchOptions {
   bool header = false;
 };
 
-ModelConfig qwen25_05b_config(int64_t layers) {
-  nlohmann::json j = {{"architectures", {"Qwen2ForCausalLM"}}, {"model_type", "qwen2"},
-                      {"hidden_size", 896}, {"intermediate_size", 4864},
-                      {"num_hidden_layers", layers}, {"num_attention_heads", 14},
-                      {"num_key_value_heads", 2}, {"vocab_size", 151936}, {"max_position_embeddings", 32768},
-                      {"rms_norm_eps", 1e-6}, {"rope_theta", 1000000.0}, {"tie_word_embeddings", true},
-                      {"initializer_range", 0.02}};
-  return ModelConfig::from_json(j, "async_save_bench config");
-}
 
 // One row of `seq` random tokens, trained on every position but the last.
 Batch random_row(int64_t seq, int64_t vocab, uint64_t seed) {
@@ -152,7 +144,7 @@ int run(int argc, char** argv, MpiEnvironment& mpi) {
                 "async: blocked s | async: write s | async: save+K s | async: overhead s | K |\n");
     std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   }
-  const ModelConfig config = qwen25_05b_config(o.layers);
+  const ModelConfig config = bench::qwen25_05b_config(o.layers, "async_save_bench config");
   std::string out;
   if (rank == 0) {
     std::string pattern = (fs::path(o.dir) / "async_save_bench.XXXXXX").string();

@@ -44,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include "qwen25_shape.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
@@ -68,15 +69,6 @@ struct BenchOptions {
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Qwen2.5-0.5B's shape (config.json of Qwen/Qwen2.5-0.5B) with `layers` decoder layers.
-ModelConfig qwen25_05b_config(int64_t layers) {
-  nlohmann::json j = {{"architectures", {"Qwen2ForCausalLM"}}, {"model_type", "qwen2"},
-                      {"hidden_size", 896}, {"intermediate_size", 4864},
-                      {"num_hidden_layers", layers}, {"num_attention_heads", 14},
-                      {"num_key_value_heads", 2}, {"vocab_size", 151936}, {"max_position_embeddings", 32768},
-                      {"rms_norm_eps", 1e-6}, {"rope_theta", 1000000.0}, {"tie_word_embeddings", true},
-                      {"initializer_range", 0.02}};
-  return ModelConfig::from_json(j, "checkpoint_bench config");
-}
 
 // The same string on every rank: rank 0's.
 std::string broadcast_string(std::string text, MPI_Comm comm) {
@@ -162,7 +154,7 @@ int run(int argc, char** argv, MpiEnvironment& mpi) {
   MPI_Comm comm = MPI_COMM_WORLD;
   if (o.header && rank == 0) print_header();
 
-  const ModelConfig config = qwen25_05b_config(o.layers);
+  const ModelConfig config = bench::qwen25_05b_config(o.layers, "checkpoint_bench config");
   const nlohmann::json identity = checkpoint::model_identity(config);
   std::string out;
   if (rank == 0) {
