@@ -1,4 +1,4 @@
-// Dense matmul and bias for the CPU backend (fp32, OpenBLAS sgemm + OpenMP).
+// Dense matmul and bias for the CPU backend (fp32; trlhpc's AVX-512 GEMM or OpenBLAS sgemm; OpenMP).
 //
 // matmul:   c (M, N) = alpha * op(a) @ op(b) + beta * c,   op(x) = x or x^T.
 //           Every linear layer uses it three times: y = x W^T (forward), dx = dy W, dW += dy^T x
@@ -7,14 +7,50 @@
 // bias_add: y (N, C) += bias (C) on every row.         Gradient: dbias = sum over rows of dy.
 // bias_bwd: dbias (C) += sum_n dy (N, C).              Parallel over column blocks and summing rows in
 //           order, so the result does not depend on the thread count.
+// The GEMM: trlhpc's own (gemm_avx512.cpp) on CPUs with AVX-512, OpenBLAS elsewhere; TRLHPC_CPU_GEMM=
+// openblas|avx512|auto overrides the choice, read once per process (a bad value is reported by
+// cpu_gemm_check(), which `trlhpc sft` and `trlhpc env` call at start-up).
 #include <cblas.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 #include "trlhpc/kernels/cpu.hpp"
 
 namespace trlhpc::cpu {
+namespace {
+
+struct GemmChoice {
+  bool avx512 = false;
+  std::string error;  // non-empty: TRLHPC_CPU_GEMM is unusable
+};
+
+GemmChoice choose_gemm() {
+  const char* env = std::getenv("TRLHPC_CPU_GEMM");
+  const std::string want = env ? env : "auto";
+  GemmChoice choice;
+  if (want == "openblas") return choice;
+  const bool supported = gemm_avx512_supported();
+  if (want == "avx512" && !supported) {
+    choice.error = "TRLHPC_CPU_GEMM=avx512 but this CPU lacks AVX-512 F/VL/DQ/BW; unset it or set openblas";
+  } else if (want != "avx512" && want != "auto") {
+    choice.error = "TRLHPC_CPU_GEMM=" + want + " is not one of openblas, avx512, auto";
+  }
+  choice.avx512 = supported && choice.error.empty();
+  return choice;
+}
+
+const GemmChoice& gemm_choice() {
+  static const GemmChoice choice = choose_gemm();
+  return choice;
+}
+
+}  // namespace
+
+std::string cpu_gemm_name() { return gemm_choice().avx512 ? "trlhpc AVX-512" : "OpenBLAS"; }
+std::string cpu_gemm_check() { return gemm_choice().error; }
 
 void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t M, int64_t N, int64_t K,
             float alpha, float beta) {
@@ -29,6 +65,10 @@ void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c
       else
         for (int64_t j = 0; j < N; ++j) row[j] *= beta;
     }
+    return;
+  }
+  if (gemm_choice().avx512) {
+    gemm_avx512(a, trans_a, b, trans_b, c, M, N, K, alpha, beta);
     return;
   }
   const int64_t lda = trans_a ? M : K;  // a is (K, M) when transposed, else (M, K)

@@ -2,6 +2,8 @@
 // (CMakeLists.txt), whose cblas.h declares openblas_get_corename.
 #include "trlhpc/runtime/cpu_blas.hpp"
 
+#include "trlhpc/kernels/cpu.hpp"
+
 #include <cblas.h>
 
 #include <cctype>
@@ -36,6 +38,7 @@ std::string cpu_blas_core() {
 }
 
 std::string cpu_blas_warning() {
+  if (cpu::cpu_gemm_name() != "OpenBLAS") return "";  // trlhpc's own GEMM does not depend on the variable
   const char* pinned = std::getenv("OPENBLAS_CORETYPE");
   if (!pinned || !*pinned || is_avx512_core(pinned) || !cpu_has_avx512()) return "";
   return std::string("OPENBLAS_CORETYPE=") + pinned +

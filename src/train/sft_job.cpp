@@ -11,6 +11,7 @@
 #include "src/train/sft_loop.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/io/hf_model_dir.hpp"
+#include "trlhpc/kernels/cpu.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/runtime/cpu_blas.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
@@ -42,6 +43,7 @@ Topology set_up_compute(const SftConfig& c, MpiEnvironment& mpi) {
   Topology topology = Topology::discover(mpi, parse_device_request(c.device));
   if (topology.device() != Device::CPU)
     throw UserError("--device " + c.device + " selected a GPU, but this version trains on the cpu backend only: pass --device cpu");
+  if (const std::string gemm = cpu::cpu_gemm_check(); !gemm.empty()) throw UserError(gemm);
   omp_set_num_threads(topology.cpu_threads());
   openblas_set_num_threads(topology.cpu_threads());
   return topology;

@@ -7,6 +7,7 @@
 //     because ring attention sums the contributions of every K/V block.
 // Shape letters: include/trlhpc/model/shapes.hpp. All pointers are host memory, row-major.
 #include <cstdint>
+#include <string>
 
 namespace trlhpc::cpu {
 
@@ -15,6 +16,18 @@ namespace trlhpc::cpu {
 // b is (K, N) or (N, K) when trans_b. beta = 0 ignores c's old contents (NaN-safe).
 void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t M, int64_t N, int64_t K,
             float alpha, float beta);
+// Which GEMM matmul runs: "trlhpc AVX-512" (CPUs with AVX-512) or "OpenBLAS"; TRLHPC_CPU_GEMM=
+// openblas|avx512|auto overrides. cpu_gemm_check(): empty, or what is wrong with TRLHPC_CPU_GEMM.
+std::string cpu_gemm_name();
+std::string cpu_gemm_check();
+
+// ---- gemm_avx512.cpp ------------------------------------------------------------------------------
+// trlhpc's own AVX-512 fp32 GEMM, which matmul uses when the CPU supports it.
+// gemm_avx512_supported(): the CPU runs AVX-512 F/VL/DQ/BW and FMA (cpuid, not the build flags).
+// gemm_avx512: the contract of matmul with K >= 1; call only when supported.
+bool gemm_avx512_supported();
+void gemm_avx512(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t M, int64_t N, int64_t K,
+                 float alpha, float beta);
 // y (N, C) += bias (C) broadcast over rows.
 void bias_add(float* y, const float* bias, int64_t N, int64_t C);
 // dbias (C) += sum over rows of dy (N, C).

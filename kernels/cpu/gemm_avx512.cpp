@@ -1,0 +1,248 @@
+// trlhpc's own fp32 GEMM for x86-64 CPUs with AVX-512 (Goto & van de Geijn 2008, "Anatomy of
+// high-performance matrix multiplication": pack a KC x NC block of op(b) and an MC x KC block of op(a),
+// then sweep MR x NR register tiles over them).
+//
+// Why not only OpenBLAS: OpenBLAS picks its kernels once, at load, from OPENBLAS_CORETYPE when set, and
+// machines that pin an AVX2 core (some do, machine-wide) lose half the matmul rate on AVX-512 CPUs; the
+// transformer's GEMMs here are also small (hidden 384-896), where OpenBLAS's per-call packing and thread
+// start-up show. This kernel is chosen at run time when the CPU has AVX-512 (cpu_gemm_backend()).
+//
+//   c (M, N) = alpha * op(a) (M, K) @ op(b) (K, N) + beta * c          (row-major, any transposes)
+//
+// Blocking: KC = 256 (a 12 x 256 a-panel and a 256 x 32 b-panel stay in L1), MC = 144 (an a-block of
+// 147 KB in L2), NC = 3072 (a b-block of 3 MB shared by all threads). Micro-kernel 12 x 32: 24 zmm
+// accumulators, per k two b-vectors and twelve broadcasts of a (embedded in the FMAs).
+// Threads: the b-block is packed cooperatively; then tasks of (MC rows, 8 b-panels) run dynamically, each
+// thread packing its own a-block (re-used while its next task has the same rows).
+// Determinism: every c element sums k in the same order (KC blocks in order, k in order inside), whatever
+// the thread count and whatever M/N split (tensor parallel) it sits in; the partial sum of a KC block is
+// added to c as alpha * acc + c.
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+
+#include "trlhpc/kernels/cpu.hpp"
+
+#define TRLHPC_AVX512 __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,fma")))
+
+namespace trlhpc::cpu {
+namespace {
+
+constexpr int64_t kMR = 12, kNR = 32, kKC = 256, kMC = 144, kNC = 3072;
+constexpr int64_t kPanelsPerTask = 8;  // b-panels of kNR columns per task (256 columns)
+
+// A grow-only 64-byte aligned buffer per thread, kept across calls: packing into fresh pages on every
+// matmul would page-fault a few MB per call.
+struct PackBuffer {
+  std::unique_ptr<float, decltype(&std::free)> data{nullptr, &std::free};
+  int64_t capacity = 0;
+  float* reserve(int64_t floats) {
+    if (floats > capacity) {
+      data.reset(static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>((floats + 15) / 16 * 64))));
+      capacity = data ? floats : 0;
+    }
+    return data.get();
+  }
+};
+PackBuffer& a_buffer() {
+  thread_local PackBuffer buffer;
+  return buffer;
+}
+PackBuffer& b_buffer() {
+  thread_local PackBuffer buffer;
+  return buffer;
+}
+
+struct Operand {
+  const float* p;
+  int64_t ld;
+  bool trans;
+};
+
+__mmask16 low_mask(int64_t n) { return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1u); }
+
+// bp (kc, kNR) = op(b)[k0 : k0 + kc, j0 : j0 + nr], zero-padded to kNR columns.
+TRLHPC_AVX512 void pack_b_panel(const Operand& b, int64_t k0, int64_t kc, int64_t j0, int64_t nr, float* bp) {
+  if (!b.trans) {  // b (K, N): each k is a contiguous row of nr floats
+    const __mmask16 m0 = low_mask(nr), m1 = low_mask(nr - 16 > 0 ? nr - 16 : 0);
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* src = b.p + (k0 + k) * b.ld + j0;
+      _mm512_store_ps(bp + k * kNR, _mm512_maskz_loadu_ps(m0, src));
+      _mm512_store_ps(bp + k * kNR + 16, _mm512_maskz_loadu_ps(m1, src + 16));
+    }
+    return;
+  }
+  // b (N, K): column j of op(b) is row j0 + j of b, contiguous in k.
+  for (int64_t j = 0; j < kNR; ++j) {
+    if (j >= nr) {
+      for (int64_t k = 0; k < kc; ++k) bp[k * kNR + j] = 0.0f;
+      continue;
+    }
+    const float* src = b.p + (j0 + j) * b.ld + k0;
+    for (int64_t k = 0; k < kc; ++k) bp[k * kNR + j] = src[k];
+  }
+}
+
+// ap (kc, kMR) = op(a)[i0 : i0 + mr, k0 : k0 + kc] transposed, zero-padded to kMR rows.
+TRLHPC_AVX512 void pack_a_panel(const Operand& a, int64_t i0, int64_t mr, int64_t k0, int64_t kc, float* ap) {
+  if (a.trans) {  // a (K, M): the mr values of one k are contiguous
+    const __mmask16 m = low_mask(mr);
+    for (int64_t k = 0; k < kc; ++k) {
+      const __m512 v = _mm512_maskz_loadu_ps(m, a.p + (k0 + k) * a.ld + i0);
+      _mm512_mask_storeu_ps(ap + k * kMR, static_cast<__mmask16>(0x0FFF), v);
+    }
+    return;
+  }
+  // a (M, K): row i0 + i of a is contiguous in k.
+  for (int64_t i = 0; i < kMR; ++i) {
+    if (i >= mr) {
+      for (int64_t k = 0; k < kc; ++k) ap[k * kMR + i] = 0.0f;
+      continue;
+    }
+    const float* src = a.p + (i0 + i) * a.ld + k0;
+    for (int64_t k = 0; k < kc; ++k) ap[k * kMR + i] = src[k];
+  }
+}
+
+// Writes one register tile: c[0:mr, 0:nr] = alpha * acc + beta * c   (beta == 0: c is not read).
+TRLHPC_AVX512 inline void store_tile(const __m512 (&acc)[kMR][2], float* c, int64_t ldc, int64_t mr, int64_t nr,
+                                     float alpha, float beta) {
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  const __mmask16 m0 = low_mask(nr), m1 = low_mask(nr > 16 ? nr - 16 : 0);
+#pragma GCC unroll 12
+  for (int64_t i = 0; i < kMR; ++i) {
+    if (i >= mr) break;
+    float* row = c + i * ldc;
+    __m512 r0 = _mm512_mul_ps(va, acc[i][0]), r1 = _mm512_mul_ps(va, acc[i][1]);
+    if (beta != 0.0f) {
+      r0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, row), r0);
+      r1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, row + 16), r1);
+    }
+    _mm512_mask_storeu_ps(row, m0, r0);
+    _mm512_mask_storeu_ps(row + 16, m1, r1);
+  }
+}
+
+// c[0:mr, 0:nr] = alpha * ap^T bp + beta * c, with the a-panel packed as (kc, kMR).
+TRLHPC_AVX512 void micro_kernel_packed(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* c,
+                                       int64_t ldc, int64_t mr, int64_t nr, float alpha, float beta) {
+  __m512 acc[kMR][2];
+#pragma GCC unroll 12
+  for (int64_t i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 b0 = _mm512_load_ps(bp + k * kNR), b1 = _mm512_load_ps(bp + k * kNR + 16);
+    const float* a = ap + k * kMR;
+#pragma GCC unroll 12
+    for (int64_t i = 0; i < kMR; ++i) {
+      const __m512 av = _mm512_set1_ps(a[i]);
+      acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
+    }
+  }
+  store_tile(acc, c, ldc, mr, nr, alpha, beta);
+}
+
+// The same for kMR whole rows of a row-major a (rows lda floats apart, contiguous in k), read in place:
+// packing a (M, K) panel is a scalar transpose that costs as much as the FMAs it feeds when N is small
+// (k/v projections: N = 128). Four row pointers and the byte stride address the twelve rows
+// (base + stride * {0, 1, 2}), so the loop needs few registers besides the 24 accumulators.
+TRLHPC_AVX512 void micro_kernel_rows(int64_t kc, const float* a, int64_t lda, const float* __restrict bp, float* c,
+                                     int64_t ldc, int64_t nr, float alpha, float beta) {
+  __m512 acc[kMR][2];
+#pragma GCC unroll 12
+  for (int64_t i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  const int64_t stride = lda * static_cast<int64_t>(sizeof(float));
+  const char* r0 = reinterpret_cast<const char*>(a);
+  const char* r1 = r0 + 3 * stride;
+  const char* r2 = r0 + 6 * stride;
+  const char* r3 = r0 + 9 * stride;
+  auto at = [](const char* p) { return _mm512_set1_ps(*reinterpret_cast<const float*>(p)); };
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 b0 = _mm512_load_ps(bp + k * kNR), b1 = _mm512_load_ps(bp + k * kNR + 16);
+    const char* base[4] = {r0, r1, r2, r3};
+#pragma GCC unroll 12
+    for (int64_t i = 0; i < kMR; ++i) {
+      const __m512 av = at(base[i / 3] + (i % 3) * stride);  // one broadcast, used at once: no spills
+      acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
+    }
+    r0 += sizeof(float);
+    r1 += sizeof(float);
+    r2 += sizeof(float);
+    r3 += sizeof(float);
+  }
+  store_tile(acc, c, ldc, kMR, nr, alpha, beta);
+}
+
+}  // namespace
+
+bool gemm_avx512_supported() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("fma");
+#else
+  return false;
+#endif
+}
+
+TRLHPC_AVX512 void gemm_avx512(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t M,
+                               int64_t N, int64_t K, float alpha, float beta) {
+  const Operand A{a, trans_a ? M : K, trans_a}, B{b, trans_b ? K : N, trans_b};
+  float* bpack = b_buffer().reserve(kKC * kNC);
+  const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), (M * N + 4095) / 4096 + 1));
+#pragma omp parallel num_threads(threads)
+  {
+    float* apack = a_buffer().reserve(kMC * kKC);
+    for (int64_t jc = 0; jc < N; jc += kNC) {
+      const int64_t nc = std::min(kNC, N - jc), panels = (nc + kNR - 1) / kNR;
+      // K in equal blocks of at most kKC (384 -> 192 + 192, not 256 + 128).
+      const int64_t k_blocks = (K + kKC - 1) / kKC, k_step = (K + k_blocks - 1) / k_blocks;
+      for (int64_t pc = 0; pc < K; pc += k_step) {
+        const int64_t kc = std::min(k_step, K - pc);
+        const float beta_block = pc == 0 ? beta : 1.0f;
+#pragma omp for schedule(static)
+        for (int64_t p = 0; p < panels; ++p)
+          pack_b_panel(B, pc, kc, jc + p * kNR, std::min(kNR, nc - p * kNR), bpack + p * kKC * kNR);
+        // Tasks: a block of rows x a run of b-panels. Whole rows of the product per task when there are
+        // enough row blocks to share out; otherwise split the columns too, so that two threads have work
+        // when M is small (weight gradients: M = the layer's output features).
+        const int64_t row_blocks = (M + kMC - 1) / kMC;
+        const int64_t task_panels = row_blocks >= 4 * threads ? panels : kPanelsPerTask;
+        const int64_t col_tasks = (panels + task_panels - 1) / task_panels;
+        int64_t packed_rows = -1;  // the row block apack holds (packed a only)
+#pragma omp for schedule(dynamic)
+        for (int64_t task = 0; task < row_blocks * col_tasks; ++task) {
+          const int64_t ib = task / col_tasks, ct = task % col_tasks;
+          const int64_t i0 = ib * kMC, mc = std::min(kMC, M - i0);
+          // Row-major a is read in place, except a last partial panel (reading past row M is not allowed).
+          const bool in_place = !A.trans;
+          if (packed_rows != ib) {
+            for (int64_t ir = 0; ir < mc; ir += kMR)
+              if (!in_place || mc - ir < kMR) pack_a_panel(A, i0 + ir, std::min(kMR, mc - ir), pc, kc, apack + ir * kKC);
+            packed_rows = ib;
+          }
+          const int64_t p1 = std::min(panels, (ct + 1) * task_panels);
+          for (int64_t p = ct * task_panels; p < p1; ++p) {
+            const int64_t j0 = p * kNR, nr = std::min(kNR, nc - j0);
+            const float* bp = bpack + p * kKC * kNR;
+            for (int64_t ir = 0; ir < mc; ir += kMR) {
+              float* ct_tile = c + (i0 + ir) * N + jc + j0;
+              const int64_t mr = std::min(kMR, mc - ir);
+              if (in_place && mr == kMR)
+                micro_kernel_rows(kc, A.p + (i0 + ir) * A.ld + pc, A.ld, bp, ct_tile, N, nr, alpha, beta_block);
+              else
+                micro_kernel_packed(kc, apack + ir * kKC, bp, ct_tile, N, mr, nr, alpha, beta_block);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace trlhpc::cpu
