@@ -127,9 +127,21 @@ TRLHPC_AVX512 inline void store_tile(const __m512 (&acc)[kMR][2], float* c, int6
   }
 }
 
+// Brings the c tile (kMR rows of 128 bytes) towards L1 while the k loop runs: c is read (beta != 0) or
+// written only after the loop, and a product of a few MB lives in L3, whose latency would otherwise
+// stall the tile's 24 loads/stores (measured: 350 -> 400+ GFLOP/s on 2048 x 896 x 896).
+TRLHPC_AVX512 inline void prefetch_tile(const float* c, int64_t ldc) {
+#pragma GCC unroll 12
+  for (int64_t i = 0; i < kMR; ++i) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16), _MM_HINT_T0);
+  }
+}
+
 // c[0:mr, 0:nr] = alpha * ap^T bp + beta * c, with the a-panel packed as (kc, kMR).
 TRLHPC_AVX512 void micro_kernel_packed(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* c,
                                        int64_t ldc, int64_t mr, int64_t nr, float alpha, float beta) {
+  if (mr == kMR) prefetch_tile(c, ldc);  // a partial tile's rows past mr may lie past the end of c
   __m512 acc[kMR][2];
 #pragma GCC unroll 12
   for (int64_t i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -152,6 +164,7 @@ TRLHPC_AVX512 void micro_kernel_packed(int64_t kc, const float* __restrict ap, c
 // (base + stride * {0, 1, 2}), so the loop needs few registers besides the 24 accumulators.
 TRLHPC_AVX512 void micro_kernel_rows(int64_t kc, const float* a, int64_t lda, const float* __restrict bp, float* c,
                                      int64_t ldc, int64_t nr, float alpha, float beta) {
+  prefetch_tile(c, ldc);
   __m512 acc[kMR][2];
 #pragma GCC unroll 12
   for (int64_t i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -174,6 +187,28 @@ TRLHPC_AVX512 void micro_kernel_rows(int64_t kc, const float* a, int64_t lda, co
     r1 += sizeof(float);
     r2 += sizeof(float);
     r3 += sizeof(float);
+  }
+  store_tile(acc, c, ldc, kMR, nr, alpha, beta);
+}
+
+// The same for kMR whole columns of a transposed a (a stored (K, M): the kMR values of one k are
+// contiguous, rows lda floats apart). Weight gradients (dW += dy^T x) read dy this way instead of
+// packing it: twelve broadcasts from one 48-byte run per k.
+TRLHPC_AVX512 void micro_kernel_columns(int64_t kc, const float* a, int64_t lda, const float* __restrict bp, float* c,
+                                        int64_t ldc, int64_t nr, float alpha, float beta) {
+  prefetch_tile(c, ldc);
+  __m512 acc[kMR][2];
+#pragma GCC unroll 12
+  for (int64_t i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 b0 = _mm512_load_ps(bp + k * kNR), b1 = _mm512_load_ps(bp + k * kNR + 16);
+    const float* ak = a + k * lda;
+#pragma GCC unroll 12
+    for (int64_t i = 0; i < kMR; ++i) {
+      const __m512 av = _mm512_set1_ps(ak[i]);
+      acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
+    }
   }
   store_tile(acc, c, ldc, kMR, nr, alpha, beta);
 }
@@ -219,11 +254,9 @@ TRLHPC_AVX512 void gemm_avx512(const float* a, bool trans_a, const float* b, boo
         for (int64_t task = 0; task < row_blocks * col_tasks; ++task) {
           const int64_t ib = task / col_tasks, ct = task % col_tasks;
           const int64_t i0 = ib * kMC, mc = std::min(kMC, M - i0);
-          // Row-major a is read in place, except a last partial panel (reading past row M is not allowed).
-          const bool in_place = !A.trans;
+          // a is read in place, except a last partial panel (reading past row/column M is not allowed).
           if (packed_rows != ib) {
-            for (int64_t ir = 0; ir < mc; ir += kMR)
-              if (!in_place || mc - ir < kMR) pack_a_panel(A, i0 + ir, std::min(kMR, mc - ir), pc, kc, apack + ir * kKC);
+            if (mc % kMR) pack_a_panel(A, i0 + mc / kMR * kMR, mc % kMR, pc, kc, apack + mc / kMR * kMR * kKC);
             packed_rows = ib;
           }
           const int64_t p1 = std::min(panels, (ct + 1) * task_panels);
@@ -233,8 +266,10 @@ TRLHPC_AVX512 void gemm_avx512(const float* a, bool trans_a, const float* b, boo
             for (int64_t ir = 0; ir < mc; ir += kMR) {
               float* ct_tile = c + (i0 + ir) * N + jc + j0;
               const int64_t mr = std::min(kMR, mc - ir);
-              if (in_place && mr == kMR)
+              if (mr == kMR && !A.trans)
                 micro_kernel_rows(kc, A.p + (i0 + ir) * A.ld + pc, A.ld, bp, ct_tile, N, nr, alpha, beta_block);
+              else if (mr == kMR)
+                micro_kernel_columns(kc, A.p + pc * A.ld + i0 + ir, A.ld, bp, ct_tile, N, nr, alpha, beta_block);
               else
                 micro_kernel_packed(kc, apack + ir * kKC, bp, ct_tile, N, mr, nr, alpha, beta_block);
             }

@@ -8,6 +8,7 @@
 // The angle is the fp32 product pos * inv_freq, exactly as transformers forms it (inv_freq @ position_ids
 // in fp32); at positions in the thousands a double-precision angle would differ from it by ~1e-4 rad.
 // cos/sin of that fp32 angle are then taken in double and cast to fp32, once per token, for all heads.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -18,32 +19,59 @@ namespace trlhpc::cpu {
 
 namespace {
 
+// cos/sin (half) of pos * inv_freq as transformers rounds them: the fp32 angle, then double cos/sin.
+void angles(int32_t pos, const float* inv_freq, int64_t half, double sign, float* cos_out, float* sin_out) {
+  for (int64_t i = 0; i < half; ++i) {
+    const double angle = static_cast<double>(static_cast<float>(pos) * inv_freq[i]);
+    cos_out[i] = static_cast<float>(std::cos(angle));
+    sin_out[i] = static_cast<float>(sign * std::sin(angle));
+  }
+}
+
+void rotate_token(float* x, int64_t H, int64_t HS, const float* cs, const float* sn) {
+  const int64_t half = HS / 2;
+  for (int64_t h = 0; h < H; ++h) {
+    float* x1 = x + h * HS;  // (HS/2) first half
+    float* x2 = x1 + half;   // (HS/2) second half
+#pragma omp simd
+    for (int64_t i = 0; i < half; ++i) {
+      const float a = x1[i], b = x2[i];
+      x1[i] = a * cs[i] - b * sn[i];
+      x2[i] = b * cs[i] + a * sn[i];
+    }
+  }
+}
+
 // Rotates every head of every token of x (N, H, HS) by sign * angle.
+// Rows of a batch repeat the same positions (0..T-1 in every row), so when the positions are few next
+// to the tokens, cos/sin are taken once per position (a (P, HS/2) table) rather than once per token:
+// the same values, 1/B of the cos/sin calls (they were ~1.4% of a step at hidden 384).
 void rotate(float* x, const int32_t* pos, const float* inv_freq, int64_t N, int64_t H, int64_t HS, double sign) {
   const int64_t half = HS / 2;
+  int32_t max_pos = -1;
+  bool non_negative = true;
+  for (int64_t n = 0; n < N; ++n) {
+    max_pos = std::max(max_pos, pos[n]);
+    non_negative = non_negative && pos[n] >= 0;
+  }
+  const int64_t positions = static_cast<int64_t>(max_pos) + 1;
+  if (non_negative && positions * 2 <= N) {
+    std::vector<float> cos_t(static_cast<size_t>(positions * half)), sin_t(cos_t.size());  // (P, HS/2) each
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < positions; ++p)
+      angles(static_cast<int32_t>(p), inv_freq, half, sign, cos_t.data() + p * half, sin_t.data() + p * half);
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n)
+      rotate_token(x + n * H * HS, H, HS, cos_t.data() + pos[n] * half, sin_t.data() + pos[n] * half);
+    return;
+  }
 #pragma omp parallel
   {
     std::vector<float> cos_t(static_cast<size_t>(half)), sin_t(static_cast<size_t>(half));  // (HS/2) each
 #pragma omp for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
-      for (int64_t i = 0; i < half; ++i) {
-        const float angle32 = static_cast<float>(pos[n]) * inv_freq[i];
-        const double angle = static_cast<double>(angle32);
-        cos_t[static_cast<size_t>(i)] = static_cast<float>(std::cos(angle));
-        sin_t[static_cast<size_t>(i)] = static_cast<float>(sign * std::sin(angle));
-      }
-      const float* cs = cos_t.data();
-      const float* sn = sin_t.data();
-      for (int64_t h = 0; h < H; ++h) {
-        float* x1 = x + (n * H + h) * HS;  // (HS/2) first half
-        float* x2 = x1 + half;             // (HS/2) second half
-#pragma omp simd
-        for (int64_t i = 0; i < half; ++i) {
-          const float a = x1[i], b = x2[i];
-          x1[i] = a * cs[i] - b * sn[i];
-          x2[i] = b * cs[i] + a * sn[i];
-        }
-      }
+      angles(pos[n], inv_freq, half, sign, cos_t.data(), sin_t.data());
+      rotate_token(x + n * H * HS, H, HS, cos_t.data(), sin_t.data());
     }
   }
 }

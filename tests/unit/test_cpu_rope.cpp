@@ -58,6 +58,33 @@ TEST(CpuRope, ForwardMatchesDoubleReference) {
   }
 }
 
+// A batch of rows with the same positions (0..T-1 each, as packed/padded SFT batches) takes cos/sin from
+// a per-position table: the result must match the reference and equal, bit for bit, each row rotated on
+// its own (few tokens per position: the per-token path).
+TEST(CpuRope, RepeatedPositionsUseTheSameValuesAsPerToken) {
+  omp_set_num_threads(2);
+  const int64_t B = 4, T = 37, H = 3, HS = 64, N = B * T;
+  std::vector<int32_t> pos(N);
+  for (int64_t n = 0; n < N; ++n) pos[n] = static_cast<int32_t>(n % T);
+  const std::vector<float> freq = inv_freq(HS, 1e4);
+  for (float sign : {1.0f, -1.0f}) {
+    std::vector<float> x = random_floats(N * H * HS, 5), rows = x;
+    const std::vector<double> want = reference({x.begin(), x.end()}, pos, freq, N, H, HS);
+    if (sign > 0) {
+      trlhpc::cpu::rope_fwd(x.data(), pos.data(), freq.data(), N, H, HS);
+      EXPECT_TRUE(all_close(x, want, 1e-6, 1e-6));
+    } else {
+      trlhpc::cpu::rope_bwd(x.data(), pos.data(), freq.data(), N, H, HS);
+    }
+    for (int64_t b = 0; b < B; ++b) {
+      float* row = rows.data() + b * T * H * HS;
+      if (sign > 0) trlhpc::cpu::rope_fwd(row, pos.data() + b * T, freq.data(), T, H, HS);
+      else trlhpc::cpu::rope_bwd(row, pos.data() + b * T, freq.data(), T, H, HS);
+    }
+    EXPECT_EQ(x, rows) << (sign > 0 ? "forward" : "backward");
+  }
+}
+
 // L = sum(w * rope(x)) is linear in x, so central differences (step 1e-3, in double) are exact up to
 // double rounding; 1e-6 covers the kernel's fp32 rotation of w.
 TEST(CpuRope, BackwardMatchesFiniteDifferences) {
