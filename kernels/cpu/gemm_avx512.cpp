@@ -33,7 +33,7 @@ namespace trlhpc::cpu {
 namespace {
 
 constexpr int64_t kMR = 12, kNR = 32, kKC = 256, kMC = 144, kNC = 3072;
-constexpr int64_t kPanelsPerTask = 8;  // b-panels of kNR columns per task (256 columns)
+constexpr int64_t kTasksPerThread = 4;  // enough tasks of equal size that the last one ends the others' wait
 
 // A grow-only 64-byte aligned buffer per thread, kept across calls: packing into fresh pages on every
 // matmul would page-fault a few MB per call.
@@ -246,14 +246,20 @@ TRLHPC_AVX512 void gemm_avx512(const float* a, bool trans_a, const float* b, boo
         // Tasks: a block of rows x a run of b-panels. Whole rows of the product per task when there are
         // enough row blocks to share out; otherwise split the columns too, so that two threads have work
         // when M is small (weight gradients: M = the layer's output features).
+        // Row blocks of equal height (a multiple of kMR), column runs of equal width: the weight gradients
+        // of small layers (M = 128 or 384 output features) are only a few blocks, and 8 + 4 panels on
+        // two threads left one idle a third of the time.
         const int64_t row_blocks = (M + kMC - 1) / kMC;
-        const int64_t task_panels = row_blocks >= 4 * threads ? panels : kPanelsPerTask;
+        const int64_t block_rows = ((M + row_blocks - 1) / row_blocks + kMR - 1) / kMR * kMR;
+        const int64_t want_col_tasks = std::max<int64_t>(1, (kTasksPerThread * threads + row_blocks - 1) / row_blocks);
+        const int64_t task_panels = (panels + std::min(want_col_tasks, panels) - 1) / std::min(want_col_tasks, panels);
         const int64_t col_tasks = (panels + task_panels - 1) / task_panels;
         int64_t packed_rows = -1;  // the row block apack holds (packed a only)
 #pragma omp for schedule(dynamic)
         for (int64_t task = 0; task < row_blocks * col_tasks; ++task) {
           const int64_t ib = task / col_tasks, ct = task % col_tasks;
-          const int64_t i0 = ib * kMC, mc = std::min(kMC, M - i0);
+          const int64_t i0 = ib * block_rows, mc = std::min(block_rows, M - i0);
+          if (mc <= 0) continue;
           // a is read in place, except a last partial panel (reading past row/column M is not allowed).
           if (packed_rows != ib) {
             if (mc % kMR) pack_a_panel(A, i0 + mc / kMR * kMR, mc % kMR, pc, kc, apack + mc / kMR * kMR * kKC);
