@@ -1,22 +1,26 @@
-// trlhpc's own fp32 GEMM for x86-64 CPUs with AVX-512 (Goto & van de Geijn 2008, "Anatomy of
-// high-performance matrix multiplication": pack a KC x NC block of op(b) and an MC x KC block of op(a),
-// then sweep MR x NR register tiles over them).
+// trlhpc's own fp32 GEMM for x86-64 CPUs with AVX-512 (the blocking of Goto & van de Geijn 2008,
+// "Anatomy of high-performance matrix multiplication": a packed KC x NC block of op(b) shared by the
+// threads, MR x NR register tiles swept over it).
 //
 // Why not only OpenBLAS: OpenBLAS picks its kernels once, at load, from OPENBLAS_CORETYPE when set, and
-// machines that pin an AVX2 core (some do, machine-wide) lose half the matmul rate on AVX-512 CPUs; the
-// transformer's GEMMs here are also small (hidden 384-896), where OpenBLAS's per-call packing and thread
-// start-up show. This kernel is chosen at run time when the CPU has AVX-512 (cpu_gemm_backend()).
+// machines that pin an AVX2 core (this VM does, machine-wide) lose half the matmul rate on AVX-512 CPUs;
+// the transformer's GEMMs here are also small (hidden 384-896), where per-call packing of a and thread
+// imbalance show. matmul.cpp chooses this kernel at run time when the CPU has AVX-512.
 //
 //   c (M, N) = alpha * op(a) (M, K) @ op(b) (K, N) + beta * c          (row-major, any transposes)
 //
-// Blocking: KC = 256 (a 12 x 256 a-panel and a 256 x 32 b-panel stay in L1), MC = 144 (an a-block of
-// 147 KB in L2), NC = 3072 (a b-block of 3 MB shared by all threads). Micro-kernel 12 x 32: 24 zmm
-// accumulators, per k two b-vectors and twelve broadcasts of a (embedded in the FMAs).
-// Threads: the b-block is packed cooperatively; then tasks of (MC rows, 8 b-panels) run dynamically, each
-// thread packing its own a-block (re-used while its next task has the same rows).
-// Determinism: every c element sums k in the same order (KC blocks in order, k in order inside), whatever
-// the thread count and whatever M/N split (tensor parallel) it sits in; the partial sum of a KC block is
-// added to c as alpha * acc + c.
+// Micro-kernel 12 x 32: 24 zmm accumulators; per k two b-vectors and twelve broadcasts of a.
+// b: packed per (KC x 32) panel, (k, 32) contiguous; the transposed case through 16 x 16 register
+//    transposes. KC = 512, K split into equal blocks (896 -> 2 x 448): fewer passes over c mattered more
+//    than keeping a b-panel in L1 (KC 256 -> 384 -> 512 measured +8-12% at hidden 896).
+// a: read in place, not packed: twelve rows (row-major a) or one 48-byte run per k (transposed a, the
+//    weight gradients), except a last partial panel of fewer than 12 rows, packed with zero padding.
+// c: prefetched at the start of each tile, written once per K block as alpha * acc + beta * c (beta = 1
+//    after the first block; beta = 0 never reads c).
+// Threads: the b-block is packed cooperatively; then equal tasks (rows in blocks of <= MC = 144, columns
+//    in equal runs of panels, >= 4 tasks per thread) run dynamically.
+// Determinism: every c element sums k in the same order (K blocks in order, k in order inside), whatever
+// the thread count and whatever M/N slice (tensor parallel) it sits in.
 #include <immintrin.h>
 #include <omp.h>
 
@@ -27,12 +31,21 @@
 
 #include "trlhpc/kernels/cpu.hpp"
 
+// GCC 12's avx512fintrin.h builds unpack/shuffle results on _mm512_undefined_ps(), a self-initialised
+// variable that -Wmaybe-uninitialized reports wherever they are inlined (a known false positive).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 #define TRLHPC_AVX512 __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,fma")))
+// The micro-kernels and packers stay separate functions: inlined into the OpenMP region, GCC spilled the
+// 24 accumulators to the stack (measured: 420 -> 290 GFLOP/s).
+#define TRLHPC_AVX512_KERNEL TRLHPC_AVX512 __attribute__((noinline))
 
 namespace trlhpc::cpu {
 namespace {
 
-constexpr int64_t kMR = 12, kNR = 32, kKC = 256, kMC = 144, kNC = 3072;
+constexpr int64_t kMR = 12, kNR = 32, kKC = 512, kMC = 144, kNC = 3072;
 constexpr int64_t kTasksPerThread = 4;  // enough tasks of equal size that the last one ends the others' wait
 
 // A grow-only 64-byte aligned buffer per thread, kept across calls: packing into fresh pages on every
@@ -65,8 +78,35 @@ struct Operand {
 
 __mmask16 low_mask(int64_t n) { return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1u); }
 
+// col[t][r] = src[r * ld + t] for r < rows, t in mask (zeros elsewhere): a 16 x 16 transpose in three
+// shuffle stages (32-bit pairs, 64-bit pairs, then a 4 x 4 transpose of 128-bit lanes).
+TRLHPC_AVX512 void transpose_16x16(const float* src, int64_t ld, int64_t rows, __mmask16 mask, __m512 (&col)[16]) {
+  __m512 r[16], t[16], u[16];
+  for (int64_t i = 0; i < 16; ++i) r[i] = i < rows ? _mm512_maskz_loadu_ps(mask, src + i * ld) : _mm512_setzero_ps();
+  for (int64_t i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);      // per lane: r0[0] r1[0] r0[1] r1[1]
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);  // per lane: r0[2] r1[2] r0[3] r1[3]
+  }
+  auto lo = [](__m512 x, __m512 y) { return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(x), _mm512_castps_pd(y))); };
+  auto hi = [](__m512 x, __m512 y) { return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(x), _mm512_castps_pd(y))); };
+  for (int64_t i = 0; i < 4; ++i) {  // u[4i + c], lane l: element 4l + c of rows 4i .. 4i + 3
+    u[4 * i + 0] = lo(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 1] = hi(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 2] = lo(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = hi(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int64_t c = 0; c < 4; ++c) {  // lanes of u[c], u[4 + c], u[8 + c], u[12 + c] -> columns 4l + c
+    const __m512 x0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44), x1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE);
+    const __m512 x2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44), x3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xEE);
+    col[0 + c] = _mm512_shuffle_f32x4(x0, x2, 0x88);
+    col[4 + c] = _mm512_shuffle_f32x4(x0, x2, 0xDD);
+    col[8 + c] = _mm512_shuffle_f32x4(x1, x3, 0x88);
+    col[12 + c] = _mm512_shuffle_f32x4(x1, x3, 0xDD);
+  }
+}
+
 // bp (kc, kNR) = op(b)[k0 : k0 + kc, j0 : j0 + nr], zero-padded to kNR columns.
-TRLHPC_AVX512 void pack_b_panel(const Operand& b, int64_t k0, int64_t kc, int64_t j0, int64_t nr, float* bp) {
+TRLHPC_AVX512_KERNEL void pack_b_panel(const Operand& b, int64_t k0, int64_t kc, int64_t j0, int64_t nr, float* bp) {
   if (!b.trans) {  // b (K, N): each k is a contiguous row of nr floats
     const __mmask16 m0 = low_mask(nr), m1 = low_mask(nr - 16 > 0 ? nr - 16 : 0);
     for (int64_t k = 0; k < kc; ++k) {
@@ -76,19 +116,22 @@ TRLHPC_AVX512 void pack_b_panel(const Operand& b, int64_t k0, int64_t kc, int64_
     }
     return;
   }
-  // b (N, K): column j of op(b) is row j0 + j of b, contiguous in k.
-  for (int64_t j = 0; j < kNR; ++j) {
-    if (j >= nr) {
-      for (int64_t k = 0; k < kc; ++k) bp[k * kNR + j] = 0.0f;
-      continue;
+  // b (N, K): column j of op(b) is row j0 + j of b, contiguous in k. 16 rows x 16 k at a time are
+  // transposed in registers (a scalar copy cost ~9% of the forward GEMMs x W^T at hidden 896).
+  for (int64_t half = 0; half < 2; ++half) {
+    const int64_t rows = std::max<int64_t>(0, std::min<int64_t>(16, nr - half * 16));
+    for (int64_t kk = 0; kk < kc; kk += 16) {
+      const int64_t width = std::min<int64_t>(16, kc - kk);
+      const __mmask16 m = low_mask(width);
+      __m512 col[16];
+      transpose_16x16(b.p + (j0 + half * 16) * b.ld + k0 + kk, b.ld, rows, m, col);
+      for (int64_t t = 0; t < width; ++t) _mm512_store_ps(bp + (kk + t) * kNR + half * 16, col[t]);
     }
-    const float* src = b.p + (j0 + j) * b.ld + k0;
-    for (int64_t k = 0; k < kc; ++k) bp[k * kNR + j] = src[k];
   }
 }
 
 // ap (kc, kMR) = op(a)[i0 : i0 + mr, k0 : k0 + kc] transposed, zero-padded to kMR rows.
-TRLHPC_AVX512 void pack_a_panel(const Operand& a, int64_t i0, int64_t mr, int64_t k0, int64_t kc, float* ap) {
+TRLHPC_AVX512_KERNEL void pack_a_panel(const Operand& a, int64_t i0, int64_t mr, int64_t k0, int64_t kc, float* ap) {
   if (a.trans) {  // a (K, M): the mr values of one k are contiguous
     const __mmask16 m = low_mask(mr);
     for (int64_t k = 0; k < kc; ++k) {
@@ -139,7 +182,7 @@ TRLHPC_AVX512 inline void prefetch_tile(const float* c, int64_t ldc) {
 }
 
 // c[0:mr, 0:nr] = alpha * ap^T bp + beta * c, with the a-panel packed as (kc, kMR).
-TRLHPC_AVX512 void micro_kernel_packed(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* c,
+TRLHPC_AVX512_KERNEL void micro_kernel_packed(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* c,
                                        int64_t ldc, int64_t mr, int64_t nr, float alpha, float beta) {
   if (mr == kMR) prefetch_tile(c, ldc);  // a partial tile's rows past mr may lie past the end of c
   __m512 acc[kMR][2];
@@ -162,7 +205,7 @@ TRLHPC_AVX512 void micro_kernel_packed(int64_t kc, const float* __restrict ap, c
 // packing a (M, K) panel is a scalar transpose that costs as much as the FMAs it feeds when N is small
 // (k/v projections: N = 128). Four row pointers and the byte stride address the twelve rows
 // (base + stride * {0, 1, 2}), so the loop needs few registers besides the 24 accumulators.
-TRLHPC_AVX512 void micro_kernel_rows(int64_t kc, const float* a, int64_t lda, const float* __restrict bp, float* c,
+TRLHPC_AVX512_KERNEL void micro_kernel_rows(int64_t kc, const float* a, int64_t lda, const float* __restrict bp, float* c,
                                      int64_t ldc, int64_t nr, float alpha, float beta) {
   prefetch_tile(c, ldc);
   __m512 acc[kMR][2];
@@ -194,7 +237,7 @@ TRLHPC_AVX512 void micro_kernel_rows(int64_t kc, const float* a, int64_t lda, co
 // The same for kMR whole columns of a transposed a (a stored (K, M): the kMR values of one k are
 // contiguous, rows lda floats apart). Weight gradients (dW += dy^T x) read dy this way instead of
 // packing it: twelve broadcasts from one 48-byte run per k.
-TRLHPC_AVX512 void micro_kernel_columns(int64_t kc, const float* a, int64_t lda, const float* __restrict bp, float* c,
+TRLHPC_AVX512_KERNEL void micro_kernel_columns(int64_t kc, const float* a, int64_t lda, const float* __restrict bp, float* c,
                                         int64_t ldc, int64_t nr, float alpha, float beta) {
   prefetch_tile(c, ldc);
   __m512 acc[kMR][2];
