@@ -34,11 +34,18 @@ namespace {
 namespace po = boost::program_options;
 using json = nlohmann::ordered_json;  // keeps the order things are added in
 
+// `trlhpc sft`'s defaults, so `trlhpc env --model M` plans the step sft would run.
+MicroBatchShape default_micro_batch() {
+  const SftConfig c;
+  return MicroBatchShape{c.per_device_train_batch_size, c.max_length, c.gradient_checkpointing, c.loss_chunk_tokens};
+}
+
 struct EnvOptions {
   ParallelDims dims;
   std::string accelerate_config;  // profile or file; flags given explicitly win over it
   std::string model;              // config.json or HF directory, for the memory plan
   std::string sharding = "none";
+  MicroBatchShape batch = default_micro_batch();  // for the step part of the memory plan
   std::set<std::string> explicit_flags;
   std::string device = "auto";
   bool json = false;
@@ -59,6 +66,10 @@ EnvOptions parse_env_options(int argc, char** argv, std::string& help_text) {
       ("accelerate_config", po::value<std::string>(&o.accelerate_config), "profile name or accelerate YAML file")
       ("sharding", po::value<std::string>(&o.sharding)->default_value("none"), "none|zero1|zero2|zero3 (for the memory plan)")
       ("model", po::value<std::string>(&o.model), "config.json or model directory: print per-rank memory")
+      ("per_device_train_batch_size", po::value<int64_t>(&o.batch.rows)->default_value(o.batch.rows), "rows per micro-batch (memory plan)")
+      ("max_length", po::value<int64_t>(&o.batch.seq_len)->default_value(o.batch.seq_len), "tokens per row (memory plan)")
+      ("gradient_checkpointing", po::bool_switch(&o.batch.gradient_checkpointing), "recompute layers in backward (memory plan)")
+      ("loss_chunk_tokens", po::value<int64_t>(&o.batch.loss_chunk_tokens)->default_value(o.batch.loss_chunk_tokens), "logit rows at once (memory plan)")
       ("json", po::bool_switch(&o.json), "print one JSON object")
       ("help,h", po::bool_switch(&o.help), "this help");
   std::ostringstream help;
@@ -282,10 +293,16 @@ int run_env_command(int argc, char** argv, MpiEnvironment& mpi, std::ostream& ou
   ProcessGroups groups(Mesh(dims), mpi.world());
   json report = build_report(options, topo, groups);
   if (mpi.world_rank() == 0 && model) {
-    const MemoryAccount m = plan_memory(*model, dims, sharding_kind);
+    const StepMemoryPlan plan = plan_step_memory(*model, dims, sharding_kind, options.batch);
+    const MemoryAccount& m = plan.persistent;
     report["memory_per_rank"] = {{"model", options.model}, {"parameters", model->parameter_count()},
                                  {"sharding", sharding_name(sharding_kind)}, {"parameter_bytes", m.parameter_bytes},
-                                 {"gradient_bytes", m.gradient_bytes}, {"optimizer_bytes", m.optimizer_bytes}};
+                                 {"gradient_bytes", m.gradient_bytes}, {"optimizer_bytes", m.optimizer_bytes},
+                                 {"rows", options.batch.rows}, {"max_length", options.batch.seq_len},
+                                 {"gradient_checkpointing", options.batch.gradient_checkpointing},
+                                 {"gathered_unit_bytes", plan.gathered_unit_bytes},
+                                 {"activation_bytes", plan.activation_bytes}, {"loss_bytes", plan.loss_bytes},
+                                 {"floor_bytes", plan.floor_bytes()}};
   }
   if (mpi.world_rank() == 0) {
     if (options.json) {
@@ -301,7 +318,11 @@ int run_env_command(int argc, char** argv, MpiEnvironment& mpi, std::ostream& ou
         };
         out << "\nMemory per rank (" << m["parameters"] << " parameters, sharding " << m["sharding"].get<std::string>()
             << ", fp32): parameters " << mib(m["parameter_bytes"]) << ", gradients " << mib(m["gradient_bytes"])
-            << ", optimizer " << mib(m["optimizer_bytes"]) << " (activations not included)\n";
+            << ", optimizer " << mib(m["optimizer_bytes"]) << "; a step of " << m["rows"] << " x " << m["max_length"]
+            << " tokens" << (m["gradient_checkpointing"].get<bool>() ? " with gradient checkpointing" : "")
+            << " adds the largest gathered unit + gradient " << mib(m["gathered_unit_bytes"]) << ", activations "
+            << mib(m["activation_bytes"]) << ", loss chunk " << mib(m["loss_bytes"]) << ": floor "
+            << mib(m["floor_bytes"]) << "\n";
       }
     }
     out << std::flush;

@@ -1,4 +1,4 @@
-// save_hf_model_dir (declared in hf_model_dir.hpp).
+// HfModelWriter and save_hf_model_dir (declared in hf_model_dir.hpp).
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -30,27 +30,11 @@ fs::path normalized_dir(const std::string& dir) {
   return path;
 }
 
-void write_model_files(const fs::path& dir, const ModelConfig& config, const ParameterSource& source,
-                       const HfSaveOptions& options) {
-  ModelConfig saved = config;
-  saved.torch_dtype = options.dtype == DType::BF16 ? "bfloat16" : "float32";
-  saved.save((dir / "config.json").string());
-
-  const std::vector<ParameterSpec> specs = parameter_specs(config);
-  std::vector<SafetensorsEntry> entries;
-  for (const auto& spec : specs) entries.push_back({spec.name, spec.shape});
-  SafetensorsWriter writer((dir / "model.safetensors").string(), std::move(entries), options.dtype);
-  std::vector<float> buffer;
-  for (const auto& spec : specs) {
-    buffer.assign(static_cast<size_t>(spec.numel()), 0.0f);
-    source(spec, buffer.data());
-    writer.append(buffer.data(), spec.numel());
-  }
-  writer.finish();
-
-  if (options.tokenizer_source_dir.empty()) return;
+// Copies the tokenizer and generation files found in `source_dir` into `dir`.
+void copy_tokenizer_files(const std::string& source_dir, const fs::path& dir) {
+  if (source_dir.empty()) return;
   for (const std::string& name : hf_tokenizer_file_names()) {
-    const fs::path from = fs::path(options.tokenizer_source_dir) / name;
+    const fs::path from = fs::path(source_dir) / name;
     std::error_code error;
     if (!fs::is_regular_file(from, error)) continue;
     fs::copy_file(from, dir / name, fs::copy_options::overwrite_existing, error);
@@ -60,34 +44,74 @@ void write_model_files(const fs::path& dir, const ModelConfig& config, const Par
 
 }  // namespace
 
-void save_hf_model_dir(const std::string& output_dir, const ModelConfig& config, const ParameterSource& source,
-                       const HfSaveOptions& options) {
+HfModelWriter::HfModelWriter(const std::string& output_dir, const ModelConfig& config, const HfSaveOptions& options)
+    : options_(options), specs_(parameter_specs(config)) {
   TRLHPC_ASSERT(options.dtype == DType::F32 || options.dtype == DType::BF16, "model files are saved as F32 or BF16");
   const fs::path target = normalized_dir(output_dir);
-  const fs::path temp = target.string() + ".tmp";
+  target_ = target.string();
+  temp_ = target_ + ".tmp";
   std::error_code error;
   if (fs::exists(target, error) && !fs::is_directory(target, error))
-    throw UserError(target.string() + ": exists and is not a directory; choose another output directory");
+    throw UserError(target_ + ": exists and is not a directory; choose another output directory");
 
-  // A leftover <dir>.tmp is an interrupted earlier save by this function: start it over.
-  fs::remove_all(temp, error);
-  if (error) throw_fs_failure("removing the stale " + temp.string(), error);
-  fs::create_directories(temp, error);
-  if (error) throw_fs_failure("creating " + temp.string(), error);
-  write_model_files(temp, config, source, options);
+  // A leftover <dir>.tmp is an interrupted earlier save by this writer: start it over.
+  fs::remove_all(temp_, error);
+  if (error) throw_fs_failure("removing the stale " + temp_, error);
+  fs::create_directories(temp_, error);
+  if (error) throw_fs_failure("creating " + temp_, error);
 
+  ModelConfig saved = config;
+  saved.torch_dtype = options.dtype == DType::BF16 ? "bfloat16" : "float32";
+  saved.save((fs::path(temp_) / "config.json").string());
+  std::vector<SafetensorsEntry> entries;
+  for (const auto& spec : specs_) entries.push_back({spec.name, spec.shape});
+  weights_ = std::make_unique<SafetensorsWriter>((fs::path(temp_) / "model.safetensors").string(), std::move(entries),
+                                                 options.dtype);
+}
+
+HfModelWriter::~HfModelWriter() = default;
+
+void HfModelWriter::append(const std::string& name, const float* data, int64_t numel) {
+  TRLHPC_ASSERT(next_ < specs_.size() && specs_[next_].name == name && specs_[next_].numel() == numel,
+                "HfModelWriter: got " + name + " (" + std::to_string(numel) + " elements), expected " +
+                    (next_ < specs_.size() ? specs_[next_].name + " (" + std::to_string(specs_[next_].numel()) + ")"
+                                           : std::string("no more parameters")));
+  weights_->append(data, numel);
+  ++next_;
+}
+
+void HfModelWriter::finish() {
+  TRLHPC_ASSERT(next_ == specs_.size(), "HfModelWriter: " + std::to_string(next_) + " of " +
+                                            std::to_string(specs_.size()) + " parameters appended before finish()");
+  weights_->finish();
+  copy_tokenizer_files(options_.tokenizer_source_dir, temp_);
+
+  const fs::path target(target_);
+  std::error_code error;
   if (!fs::exists(target, error)) {
     if (target.has_parent_path()) fs::create_directories(target.parent_path(), error);
-    fs::rename(temp, target, error);
-    if (error) throw_fs_failure("renaming " + temp.string() + " to " + target.string(), error);
+    fs::rename(temp_, target, error);
+    if (error) throw_fs_failure("renaming " + temp_ + " to " + target_, error);
     return;
   }
   // An existing directory keeps its other contents; each complete file replaces its old version.
-  for (const auto& entry : fs::directory_iterator(temp)) {
+  for (const auto& entry : fs::directory_iterator(temp_)) {
     fs::rename(entry.path(), target / entry.path().filename(), error);
-    if (error) throw_fs_failure("moving " + entry.path().string() + " into " + target.string(), error);
+    if (error) throw_fs_failure("moving " + entry.path().string() + " into " + target_, error);
   }
-  fs::remove(temp, error);
+  fs::remove(temp_, error);
+}
+
+void save_hf_model_dir(const std::string& output_dir, const ModelConfig& config, const ParameterSource& source,
+                       const HfSaveOptions& options) {
+  HfModelWriter writer(output_dir, config, options);
+  std::vector<float> buffer;
+  for (const ParameterSpec& spec : parameter_specs(config)) {
+    buffer.assign(static_cast<size_t>(spec.numel()), 0.0f);
+    source(spec, buffer.data());
+    writer.append(spec.name, buffer.data(), spec.numel());
+  }
+  writer.finish();
 }
 
 }  // namespace trlhpc

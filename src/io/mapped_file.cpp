@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -37,6 +38,15 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
 }
 
 MappedFile::~MappedFile() { release(); }
+
+void MappedFile::drop_resident(size_t offset, size_t length) const {
+  if (!data_ || length == 0) return;
+  static const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t begin = offset / page * page;
+  const size_t end = std::min(size_, (offset + length + page - 1) / page * page);
+  // Advice only: a failure leaves the pages mapped, which costs memory, not correctness.
+  ::madvise(const_cast<std::byte*>(data_) + begin, end - begin, MADV_DONTNEED);
+}
 
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : path_(std::move(other.path_)), data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}

@@ -203,6 +203,10 @@ void SafetensorsReader::read_f32(const std::string& name, int64_t begin, int64_t
   else
     throw UserError(path() + ": tensor '" + name + "' has dtype " + t.dtype +
                     "; trlhpc reads F32, BF16, F16, F64, I32 and I64 tensors (convert the checkpoint first)");
+  // The converted values are the caller's now: keeping the file pages mapped would count the whole
+  // read (the whole model on a rank that loads it all) in this process's resident memory until the
+  // file is closed.
+  file_.drop_resident(static_cast<size_t>(src - file_.data()), static_cast<size_t>(count) * size);
 }
 
 std::vector<float> SafetensorsReader::read_f32(const std::string& name) const {

@@ -5,7 +5,9 @@
 
 namespace trlhpc {
 
-ParameterStore::ParameterStore(const ModelConfig& config, Ops& ops, int64_t pad_multiple, TpLayout tp) : tp_(tp) {
+ParameterStore::ParameterStore(const ModelConfig& config, Ops& ops, int64_t pad_multiple, TpLayout tp,
+                               FullUnitBuffers full)
+    : tp_(tp) {
   TRLHPC_ASSERT(pad_multiple >= 1, "pad_multiple must be >= 1");
   for (const ParameterSpec& spec : parameter_specs(config, tp)) {
     if (static_cast<size_t>(spec.unit) >= units_.size()) units_.resize(static_cast<size_t>(spec.unit) + 1);
@@ -17,8 +19,8 @@ ParameterStore::ParameterStore(const ModelConfig& config, Ops& ops, int64_t pad_
   }
   for (ParameterUnit& unit : units_) {
     unit.padded_numel = (unit.numel + pad_multiple - 1) / pad_multiple * pad_multiple;
-    unit.params = ops.zeros({unit.padded_numel});
-    unit.grads = ops.zeros({unit.padded_numel});
+    unit.params = ops.zeros({full.params ? unit.padded_numel : 0});
+    unit.grads = ops.zeros({full.grads ? unit.padded_numel : 0});
   }
 }
 

@@ -26,6 +26,11 @@ const char* sharding_name(ShardingKind kind) {
   return "?";
 }
 
+FullUnitBuffers full_unit_buffers(ShardingKind kind) {
+  return FullUnitBuffers{.params = kind != ShardingKind::Zero3,
+                         .grads = kind != ShardingKind::Zero2 && kind != ShardingKind::Zero3};
+}
+
 std::unique_ptr<DataParallelStrategy> make_data_parallel_strategy(const DataParallelOptions& options,
                                                                   ParameterStore& store, ProcessGroups& groups,
                                                                   Ops& ops) {

@@ -30,6 +30,9 @@ class DdpStrategy final : public DataParallelStrategy {
   void load_parameters(const UnitRangeSource& source) override { load_all_units(source, ops_, store_); }
   void gather_full_parameters() override {}
   void release_full_parameters() override {}
+  void gather_unit_parameters(int) override {}
+  void release_unit_parameters(int) override {}
+  void release_cached_buffers() override {}
 
  private:
   struct Bucket {

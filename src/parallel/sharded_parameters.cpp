@@ -18,7 +18,7 @@ ShardedParameters::ShardedParameters(ParameterStore& store, Communicator& fsdp, 
                                                   std::to_string(P));
     shard_numel_.push_back(unit.padded_numel / P);
     units_[static_cast<size_t>(u)].shard = ops.zeros({unit.padded_numel / P});
-    unit.params = no_buffer_;  // frees the full buffer the store allocated
+    unit.params = no_buffer_;  // (a store built with full_unit_buffers(Zero3) holds none)
   }
 }
 

@@ -23,7 +23,8 @@ namespace trlhpc {
 
 class ShardedParameters {
  public:
-  // Takes the store's full parameter buffers away (after this, the store holds only gathered units).
+  // Takes the store's full parameter buffers away, if it has any (after this, the store holds only
+  // gathered units).
   ShardedParameters(ParameterStore& store, Communicator& fsdp, Ops& ops, UnitBufferPool& pool);
 
   int64_t shard_numel(int unit) const { return shard_numel_[static_cast<size_t>(unit)]; }

@@ -38,4 +38,9 @@ void UnitBufferPool::release(Tensor buffer) {
   free_.emplace(numel, std::move(buffer));
 }
 
+void UnitBufferPool::release_idle() {
+  free_.clear();
+  cached_bytes_ = 0;
+}
+
 }  // namespace trlhpc

@@ -31,6 +31,8 @@ class UnitBufferPool {
   Tensor acquire_zeroed(int64_t numel);  // (numel)
   // Takes back a buffer that acquire() returned (the whole tensor, not a view of it).
   void release(Tensor buffer);
+  // Frees every idle buffer (buffers in use stay valid).
+  void release_idle();
 
   int64_t bytes_in_use() const { return in_use_bytes_; }
   int64_t bytes_cached() const { return cached_bytes_; }

@@ -40,6 +40,9 @@ class Zero1Strategy : public DataParallelStrategy {
   void load_parameters(const UnitRangeSource& source) override { load_all_units(source, ops_, store_); }
   void gather_full_parameters() override {}
   void release_full_parameters() override {}
+  void gather_unit_parameters(int) override {}
+  void release_unit_parameters(int) override {}
+  void release_cached_buffers() override { pool_.release_idle(); }
 
  protected:
   // Brings the optimizer's updated slices to every rank of fsdp (one all-gather per unit, all in flight

@@ -6,8 +6,8 @@ namespace trlhpc {
 
 Zero2Strategy::Zero2Strategy(const DataParallelOptions& options, ParameterStore& store, ProcessGroups& groups, Ops& ops)
     : Zero1Strategy(options, store, groups, ops), no_buffer_(ops.allocate({0})) {
-  // Release the store's full gradient buffers: a zero-element tensor makes any stray use outside a
-  // unit's backward fail loudly (a view of it does not fit) instead of writing to freed memory.
+  // No full gradient buffers outside a unit's backward (the store was built without them): a
+  // zero-element tensor makes any stray use fail loudly (a view of it does not fit).
   for (ParameterUnit& unit : store_.units()) unit.grads = no_buffer_;
 }
 

@@ -1,9 +1,11 @@
 #include "trlhpc/train/model_export.hpp"
 
+#include <exception>
+#include <optional>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
+#include "trlhpc/core/error.hpp"
 #include "trlhpc/io/hf_model_dir.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
 #include "trlhpc/ops/ops.hpp"
@@ -13,24 +15,19 @@
 namespace trlhpc {
 namespace {
 
-// Full tensors by name from this rank's tp slices: every tp rank all-gathers each of its local
-// tensors (collective over the tp group, in store order); only the writer reassembles and keeps them.
-// The writer therefore holds the whole model on the host once, as the single-file save needs anyway.
-std::unordered_map<std::string, std::vector<float>> gather_tp_tensors(ParameterStore& store, Ops& ops, Communicator& tp,
-                                                                      bool writer) {
-  std::unordered_map<std::string, std::vector<float>> full;
-  for (const ParameterUnit& unit : store.units())
-    for (const ParameterSlot& slot : unit.slots) {
-      std::vector<float> local(static_cast<size_t>(slot.numel));
-      ops.copy_to_host(local.data(), store.param(slot.spec.name), local.size() * sizeof(float));
-      std::vector<float> gathered(local.size() * static_cast<size_t>(tp.size()));
-      tp.all_gather(local, std::span<float>(gathered));
-      if (!writer) continue;
-      std::vector<float>& out = full[slot.spec.name];
-      out.resize(static_cast<size_t>(shape_numel(tp_full_shape(slot.spec, tp.size()))));
-      tp_assemble_full(slot.spec, tp.size(), gathered, out);
-    }
-  return full;
+// The full tensor of one slot of a gathered unit, from this rank's tp slice: every tp rank all-gathers
+// it (collective over the tp group); the writer reassembles it into `full`. At most one slot's full
+// tensor exists at a time on the host.
+void gather_tp_tensor(const ParameterSlot& slot, ParameterStore& store, Ops& ops, Communicator& tp, bool writer,
+                      std::vector<float>& full) {
+  std::vector<float> local(static_cast<size_t>(slot.numel));
+  ops.copy_to_host(local.data(), store.param(slot.spec.name), local.size() * sizeof(float));
+  std::vector<float> gathered(local.size() * static_cast<size_t>(tp.size()));
+  tp.all_gather(local, std::span<float>(gathered));
+  local = {};
+  if (!writer) return;
+  full.resize(static_cast<size_t>(shape_numel(tp_full_shape(slot.spec, tp.size()))));
+  tp_assemble_full(slot.spec, tp.size(), gathered, full);
 }
 
 }  // namespace
@@ -38,18 +35,44 @@ std::unordered_map<std::string, std::vector<float>> gather_tp_tensors(ParameterS
 void export_hf_model(ParallelModel& model, const std::string& output_dir, const std::string& tokenizer_dir,
                      bool writer) {
   ProcessGroups& groups = model.groups();
-  model.strategy().gather_full_parameters();
-  const auto full = gather_tp_tensors(model.store(), model.ops(), groups.tp().comm(), writer);
-  model.strategy().release_full_parameters();
-  if (writer) {
+  DataParallelStrategy& strategy = model.strategy();
+  ParameterStore& store = model.store();
+  // The step's cached unit buffers are idle from here on; the save gathers one unit at a time.
+  strategy.release_cached_buffers();
+  // A failure of the writer (disk full, permissions) must not leave the other ranks waiting in the
+  // next unit's all-gather: the writer stops writing but keeps gathering, and the outcome is agreed below.
+  std::exception_ptr failure;
+  std::optional<HfModelWriter> out;
+  const auto attempt = [&](auto&& write) {
+    if (!writer || failure) return;
+    try {
+      write();
+    } catch (...) {
+      failure = std::current_exception();
+      out.reset();
+    }
+  };
+  attempt([&] {
     HfSaveOptions options;
     options.tokenizer_source_dir = tokenizer_dir;
-    save_hf_model_dir(output_dir, model.config(), [&](const ParameterSpec& spec, float* out) {
-      const std::vector<float>& t = full.at(spec.name);
-      std::copy(t.begin(), t.end(), out);
-    }, options);
+    out.emplace(output_dir, model.config(), options);
+  });
+  std::vector<float> full;  // (numel of the largest full tensor) one parameter at a time
+  for (int u = 0; u < store.num_units(); ++u) {
+    strategy.gather_unit_parameters(u);
+    for (const ParameterSlot& slot : store.unit(u).slots) {
+      gather_tp_tensor(slot, store, model.ops(), groups.tp().comm(), writer, full);
+      attempt([&] { out->append(slot.spec.name, full.data(), static_cast<int64_t>(full.size())); });
+    }
+    strategy.release_unit_parameters(u);
   }
-  groups.world().comm().barrier();  // nobody reports success before the files exist
+  attempt([&] { out->finish(); });
+  int failed = failure ? 1 : 0;
+  groups.world().comm().all_reduce(std::span<int>(&failed, 1), ReduceOp::Max);  // nobody reports success before the files exist
+  if (failure) std::rethrow_exception(failure);
+  if (failed)
+    throw RuntimeFailure(rank_prefix() + "the final save of the model to " + output_dir +
+                         " failed on the writing rank: see its message");
 }
 
 }  // namespace trlhpc

@@ -30,8 +30,10 @@ ParallelModel::ParallelModel(const ModelConfig& config, Ops& ops, ProcessGroups&
   // 1. tp layout. A tp group of 1 is the whole model.
   validate_tensor_parallel(config, groups.tp().size());
   tp_ = TpLayout{groups.tp().size(), groups.tp().rank()};
-  // 2. parameter store of this tp slice, padded so every unit shards evenly over fsdp.
-  store_ = std::make_unique<ParameterStore>(config, ops, groups.fsdp().size(), tp_);
+  // 2. parameter store of this tp slice, padded so every unit shards evenly over fsdp; full-size
+  // buffers only where the strategy keeps them (a ZeRO-3 rank never holds the whole model).
+  store_ = std::make_unique<ParameterStore>(config, ops, groups.fsdp().size(), tp_,
+                                            full_unit_buffers(options.data_parallel.sharding));
   // 3. data-parallel strategy (the decoder's hooks).
   strategy_ = make_data_parallel_strategy(options.data_parallel, *store_, groups, ops);
   // 4. kv-share group.

@@ -12,6 +12,7 @@
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/io/hf_model_dir.hpp"
 #include "trlhpc/kernels/cpu.hpp"
+#include "trlhpc/parallel/memory_plan.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/runtime/cpu_blas.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
@@ -127,15 +128,25 @@ void set_up_checkpoints(const SftConfig& c, const SftPlan& plan, const dataset::
                  std::to_string(loop.total_steps()));
 }
 
-void log_start(const SftPlan& plan, const Trainer& trainer, const Topology& topology, int64_t total_steps,
-               MetricsLogger& logger) {
+// The start line: the model, the layout, and per rank the persistent state the strategy allocated plus
+// what a step of a full-length micro-batch adds (memory_plan.hpp), so a user sees the floor the peak
+// resident memory should approach.
+void log_start(const SftConfig& c, const SftPlan& plan, const Trainer& trainer, const Topology& topology,
+               int64_t total_steps, MetricsLogger& logger) {
   const MemoryAccount memory = trainer.memory();
+  const ShardingKind sharding = plan.trainer.parallel.data_parallel.sharding;
+  const StepMemoryPlan step = plan_step_memory(
+      plan.model, plan.dims, sharding,
+      MicroBatchShape{c.per_device_train_batch_size, c.max_length, c.gradient_checkpointing, c.loss_chunk_tokens});
+  const int64_t floor = memory.parameter_bytes + memory.gradient_bytes + memory.optimizer_bytes +
+                        step.gathered_unit_bytes + step.activation_bytes + step.loss_bytes;
   logger.message("model " + std::string(plan.model.architecture_name()) + " " +
                  std::to_string(plan.model.parameter_count()) + " parameters; mesh " + plan.dims.to_string() +
-                 "; sharding " + sharding_name(plan.trainer.parallel.data_parallel.sharding) + "; per rank: parameters " +
-                 mib(memory.parameter_bytes) + ", gradients " + mib(memory.gradient_bytes) + ", optimizer " +
-                 mib(memory.optimizer_bytes) + "; " + std::to_string(topology.cpu_threads()) + " threads/rank; " +
-                 std::to_string(total_steps) + " steps");
+                 "; sharding " + sharding_name(sharding) + "; per rank: parameters " + mib(memory.parameter_bytes) +
+                 ", gradients " + mib(memory.gradient_bytes) + ", optimizer " + mib(memory.optimizer_bytes) +
+                 ", largest gathered unit + gradient " + mib(step.gathered_unit_bytes) + ", activations " +
+                 mib(step.activation_bytes) + ", loss chunk " + mib(step.loss_bytes) + ", floor " + mib(floor) + "; " +
+                 std::to_string(topology.cpu_threads()) + " threads/rank; " + std::to_string(total_steps) + " steps");
   if (const std::string warning = cpu_blas_warning(); !warning.empty()) logger.message("warning: " + warning);
 }
 
@@ -217,7 +228,7 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   if (c.async_save) async.emplace(groups, c.ddp_timeout);
   SftLoop loop(c, plan.schedule, trainer, train, eval ? &*eval : nullptr, logger, watch);
   set_up_checkpoints(c, plan, train, trainer, loop, logger, async ? &*async : nullptr);
-  log_start(plan, trainer, topology, loop.total_steps(), logger);
+  log_start(c, plan, trainer, topology, loop.total_steps(), logger);
   const SftLoopOutcome outcome = loop.run(peak_flops_per_rank(c, *ops, groups));
   if (outcome.signal) return report_preemption(c, outcome.signal, outcome, loop.total_steps(), logger);
   logger.finish();

@@ -72,11 +72,37 @@ struct HfSaveOptions {
   std::string tokenizer_source_dir;  // copy hf_tokenizer_file_names() found here ("" = copy nothing)
 };
 
+// Writes a Hugging Face model directory (see above) one parameter at a time, so a caller that gathers
+// parameters unit by unit never holds the whole model: the constructor starts `<dir>.tmp` with
+// config.json (torch_dtype follows options.dtype) and the model.safetensors header; append() streams the
+// parameters in parameter_specs(config) order; finish() copies the tokenizer files and moves everything
+// into place. Destroyed without finish(), it leaves no model.safetensors (a stale `<dir>.tmp` is
+// cleared by the next save).
+class HfModelWriter {
+ public:
+  HfModelWriter(const std::string& output_dir, const ModelConfig& config, const HfSaveOptions& options = {});
+  ~HfModelWriter();
+  HfModelWriter(const HfModelWriter&) = delete;
+  HfModelWriter& operator=(const HfModelWriter&) = delete;
+
+  // The full value of the next parameter (numel floats); `name` must be the next of parameter_specs.
+  void append(const std::string& name, const float* data, int64_t numel);
+  void finish();
+
+ private:
+  std::string target_, temp_;  // the directory and its "<dir>.tmp" sibling
+  HfSaveOptions options_;
+  std::vector<ParameterSpec> specs_;
+  size_t next_ = 0;  // index into specs_ of the parameter append() expects
+  std::unique_ptr<SafetensorsWriter> weights_;
+};
+
 // Fills `out` (spec.numel() floats) with the full value of one parameter. Called once per parameter,
 // in parameter_specs(config) order.
 using ParameterSource = std::function<void(const ParameterSpec& spec, float* out)>;
 
-// Writes a Hugging Face model directory (see above). config.json's torch_dtype follows options.dtype.
+// Writes a Hugging Face model directory (see above) from a source of whole parameters (HfModelWriter
+// with one parameter-sized buffer).
 void save_hf_model_dir(const std::string& output_dir, const ModelConfig& config, const ParameterSource& source,
                        const HfSaveOptions& options = {});
 

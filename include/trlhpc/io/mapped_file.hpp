@@ -19,6 +19,10 @@ class MappedFile {
   MappedFile& operator=(const MappedFile&) = delete;
 
   const std::byte* data() const { return data_; }  // nullptr for an empty file
+  // Unmaps the pages holding bytes [offset, offset + length) from this process (madvise DONTNEED; the
+  // whole pages around them): they stop counting in its resident memory, stay in the page cache, and a
+  // later read maps them again. For a reader that touches each byte once.
+  void drop_resident(size_t offset, size_t length) const;
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 

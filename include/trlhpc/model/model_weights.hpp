@@ -22,8 +22,11 @@ using UnitRangeSource = std::function<void(int unit, int64_t begin, int64_t end,
 UnitRangeSource weights_from_hf_dir(const HfModelDir& dir, TpLayout tp = {});
 UnitRangeSource weights_from_init(const ModelConfig& config, uint64_t seed, TpLayout tp = {});
 
-// Fills `dst` (a device tensor of end-begin elements) with elements [begin, end) of unit `unit`.
-void load_unit_range(const UnitRangeSource& source, Ops& ops, int unit, int64_t begin, int64_t end, const Tensor& dst);
+// Fills `dst` (a device tensor of end-begin elements) with elements [begin, end) of unit `unit`, asking
+// `source` for at most `piece_elements` at a time (the host memory the load needs).
+inline constexpr int64_t kLoadPieceElements = int64_t{1} << 22;  // 16 MiB of fp32
+void load_unit_range(const UnitRangeSource& source, Ops& ops, int unit, int64_t begin, int64_t end, const Tensor& dst,
+                     int64_t piece_elements = kLoadPieceElements);
 // Fills every unit of the store completely (no sharding).
 void load_all_units(const UnitRangeSource& source, Ops& ops, ParameterStore& store);
 

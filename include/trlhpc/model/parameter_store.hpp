@@ -33,11 +33,20 @@ struct ParameterUnit {
   Tensor grads;              // (padded_numel)
 };
 
+// Which full-size unit buffers the store allocates. A sharded strategy that keeps only shards (ZeRO-3:
+// neither; ZeRO-2: no gradients) passes false, so the full model is never materialised on a rank that
+// keeps 1/fsdp of it; those fields then hold zero-element tensors until the strategy fills them.
+struct FullUnitBuffers {
+  bool params = true;
+  bool grads = true;
+};
+
 class ParameterStore {
  public:
-  // Allocates zeroed parameter and gradient buffers for every unit on `ops`' device, holding tp rank
-  // `tp`'s slices (parameter_specs(config, tp); default: the full model).
-  ParameterStore(const ModelConfig& config, Ops& ops, int64_t pad_multiple = 1, TpLayout tp = {});
+  // Allocates zeroed parameter and gradient buffers (those `full` asks for) for every unit on `ops'`
+  // device, holding tp rank `tp`'s slices (parameter_specs(config, tp); default: the full model).
+  ParameterStore(const ModelConfig& config, Ops& ops, int64_t pad_multiple = 1, TpLayout tp = {},
+                 FullUnitBuffers full = {});
 
   int num_units() const { return static_cast<int>(units_.size()); }
   ParameterUnit& unit(int u) { return units_.at(static_cast<size_t>(u)); }

@@ -74,12 +74,24 @@ class DataParallelStrategy : public UnitHooks {
   virtual const CommTimeline& timeline() const = 0;
   // Fills the parameters this rank stores from `source` (every unit in full, or its shards).
   virtual void load_parameters(const UnitRangeSource& source) = 0;
-  // Brings every unit's full parameters to this rank (e.g. for saving); no-op unless sharded.
+  // Brings every unit's full parameters to this rank at once (tests that inspect the whole model); no-op
+  // unless sharded. Saving goes unit by unit instead (below), so no rank holds the whole model.
   virtual void gather_full_parameters() = 0;
   virtual void release_full_parameters() = 0;
+  // Unit `unit`'s full parameters in store.unit(unit).params until release_unit_parameters(unit):
+  // collective over fsdp under ZeRO-3 (every rank, same units, same order), no-op otherwise.
+  virtual void gather_unit_parameters(int unit) = 0;
+  virtual void release_unit_parameters(int unit) = 0;
+  // Returns the idle full-size unit buffers a sharded strategy keeps for the next step (ZeRO-1/2/3) to
+  // the allocator, e.g. before the final save; a later step allocates them again.
+  virtual void release_cached_buffers() = 0;
 };
 
-// The store must have been built with pad_multiple = the fsdp group size.
+// The full-size unit buffers a strategy of `kind` keeps in the store (ZeRO-2 shards the gradients,
+// ZeRO-3 the parameters too): what to build the store with.
+FullUnitBuffers full_unit_buffers(ShardingKind kind);
+
+// The store must have been built with pad_multiple = the fsdp group size and full_unit_buffers(kind).
 std::unique_ptr<DataParallelStrategy> make_data_parallel_strategy(const DataParallelOptions& options,
                                                                   ParameterStore& store, ProcessGroups& groups,
                                                                   Ops& ops);

@@ -1,8 +1,20 @@
 #pragma once
-// Per-rank bytes of parameters, gradients and optimizer state for a model under a layout, computed the
-// way ParameterStore and the strategies allocate them (TP-local tensors, units padded to the fsdp size,
-// fp32 parameters and gradients, two fp32 Adam moments), without allocating anything. `trlhpc env`
-// prints it so a user sees before launching whether a model fits.
+// Per-rank memory of a model under a layout, computed the way the code allocates it, without allocating
+// anything. `trlhpc env --model` prints it so a user sees before launching whether a model fits, and
+// `trlhpc sft` prints the step's breakdown and floor in its start line.
+//
+//   persistent   plan_memory: parameters, gradients and the two fp32 Adam moments as ParameterStore and
+//                the strategies hold them (TP-local tensors, units padded to the fsdp size; full or
+//                sharded by the profile)
+//   per step     plan_step_memory adds what a training step needs on top:
+//                - the largest gathered unit and its gradient: ZeRO-3 gathers a unit's full parameters
+//                  and gives it a full gradient buffer during its backward (ZeRO-2: the gradient only;
+//                  DDP / ZeRO-1 keep those buffers persistently, already counted above)
+//                - activations: the decoder's buffers for one micro-batch (Decoder::activation_bytes)
+//                - the loss chunk: loss_chunk_tokens rows of logits (this tp rank's vocabulary) and the
+//                  chunk's hidden rows and their gradient, alive during the fused loss
+//   floor        the sum: what the peak resident memory of a step should approach. A rank needs some
+//                more (communication buffers, units prefetched or still reducing, the process itself).
 #include <cstdint>
 
 #include "trlhpc/model/model_config.hpp"
@@ -13,5 +25,30 @@ namespace trlhpc {
 
 // The largest rank's bytes (tp rank 0 holds the replicated tensors too).
 MemoryAccount plan_memory(const ModelConfig& config, const ParallelDims& dims, ShardingKind sharding);
+
+// One micro-batch as a rank sees it.
+struct MicroBatchShape {
+  int64_t rows = 1, seq_len = 1024;  // before sequence sharding (seq_len padded to dims.sequence_multiple())
+  bool gradient_checkpointing = false;
+  int64_t loss_chunk_tokens = 1024;
+};
+
+struct StepMemoryPlan {
+  MemoryAccount persistent;          // plan_memory
+  int64_t gathered_unit_bytes = 0;   // the largest unit's full parameters + full gradient held in a step
+  int64_t activation_bytes = 0;      // Decoder::activation_bytes for this micro-batch
+  int64_t loss_bytes = 0;            // the fused loss's chunk buffers
+  int64_t persistent_bytes() const {
+    return persistent.parameter_bytes + persistent.gradient_bytes + persistent.optimizer_bytes;
+  }
+  int64_t floor_bytes() const { return persistent_bytes() + gathered_unit_bytes + activation_bytes + loss_bytes; }
+};
+
+StepMemoryPlan plan_step_memory(const ModelConfig& config, const ParallelDims& dims, ShardingKind sharding,
+                                const MicroBatchShape& batch);
+
+// Decoder::activation_bytes for N tokens on this rank (Nl of them outside the tp regions: N/tp under tp
+// sequence parallel, else N) of a tp-local config.
+int64_t plan_activation_bytes(const ModelConfig& local_config, int64_t N, int64_t Nl, bool gradient_checkpointing);
 
 }  // namespace trlhpc
