@@ -2,7 +2,8 @@
 """trlhpc vs the fastest PyTorch training loop we can write, on the CPU, same model, same batches.
 
     python3 bench/cpu_peer_bench.py [--trlhpc build/trlhpc] [--threads 2] [--steps 12]
-                                    [--shapes 384,512,896] [--no-compile]
+                                    [--shapes 384,512,896] [--no-compile] [--openblas]
+                                    [--also NAME=PATH ...]   (more trlhpc binaries, e.g. older commits)
 
 For each shape (Qwen2, fp32, tied embeddings, vocab 8192, 4 rows x 512 tokens per step):
   384: hidden 384, 6 layers, 6 heads / 2 kv heads, intermediate 1024   (issue 17's measurement)
@@ -183,6 +184,8 @@ def main():
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--openblas", action="store_true", help="also run trlhpc with TRLHPC_CPU_GEMM=openblas")
     ap.add_argument("--trlhpc-arg", action="append", default=[], help="extra argument for trlhpc sft")
+    ap.add_argument("--also", action="append", default=[], metavar="NAME=PATH",
+                    help="another trlhpc binary to run in the same comparison (before/after a change)")
     args = ap.parse_args()
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -190,11 +193,15 @@ def main():
     torch_peak = float(subprocess.run([sys.executable, "-c", GEMM_PEAK, str(args.threads)], capture_output=True,
                                       text=True, check=True).stdout)
     pinned = os.environ.get("OPENBLAS_CORETYPE")
-    variants = [("trlhpc", {})]
+    variants = [("trlhpc", {}, args.trlhpc)]
     if args.openblas:
-        variants.append((f"trlhpc, OpenBLAS GEMM ({pinned or 'its own core'})", {"TRLHPC_CPU_GEMM": "openblas"}))
+        variants.append((f"trlhpc, OpenBLAS GEMM ({pinned or 'its own core'})", {"TRLHPC_CPU_GEMM": "openblas"}, args.trlhpc))
         if pinned:
-            variants.append(("trlhpc, OpenBLAS GEMM (own core)", {"TRLHPC_CPU_GEMM": "openblas", "OPENBLAS_CORETYPE": None}))
+            variants.append(("trlhpc, OpenBLAS GEMM (own core)", {"TRLHPC_CPU_GEMM": "openblas", "OPENBLAS_CORETYPE": None},
+                             args.trlhpc))
+    for entry in args.also:
+        name, _, path = entry.partition("=")
+        variants.append((name, {}, path))
     load = os.getloadavg()[0]
     print(f"torch {torch.__version__}, {args.threads} threads, {args.steps} steps (first 2 excluded), "
           f"load average {load:.2f}, PyTorch sgemm 2048^3 {torch_peak / 1e9:.0f} GFLOP/s")
@@ -214,8 +221,8 @@ def main():
                 f.write(json.dumps({"input_ids": r}) + "\n")
         fpt = flops_per_token(shape)
         results = []
-        for i, (name, env_change) in enumerate(variants):
-            losses, tps, rss, own_peak = run_trlhpc(args.trlhpc, model_dir, data, args.steps, args.threads,
+        for i, (name, env_change, binary) in enumerate(variants):
+            losses, tps, rss, own_peak = run_trlhpc(binary, model_dir, data, args.steps, args.threads,
                                                     os.path.join(work, f"out{i}"), env_change, args.trlhpc_arg)
             results.append((name, losses, tps, rss, own_peak * fpt))
         peers = []
