@@ -38,6 +38,7 @@
 
 #include "trlhpc/core/error.hpp"
 #include "kernels/cpu/fast_exp.hpp"
+#include "kernels/cpu/scratch.hpp"
 #include "trlhpc/kernels/cpu.hpp"
 
 namespace trlhpc::cpu {
@@ -153,15 +154,27 @@ void apply_mask(float* s, int64_t rows, int64_t k_valid, const int32_t* q_pos, c
 }
 
 // Per (b, kv head) repacked K and V (see the header comment). Transposed ones are only built if asked.
+// The buffers a call needs, kept by the calling thread between calls (kernels/cpu/scratch.hpp: fresh
+// pages per call cost more page faults than the whole backward's arithmetic on small heads).
+struct AttentionScratch {
+  Scratch kt, vp, vt, kp;  // PackedKV
+  Scratch delta, qh, doh;  // attention_bwd's per-head copies
+  Scratch ds;              // attention_bwd's dS store
+};
+AttentionScratch& attention_scratch() {
+  thread_local AttentionScratch scratch;
+  return scratch;
+}
+
 struct PackedKV {
   int64_t Tkp, HS;
-  std::vector<float> kt, vp, vt, kp;  // (B, KVH, k_tiles, HS, kKeyTile) x2, (B, KVH, Tkp, HS) x2 (kt, vt, kp, vp)
+  float *kt, *vp, *vt, *kp;  // (B, KVH, k_tiles, HS, kKeyTile) x2, (B, KVH, Tkp, HS) x2 (kt, vt, kp, vp)
   // Tile t of k^T (v^T) for batch row b and kv head g: (HS, kKeyTile).
   const float* kt_tile(int64_t b, int64_t KVH, int64_t g, int64_t t) const {
-    return kt.data() + (b * KVH + g) * Tkp * HS + t * HS * kKeyTile;
+    return kt + (b * KVH + g) * Tkp * HS + t * HS * kKeyTile;
   }
   const float* vt_tile(int64_t b, int64_t KVH, int64_t g, int64_t t) const {
-    return vt.data() + (b * KVH + g) * Tkp * HS + t * HS * kKeyTile;
+    return vt + (b * KVH + g) * Tkp * HS + t * HS * kKeyTile;
   }
 };
 
@@ -172,12 +185,18 @@ void check_heads(int64_t NH, int64_t KVH) {
 }
 
 PackedKV pack_kv(const float* k, const float* v, int64_t B, int64_t Tk, int64_t KVH, int64_t HS, bool backward) {
-  PackedKV p;
+  PackedKV p{};
   p.Tkp = (Tk + kKeyTile - 1) / kKeyTile * kKeyTile, p.HS = HS;
-  const size_t size = static_cast<size_t>(B * KVH * p.Tkp * HS);
-  p.kt.assign(size, 0.0f);
-  p.vp.assign(size, 0.0f);
-  if (backward) p.vt.assign(size, 0.0f), p.kp.assign(size, 0.0f);
+  const int64_t size = B * KVH * p.Tkp * HS;
+  AttentionScratch& scratch = attention_scratch();
+  auto zeroed = [size](Scratch& buffer) {  // the padded keys past Tk must read as zeros
+    float* data = buffer.reserve(size);
+    std::fill(data, data + size, 0.0f);
+    return data;
+  };
+  p.kt = zeroed(scratch.kt);
+  p.vp = zeroed(scratch.vp);
+  if (backward) p.vt = zeroed(scratch.vt), p.kp = zeroed(scratch.kp);
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < B; ++b)
     for (int64_t g = 0; g < KVH; ++g) {
@@ -187,11 +206,11 @@ PackedKV pack_kv(const float* k, const float* v, int64_t B, int64_t Tk, int64_t 
         const float* vj = v + ((b * Tk + j) * KVH + g) * HS;  // (HS)
         const int64_t tile_base = base + j / kKeyTile * HS * kKeyTile + j % kKeyTile;
         for (int64_t d = 0; d < HS; ++d) {
-          p.kt[static_cast<size_t>(tile_base + d * kKeyTile)] = kj[d];
-          p.vp[static_cast<size_t>(base + j * HS + d)] = vj[d];
+          p.kt[tile_base + d * kKeyTile] = kj[d];
+          p.vp[base + j * HS + d] = vj[d];
           if (backward) {
-            p.vt[static_cast<size_t>(tile_base + d * kKeyTile)] = vj[d];
-            p.kp[static_cast<size_t>(base + j * HS + d)] = kj[d];
+            p.vt[tile_base + d * kKeyTile] = vj[d];
+            p.kp[base + j * HS + d] = kj[d];
           }
         }
       }
@@ -230,7 +249,7 @@ void attention_fwd(const float* q, const float* k, const float* v, const int32_t
       std::fill(o_acc.begin(), o_acc.end(), 0.0f);
       std::fill(row_max, row_max + kQueryTile, kNegInf);
       std::fill(row_sum, row_sum + kQueryTile, 0.0f);
-      const float* vp_bg = kv.vp.data() + (b * KVH + g) * Tkp * HS;  // (Tkp, HS)
+      const float* vp_bg = kv.vp + (b * KVH + g) * Tkp * HS;  // (Tkp, HS)
 
       for (int64_t kt = 0; kt < k_tiles; ++kt) {
         const int64_t j0 = kt * kKeyTile, k_valid = std::min(kKeyTile, Tk - j0);
@@ -348,8 +367,11 @@ void attention_bwd(const float* q, const float* k, const float* v, const float* 
   const std::vector<TileRange> q_ranges = tile_ranges(q_pos, q_doc, B, Tq, kQueryTile);  // (B, q_tiles)
   const std::vector<TileRange> k_ranges = tile_ranges(k_pos, k_doc, B, Tk, kKeyTile);    // (B, k_tiles)
   const PackedKV kv = pack_kv(k, v, B, Tk, KVH, HS, true);
-  std::vector<float> delta(static_cast<size_t>(B * NH * Tq));                    // (B, NH, Tq) = sum_d do * o
-  std::vector<float> qh(static_cast<size_t>(B * NH * Tq * HS)), doh(qh.size());  // (B, NH, Tq, HS) each
+  // Every element below is written before it is read.
+  AttentionScratch& scratch = attention_scratch();
+  float* const delta = scratch.delta.reserve(B * NH * Tq);  // (B, NH, Tq) = sum_d do * o
+  float* const qh = scratch.qh.reserve(B * NH * Tq * HS);   // (B, NH, Tq, HS)
+  float* const doh = scratch.doh.reserve(B * NH * Tq * HS); // (B, NH, Tq, HS)
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < B; ++b)
     for (int64_t i = 0; i < Tq; ++i)
@@ -360,12 +382,12 @@ void attention_bwd(const float* q, const float* k, const float* v, const float* 
         const int64_t row = (b * NH + h) * Tq + i;
         float acc = 0.0f;
         for (int64_t d = 0; d < HS; ++d) acc += oi[d] * doi[d];
-        delta[static_cast<size_t>(row)] = acc;
-        std::copy(qi, qi + HS, qh.data() + row * HS);
-        std::copy(doi, doi + HS, doh.data() + row * HS);
+        delta[row] = acc;
+        std::copy(qi, qi + HS, qh + row * HS);
+        std::copy(doi, doi + HS, doh + row * HS);
       }
   // clang-format off
-  const BackwardArgs args{.qh = qh.data(), .doh = doh.data(), .lse = lse, .delta = delta.data(),
+  const BackwardArgs args{.qh = qh, .doh = doh, .lse = lse, .delta = delta,
                           .q_pos = q_pos, .k_pos = k_pos, .q_doc = q_doc, .k_doc = k_doc,
                           .Tq = Tq, .Tk = Tk, .NH = NH, .KVH = KVH, .HS = HS, .q_tiles = q_tiles,
                           .k_tiles = k_tiles, .scale = scale, .kv = &kv, .q_ranges = &q_ranges, .k_ranges = &k_ranges};
@@ -377,9 +399,9 @@ void attention_bwd(const float* q, const float* k, const float* v, const float* 
   const int64_t per_query_tile = B * NH * k_tiles * kPairFloats;
   const int64_t slab = std::clamp<int64_t>(kScoreStoreBytes / int64_t{sizeof(float)} / per_query_tile, 1, q_tiles);
   // (B, NH, slab, k_tiles, kQueryTile, kKeyTile); left uninitialised, pass 2 reads only what pass 1 wrote.
-  const auto ds_store = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(slab * per_query_tile));
+  float* const ds_store = scratch.ds.reserve(slab * per_query_tile);
   auto ds_tile = [&](int64_t b, int64_t h, int64_t qt_in_slab, int64_t kt) {
-    return ds_store.get() + (((b * NH + h) * slab + qt_in_slab) * k_tiles + kt) * kPairFloats;
+    return ds_store + (((b * NH + h) * slab + qt_in_slab) * k_tiles + kt) * kPairFloats;
   };
 
   for (int64_t qt0 = 0; qt0 < q_tiles; qt0 += slab) {
@@ -405,8 +427,8 @@ void attention_bwd(const float* q, const float* k, const float* v, const float* 
             float* ds = ds_tile(b, h, qt - qt0, kt);
             tile_p_ds(args, mask, b, h, qt, kt, p.data(), ds);
             const int64_t i0 = qt * kQueryTile, rows = std::min(kQueryTile, Tq - i0);
-            const float* q_rows = qh.data() + ((b * NH + h) * Tq + i0) * HS;    // (rows, HS)
-            const float* do_rows = doh.data() + ((b * NH + h) * Tq + i0) * HS;  // (rows, HS)
+            const float* q_rows = qh + ((b * NH + h) * Tq + i0) * HS;    // (rows, HS)
+            const float* do_rows = doh + ((b * NH + h) * Tq + i0) * HS;  // (rows, HS)
             // dv_tile (k_valid, HS) += P^T do;  dk_tile += dS^T q   (A^T: row stride 1, column stride kKeyTile)
             gemm_acc(k_valid, HS, rows, p.data(), 1, kKeyTile, do_rows, HS, dv_tile.data(), HS);
             gemm_acc(k_valid, HS, rows, ds, 1, kKeyTile, q_rows, HS, dk_tile.data(), HS);
@@ -430,7 +452,7 @@ void attention_bwd(const float* q, const float* k, const float* v, const float* 
       for (int64_t item = 0; item < B * NH * (qt1 - qt0); ++item) {
         const int64_t b = item / (NH * (qt1 - qt0)), h = item / (qt1 - qt0) % NH, qt = qt0 + item % (qt1 - qt0);
         const int64_t g = h / group, i0 = qt * kQueryTile, rows = std::min(kQueryTile, Tq - i0);
-        const float* kp_bg = kv.kp.data() + (b * KVH + g) * kv.Tkp * HS;  // (Tkp, HS)
+        const float* kp_bg = kv.kp + (b * KVH + g) * kv.Tkp * HS;  // (Tkp, HS)
         std::fill(dq_tile.begin(), dq_tile.end(), 0.0f);
         for (int64_t kt = 0; kt < k_tiles; ++kt) {
           if (args.mask(b, qt, kt) == TileMask::kSkip) continue;

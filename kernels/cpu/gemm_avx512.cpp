@@ -26,9 +26,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <memory>
 
+#include "kernels/cpu/scratch.hpp"
 #include "trlhpc/kernels/cpu.hpp"
 
 // GCC 12's avx512fintrin.h builds unpack/shuffle results on _mm512_undefined_ps(), a self-initialised
@@ -48,25 +47,14 @@ namespace {
 constexpr int64_t kMR = 12, kNR = 32, kKC = 512, kMC = 144, kNC = 3072;
 constexpr int64_t kTasksPerThread = 4;  // enough tasks of equal size that the last one ends the others' wait
 
-// A grow-only 64-byte aligned buffer per thread, kept across calls: packing into fresh pages on every
-// matmul would page-fault a few MB per call.
-struct PackBuffer {
-  std::unique_ptr<float, decltype(&std::free)> data{nullptr, &std::free};
-  int64_t capacity = 0;
-  float* reserve(int64_t floats) {
-    if (floats > capacity) {
-      data.reset(static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>((floats + 15) / 16 * 64))));
-      capacity = data ? floats : 0;
-    }
-    return data.get();
-  }
-};
-PackBuffer& a_buffer() {
-  thread_local PackBuffer buffer;
+// Packing buffers kept across calls (scratch.hpp): packing into fresh pages on every matmul would
+// page-fault a few MB per call.
+Scratch& a_buffer() {
+  thread_local Scratch buffer;
   return buffer;
 }
-PackBuffer& b_buffer() {
-  thread_local PackBuffer buffer;
+Scratch& b_buffer() {
+  thread_local Scratch buffer;
   return buffer;
 }
 
