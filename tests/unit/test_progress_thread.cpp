@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "trlhpc/cli/sft_options.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/parallel/progress_thread.hpp"
 
@@ -96,11 +97,23 @@ TEST(ProgressThread, OwnerTestsAndThreadPollsNeverOverlap) {
   }
 }
 
-TEST(ProgressThread, ParsesTheOption) {
+TEST(CommProgressOption, ParsesBothModesAndRefusesOthersNamingTheFlag) {
   EXPECT_EQ(parse_comm_progress("thread"), CommProgress::Thread);
   EXPECT_EQ(parse_comm_progress("none"), CommProgress::None);
-  EXPECT_THROW(parse_comm_progress("always"), UserError);
   EXPECT_STREQ(comm_progress_name(CommProgress::Thread), "thread");
+  auto parse = [](std::vector<std::string> args) {
+    SftConfig config;
+    parse_sft_options(args, config, nullptr, SftOptionContext{});
+    return config;
+  };
+  EXPECT_EQ(parse({}).comm_progress, "thread");
+  EXPECT_EQ(parse({"--comm_progress", "none"}).comm_progress, "none");
+  try {
+    parse({"--comm_progress", "always"});
+    ADD_FAILURE() << "--comm_progress always was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("--comm_progress always"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
