@@ -12,8 +12,8 @@ shift || true
 export OMP_NUM_THREADS=1
 mpirun_flags=(--oversubscribe --bind-to none)
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-echo "| layout | progress | T | attention fwd+bwd s | attention CPU s/rank | attention tok/s | step s | step CPU s/rank | step tok/s | ring alone ms | ring wait ms | ring time hidden | ring bytes hidden | pairs skipped |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| layout | progress | T | attention fwd+bwd s | attention CPU s/rank | attention tok/s | step s | step CPU s/rank | step tok/s | ring alone ms | ring wait ms | ring skew ms | ring time hidden | ring bytes hidden | pairs skipped |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for mode in ${MODES:-cp sp}; do
   for np in ${NPS:-1 2 4}; do
     for progress in ${PROGRESS:-none}; do

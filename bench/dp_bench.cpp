@@ -17,7 +17,11 @@
 //            every unit's gradient; ZeRO-1/2: reduce-scatter + all-gather per unit; ZeRO-3: two
 //            all-gathers (forward, backward) + a reduce-scatter per unit)
 //   wait     time the rank spent blocked in CommRequest::wait() of the step's non-blocking operations
-//            (every group's MpiCommunicator::async_wait()), the slowest rank's
+//            after every peer had issued the operation (every group's MpiCommunicator::async_wait():
+//            seconds - before_peers), the slowest rank's
+//   skew     the rest of that blocked time: waiting for a peer that had not issued the operation yet
+//            (load imbalance, e.g. a rank descheduled by other work on a shared machine; no progress
+//            mechanism can hide it). Known from the hang watchdog's arrival notices (on by default).
 // hidden = 1 - wait / alone (clipped to 0..100%): the share of the communication time that compute
 // covered. tokens/s per rank: median and best step of the distributed run (the machine may be shared; the
 // best step is the least disturbed one). exposed = median(T_dist - T_self) is what the profile adds to
@@ -91,11 +95,18 @@ Batch synthetic_batch(const BenchOptions& o, int64_t vocab, uint64_t seed) {
   return b;
 }
 
-// Seconds this rank has spent blocked in waits of non-blocking operations, over every group.
-double async_wait_seconds(ProcessGroups& groups) {
-  double total = 0;
-  for (GroupKind kind : kAllGroupKinds)
-    total += dynamic_cast<MpiCommunicator&>(groups.get(kind).comm()).async_wait().seconds;
+// This rank's blocked time in waits of non-blocking operations so far, over every group: {seconds,
+// seconds before every peer had issued the operation} (MpiCommunicator::async_wait()).
+struct Waited {
+  double seconds = 0, before_peers = 0;
+};
+Waited async_waited(ProcessGroups& groups) {
+  Waited total;
+  for (GroupKind kind : kAllGroupKinds) {
+    const AsyncWaitStats& w = dynamic_cast<MpiCommunicator&>(groups.get(kind).comm()).async_wait();
+    total.seconds += w.seconds;
+    total.before_peers += w.before_peers;
+  }
   return total;
 }
 
@@ -104,8 +115,15 @@ double slowest_rank(double seconds, ProcessGroups& world) {
   return seconds;
 }
 
+double mean_over_ranks(double x, ProcessGroups& world) {
+  MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, world.world().mpi_comm());
+  return x / world.world().size();
+}
+
 struct RunResult {
-  double self_seconds = 0, dist_seconds = 0, best_dist_seconds = 0, exposed_seconds = 0, wait_seconds = 0;
+  double self_seconds = 0, dist_seconds = 0, best_dist_seconds = 0, exposed_seconds = 0;
+  double wait_seconds = 0, skew_seconds = 0;  // medians over steps of the slowest rank's
+  double thread_cpu_seconds = 0;              // progress thread's CPU time per step, mean over ranks and steps
   MemoryAccount memory;
 };
 
@@ -128,15 +146,22 @@ RunResult run_training(const BenchOptions& o, const ModelConfig& config, Process
     trainer.step({batch}, 1e-4);
     return slowest_rank(seconds_since(t0), world);
   };
-  std::vector<double> self_steps, dist_steps, exposed, waits;
+  std::vector<double> self_steps, dist_steps, exposed, waits, skews;
+  MpiProgressThread* progress = dynamic_cast<MpiCommunicator&>(world.world().comm()).progress_thread();
+  double thread_cpu = 0;
   for (int s = 0; s <= o.steps; ++s) {
     const double a = timed_step(alone, s);
-    const double waited_before = async_wait_seconds(world);
+    const Waited before = async_waited(world);
+    const double cpu_before = progress ? progress->cpu_seconds() : 0;
     const double d = timed_step(dist, s);
-    const double waited = slowest_rank(async_wait_seconds(world) - waited_before, world);
+    const Waited after = async_waited(world);
+    if (s > 0 && progress) thread_cpu += progress->cpu_seconds() - cpu_before;
+    // The slowest rank's transfer wait, and its wait for peers that had not issued the operation yet.
+    const double waited = slowest_rank((after.seconds - after.before_peers) - (before.seconds - before.before_peers), world);
+    const double skew = slowest_rank(after.before_peers - before.before_peers, world);
     if (o.print_timeline && world.world_rank() == 0) {
       const CommTimeline& t = dist.model().strategy().timeline();
-      std::fprintf(stderr, "step %d wait %.1f ms:", s, waited * 1e3);
+      std::fprintf(stderr, "step %d wait %.1f ms (+ %.1f ms before peers):", s, waited * 1e3, skew * 1e3);
       for (size_t b = 0; b < t.bucket_done.size(); ++b)
         std::fprintf(stderr, " [%.1f..%.1f]", (t.bucket_launch[b] - t.backward_end) * 1e3, (t.bucket_done[b] - t.backward_end) * 1e3);
       std::fprintf(stderr, "\n");
@@ -146,9 +171,10 @@ RunResult run_training(const BenchOptions& o, const ModelConfig& config, Process
     dist_steps.push_back(d);
     exposed.push_back(d - a);
     waits.push_back(waited);
+    skews.push_back(skew);
   }
   return {median(self_steps), median(dist_steps), *std::min_element(dist_steps.begin(), dist_steps.end()),
-          median(exposed), median(waits), dist.memory()};
+          median(exposed), median(waits), median(skews), mean_over_ranks(thread_cpu / o.steps, world), dist.memory()};
 }
 
 // The step's non-blocking collectives with nothing to overlap (see the header comment).
@@ -221,13 +247,15 @@ int run(int argc, char** argv, MpiEnvironment& mpi) {
     if (mpi.world_size() > 1 && alone > 0)
       std::snprintf(hidden, sizeof hidden, "%.0f%%", 100.0 * std::clamp(1.0 - r.wait_seconds / alone, 0.0, 1.0));
     std::string progress = o.comm_progress;
-    if (comm_options.progress) progress += " " + std::to_string(o.poll_us) + " us";
+    if (comm_options.progress)
+      progress += " " + std::to_string(o.poll_us) + " us (" + std::to_string(static_cast<int>(r.thread_cpu_seconds * 1e3 + 0.5)) +
+                  " ms CPU)";
     const MemoryAccount& m = r.memory;
-    std::printf("| %s | %s | %d | %.1fM | %.0f | %.0f | %.0f | %.0f | %.1f | %.1f | %s | %.0f | %.1f |\n",
+    std::printf("| %s | %s | %d | %.1fM | %.0f | %.0f | %.0f | %.0f | %.1f | %.1f | %.1f | %s | %.0f | %.1f |\n",
                 o.sharding.c_str(), progress.c_str(), mpi.world_size(),
                 static_cast<double>(config.parameter_count()) / 1e6, tokens / r.dist_seconds,
                 tokens / r.best_dist_seconds, r.self_seconds * 1e3, r.dist_seconds * 1e3, alone * 1e3,
-                r.wait_seconds * 1e3, hidden, r.exposed_seconds * 1e3,
+                r.wait_seconds * 1e3, r.skew_seconds * 1e3, hidden, r.exposed_seconds * 1e3,
                 static_cast<double>(m.parameter_bytes + m.gradient_bytes + m.optimizer_bytes) / (1 << 20));
   }
   return 0;

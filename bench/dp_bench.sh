@@ -11,8 +11,8 @@ shift || true
 export OMP_NUM_THREADS=1
 mpirun_flags=(--oversubscribe --bind-to none)
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-echo "| profile | progress | ranks | params | tokens/s per rank (median) | (best step) | T_self ms | T_dist ms | alone ms | wait ms | hidden | exposed ms | MiB per rank (p+g+o) |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| profile | progress | ranks | params | tokens/s per rank (median) | (best step) | T_self ms | T_dist ms | alone ms | wait ms | skew ms | hidden | exposed ms | MiB per rank (p+g+o) |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for sharding in ${SHARDINGS:-none zero3}; do
   for np in ${NPS:-1 2}; do
     for progress in ${PROGRESS:-none}; do

@@ -64,12 +64,14 @@ class MpiPending final : public PendingOperation, public ProgressTarget {
       progress = nullptr;
     }
     const auto start = std::chrono::steady_clock::now();
+    double before_peers = 0;
     if (watchdog == nullptr)
       TRLHPC_CHECK_MPI(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
     else
-      watchdog->wait(index, name, [this] { return test(); });
+      before_peers = watchdog->wait(index, name, [this] { return test(); });
     if (wait_stats) {
       wait_stats->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      wait_stats->before_peers += before_peers;
       ++wait_stats->waits;
     }
   }

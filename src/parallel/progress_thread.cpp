@@ -2,6 +2,8 @@
 
 #include <mpi.h>
 
+#include <time.h>
+
 #include <algorithm>
 
 #include "trlhpc/core/error.hpp"
@@ -66,6 +68,19 @@ uint64_t MpiProgressThread::polls() const {
   return polls_;
 }
 
+double MpiProgressThread::cpu_seconds() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return cpu_seconds_;
+}
+
+namespace {
+double this_thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+}  // namespace
+
 void MpiProgressThread::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
@@ -81,6 +96,7 @@ void MpiProgressThread::run() {
       return rc != MPI_SUCCESS || complete;
     });
     watched_.erase(still, watched_.end());
+    cpu_seconds_ = this_thread_cpu_seconds();
     // Sleep between polls with the mutex released (the owner may test, watch or forget meanwhile); a stop
     // request ends the sleep early.
     wake_.wait_for(lock, poll_interval_, [this] { return stop_; });

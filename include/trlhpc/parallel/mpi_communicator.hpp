@@ -45,9 +45,12 @@ struct MpiCommunicatorOptions {
 
 // Time the owner of non-blocking operations spent blocked waiting for them: seconds inside
 // CommRequest::wait() (including a destructor's wait) of this communicator's async operations. Blocking
-// collectives are not counted: nothing overlaps them.
+// collectives are not counted: nothing overlaps them. Of those seconds, `before_peers` passed before
+// every member had even issued the operation (known from the hang watchdog's arrival notices, so 0 with
+// the watchdog off): load imbalance between ranks, which no progress can hide.
 struct AsyncWaitStats {
   double seconds = 0;
+  double before_peers = 0;
   uint64_t waits = 0;
 };
 

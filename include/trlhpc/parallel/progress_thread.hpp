@@ -71,6 +71,8 @@ class MpiProgressThread {
   // Operations whose completion the thread observed first (tests, benchmarks).
   uint64_t completed_by_thread() const;
   uint64_t polls() const;
+  // CPU seconds the thread has used (its thread CPU clock as of its last poll): its cost to compute.
+  double cpu_seconds() const;
 
  private:
   void run();
@@ -82,6 +84,7 @@ class MpiProgressThread {
   bool stop_ = false;                     // guarded by mutex_
   uint64_t completed_by_thread_ = 0;      // guarded by mutex_
   uint64_t polls_ = 0;                    // guarded by mutex_
+  double cpu_seconds_ = 0;                // guarded by mutex_
   std::thread thread_;                    // last member: starts after the state above exists
 };
 
