@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace trlhpc {
@@ -35,14 +36,15 @@ class MpiPending final : public PendingOperation, public ProgressTarget {
   uint64_t index = 0;                      // the watchdog's number of this operation
   const char* name = "";                   // for the timeout report
   AsyncWaitStats* wait_stats = nullptr;    // set for async operations: wait() adds its blocked time
-  MpiProgressThread* progress = nullptr;   // non-null while the progress thread watches `requests`
+  MpiProgressThread* progress = nullptr;   // the communicator's progress thread, or null
+  bool watched = false;                    // the progress thread tests `requests` (async, until wait())
 
   ~MpiPending() override {
-    if (progress) progress->forget(*this);
+    if (watched) progress->forget(*this);
   }
-  void watch_with(MpiProgressThread* thread) {
-    progress = thread;
-    if (progress) progress->watch(*this);
+  void watch() {
+    watched = progress != nullptr;
+    if (watched) progress->watch(*this);
   }
   int test_requests(bool* complete) noexcept override {
     int flag = 0;
@@ -52,16 +54,18 @@ class MpiPending final : public PendingOperation, public ProgressTarget {
   }
   bool test() override {
     bool complete = false;
-    if (progress)
+    if (watched)
       TRLHPC_CHECK_MPI(progress->test(*this, &complete));  // serialised with the thread's tests
     else
       TRLHPC_CHECK_MPI(test_requests(&complete));
     return complete;
   }
   void wait() override {
-    if (progress) {  // blocking MPI calls below must not race the thread's tests
+    std::optional<MpiProgressThread::OwnerWait> owner_waits;  // the thread keeps out of MPI meanwhile
+    if (progress) owner_waits.emplace(*progress);
+    if (watched) {  // blocking MPI calls below must not race the thread's tests
       progress->forget(*this);
-      progress = nullptr;
+      watched = false;
     }
     const auto start = std::chrono::steady_clock::now();
     double before_peers = 0;
@@ -99,12 +103,14 @@ class Issue {
     pending_->requests.push_back(MPI_REQUEST_NULL);
     return &pending_->requests.back();
   }
-  // progress and wait_stats apply to async operations only (a blocking one is waited right here).
+  // The progress thread watches async operations only (a blocking one is waited right here, and the
+  // thread pauses while it is); wait_stats count async operations only.
   CommRequest finish(MpiProgressThread* progress = nullptr, AsyncWaitStats* wait_stats = nullptr) {
     if (pending_->requests.empty()) return {};
+    pending_->progress = progress;
     if (async_) {
       pending_->wait_stats = wait_stats;
-      pending_->watch_with(progress);  // last: every request exists before the thread may test them
+      pending_->watch();  // last: every request exists before the thread may test them
       return CommRequest(std::move(pending_));
     }
     pending_->wait();

@@ -86,6 +86,10 @@ void MpiProgressThread::run() {
   while (true) {
     wake_.wait(lock, [this] { return stop_ || !watched_.empty(); });
     if (stop_) return;
+    if (owner_waiting_.load() > 0) {  // the owner is polling MPI itself
+      wake_.wait_for(lock, poll_interval_, [this] { return stop_; });
+      continue;
+    }
     ++polls_;
     // A completed or failed operation leaves the list: the owner's own test()/wait() then sees the
     // result (MPI keeps a completed request as MPI_REQUEST_NULL; an error recurs in the owner's call).

@@ -2,7 +2,7 @@
 // Checks the contract the MPI backend relies on: the thread completes a watched operation while the
 // owner makes no call; forget() ends all testing of an operation; the owner's test() and the thread's
 // polls never run at once on one operation (a test counts overlapping calls); an idle thread does
-// not poll. Built so it also runs clean under ThreadSanitizer (-fsanitize=thread).
+// not poll; it pauses while the owner waits. Built so it also runs clean under ThreadSanitizer (-fsanitize=thread).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -57,6 +57,7 @@ TEST(ProgressThread, CompletesAWatchedOperationWithoutTheOwner) {
   thread.forget(op);  // already dropped by the thread: idempotent
   EXPECT_EQ(op.tests(), 5);
   EXPECT_GE(thread.polls(), 5u);
+  EXPECT_GT(thread.cpu_seconds(), 0.0);  // its own CPU clock, read after each poll
 }
 
 TEST(ProgressThread, ForgetEndsTesting) {
@@ -70,6 +71,23 @@ TEST(ProgressThread, ForgetEndsTesting) {
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(never.tests(), tests);
   EXPECT_EQ(thread.polls(), polls) << "nothing watched: the thread must sleep, not poll";
+}
+
+TEST(ProgressThread, PausesWhileTheOwnerWaits) {
+  MpiProgressThread thread(std::chrono::microseconds(10));
+  FakeOperation never(1 << 30);
+  thread.watch(never);
+  EXPECT_TRUE(eventually([&] { return thread.polls() >= 2; }));
+  {
+    MpiProgressThread::OwnerWait waiting(thread);
+    // The count is raised under the thread's mutex before it tests: once read here, no poll starts.
+    const uint64_t polls = thread.polls();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(thread.polls(), polls) << "the thread polled while the owner was waiting";
+  }
+  const uint64_t after = thread.polls();
+  EXPECT_TRUE(eventually([&] { return thread.polls() > after; })) << "the thread did not resume";
+  thread.forget(never);
 }
 
 TEST(ProgressThread, IdleThreadDoesNotPoll) {

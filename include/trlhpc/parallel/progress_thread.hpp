@@ -19,8 +19,14 @@
 // touches it again. Only the requests of a watched operation are shared; the operation's buffers are
 // the owner's, as without the thread (MPI writes them, nobody else reads them before completion).
 //
+// While the owner is blocked in a wait (OwnerWait) the thread makes no MPI calls: the owner's own
+// polling progresses every operation then, and two threads inside Open MPI's progress engine only
+// contend for its internal locks (on an oversubscribed machine a descheduled lock holder stalls the
+// other thread).
+//
 // Numbers are unchanged by construction: the thread only decides when MPI's own algorithm advances,
 // never which algorithm or reduction order runs.
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -67,6 +73,18 @@ class MpiProgressThread {
   // The owner's MPI_Test*, serialised with the thread's. Returns the MPI error code.
   int test(ProgressTarget& target, bool* complete);
 
+  // Held by the owner while it blocks in a wait: the thread skips its polls meanwhile (see above).
+  class OwnerWait {
+   public:
+    explicit OwnerWait(MpiProgressThread& thread) : thread_(thread) { thread_.owner_waiting_.fetch_add(1); }
+    ~OwnerWait() { thread_.owner_waiting_.fetch_sub(1); }
+    OwnerWait(const OwnerWait&) = delete;
+    OwnerWait& operator=(const OwnerWait&) = delete;
+
+   private:
+    MpiProgressThread& thread_;
+  };
+
   std::chrono::microseconds poll_interval() const { return poll_interval_; }
   // Operations whose completion the thread observed first (tests, benchmarks).
   uint64_t completed_by_thread() const;
@@ -84,6 +102,7 @@ class MpiProgressThread {
   bool stop_ = false;                     // guarded by mutex_
   uint64_t completed_by_thread_ = 0;      // guarded by mutex_
   uint64_t polls_ = 0;                    // guarded by mutex_
+  std::atomic<int> owner_waiting_{0};     // OwnerWait guards alive
   double cpu_seconds_ = 0;                // guarded by mutex_
   std::thread thread_;                    // last member: starts after the state above exists
 };
