@@ -1,6 +1,7 @@
 // cp_bench: context parallel (ring attention) and Ulysses sequence parallel throughput.
 //
 //   mpirun -np P cp_bench --mode cp|sp|hybrid [--seq 4096] [--iters 3]   (hybrid: cp 2 x sp P/2)
+//                         [--comm_progress none|thread] [--poll_us 200]
 //
 // With P ranks sharing one row of --seq tokens (one causal document), on cp = P (zigzag shards, ring
 // attention) or sp = P (contiguous shards, Ulysses):
@@ -10,11 +11,15 @@
 //   both also as CPU seconds per call and rank (the work a rank did, see timed());
 //   ring        cp only, per attention layer call (forward + backward): `alone`, the time of the same
 //               ring messages sent with nothing to overlap (blocking send_recv, same sizes and count);
-//               `wait`, the time blocked on them after the compute they overlap (includes any skew
-//               between ranks); `hidden`, the share of the bytes whose transfer had completed when that
+//               `wait`, the time blocked on them after the compute they overlap, once every peer had
+//               issued them (the cp communicator's AsyncWaitStats); `skew`, the time blocked before
+//               that (a peer still computing: load imbalance, not transfer); `bytes hidden`, the share of the bytes whose transfer had completed when that
 //               compute ended (RingAttentionStats::bytes_hidden / bytes_sent; the last dK/dV hop has no
-//               compute to hide behind); and the fraction of (query chunk, key chunk) pairs skipped as
-//               fully masked.
+//               compute to hide behind); `hidden time` = 1 - wait / alone (clipped to 0..100%), the
+//               share of the ring's communication time that compute covered; and the fraction of
+//               (query chunk, key chunk) pairs skipped as fully masked.
+// --comm_progress thread: a progress thread (progress_thread.hpp) tests the ring's outstanding
+// transfers while the attention blocks compute; none: only the ring's own test() calls between blocks.
 // Prints one Markdown table row (rank 0), so bench/cp_bench.sh can build the table of RESULTS.md.
 #include <mpi.h>
 
@@ -28,8 +33,9 @@
 #include <string>
 #include <vector>
 
-#include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/core/error.hpp"
+#include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/parallel/progress_thread.hpp"
 #include "trlhpc/parallel/ring_attention.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 #include "trlhpc/train/trainer.hpp"
@@ -100,11 +106,11 @@ Tensor random_tensor(Ops& ops, int64_t n, uint32_t seed) {
 }
 
 struct Row {
-  double attention = 0, step = 0, ring_wait = 0, ring_alone = 0, hidden = 0, skipped = 0;
+  double attention = 0, step = 0, ring_wait = 0, ring_skew = 0, ring_alone = 0, hidden = 0, skipped = 0;
   double attention_cpu = 0, step_cpu = 0;  // per call, mean over ranks
 };
 
-Row run(const std::string& mode, int64_t T, int iters) {
+Row run(const std::string& mode, int64_t T, int iters, const MpiCommunicatorOptions& comm_options) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   const bool cp = mode == "cp", hybrid = mode == "hybrid";
@@ -113,7 +119,7 @@ Row run(const std::string& mode, int64_t T, int iters) {
     throw UserError("--mode hybrid needs 4, 8 or 16 ranks (cp 2 x sp np/2, sp dividing the 8 heads)");
   const ParallelDims dims = hybrid ? ParallelDims{1, 1, 2, world / 2, 1}.resolved(world)
                                    : ParallelDims{1, 1, cp ? world : 1, cp ? 1 : world, 1}.resolved(world);
-  ProcessGroups groups(Mesh(dims), MPI_COMM_WORLD);
+  ProcessGroups groups(Mesh(dims), MPI_COMM_WORLD, comm_options);
   auto ops = make_cpu_ops();
 
   // A small llama laid out as trlhpc sft would (parallelize): its sequence attention is also the one
@@ -146,14 +152,20 @@ Row run(const std::string& mode, int64_t T, int iters) {
   };
   layer();  // warm-up (allocates the workspace)
   if (ring) ring->reset_stats();
+  const AsyncWaitStats& cp_waits = dynamic_cast<MpiCommunicator&>(groups.cp().comm()).async_wait();
+  const AsyncWaitStats waits_before = cp_waits;
   std::vector<double> times;
   double cpu = 0;
   for (int i = 0; i < iters; ++i) times.push_back(timed(layer, &cpu));
+  // The ring's blocked time split as dp_bench splits it: after every peer issued the transfer (wait)
+  // and before (skew: a peer still computing its previous block).
+  const double skew = cp_waits.before_peers - waits_before.before_peers;
+  row.ring_skew = slowest(skew / iters);
   row.attention = median(times);
   row.attention_cpu = mean_over_ranks(cpu / iters);
   if (ring) {
     const RingAttentionStats& st = ring->stats();
-    row.ring_wait = slowest(st.wait_seconds / iters);
+    row.ring_wait = slowest((cp_waits.seconds - waits_before.seconds - skew) / iters);
     row.skipped = static_cast<double>(st.chunk_pairs_skipped) / static_cast<double>(st.chunk_pairs);
     double bytes[2] = {static_cast<double>(st.bytes_hidden), static_cast<double>(st.bytes_sent)};
     MPI_Allreduce(MPI_IN_PLACE, bytes, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
@@ -195,17 +207,24 @@ int main(int argc, char** argv) {
   std::string mode = "cp";
   int64_t seq = 4096;
   int iters = 3;
+  std::string comm_progress = "none";
+  int poll_us = static_cast<int>(trlhpc::kDefaultProgressPollInterval.count());
   po::options_description desc("cp_bench");
   desc.add_options()("mode", po::value(&mode), "cp (ring attention), sp (Ulysses) or hybrid (cp 2 x sp np/2)")("seq", po::value(&seq),
                                                                                        "tokens in the row")(
-      "iters", po::value(&iters), "timed repetitions (median)");
+      "iters", po::value(&iters), "timed repetitions (median)")(
+      "comm_progress", po::value(&comm_progress), "none|thread: who progresses the ring's transfers between its test() calls")(
+      "poll_us", po::value(&poll_us), "progress thread: microseconds between polls");
   po::variables_map vm;
   po::store(po::parse_command_line(argc, argv, desc), vm);
   po::notify(vm);
   trlhpc::MpiEnvironment mpi(&argc, &argv);
   trlhpc::Row r;
   try {
-    r = trlhpc::run(mode, seq, iters);
+    trlhpc::MpiCommunicatorOptions comm_options;
+    comm_options.progress = trlhpc::make_progress_thread(trlhpc::parse_comm_progress(comm_progress), nullptr,
+                                                         std::chrono::microseconds(poll_us));
+    r = trlhpc::run(mode, seq, iters, comm_options);
   } catch (const trlhpc::UserError& e) {  // raised on every rank alike, before any collective
     if (mpi.world_rank() == 0) std::fprintf(stderr, "cp_bench: %s\n", e.what());
     return 1;
@@ -214,14 +233,16 @@ int main(int argc, char** argv) {
     const double tokens = static_cast<double>(seq);
     const std::string layout =
         mode == "hybrid" ? "cp 2 x sp " + std::to_string(mpi.world_size() / 2) : mode + " " + std::to_string(mpi.world_size());
-    std::printf("| %s | %lld | %.3f | %.3f | %.0f | %.3f | %.3f | %.0f |", layout.c_str(),
-                static_cast<long long>(seq), r.attention, r.attention_cpu, tokens / r.attention, r.step, r.step_cpu,
+    const std::string progress = comm_progress == "thread" ? "thread " + std::to_string(poll_us) + " us" : comm_progress;
+    std::printf("| %s | %s | %lld | %.3f | %.3f | %.0f | %.3f | %.3f | %.0f |", layout.c_str(),
+                progress.c_str(), static_cast<long long>(seq), r.attention, r.attention_cpu, tokens / r.attention, r.step, r.step_cpu,
                 tokens / r.step);
     if (mode == "cp")
-      std::printf(" %.1f | %.1f | %.0f%% | %.0f%% |\n", 1e3 * r.ring_alone, 1e3 * r.ring_wait, 100.0 * r.hidden,
-                  100.0 * r.skipped);
+      std::printf(" %.1f | %.1f | %.1f | %.0f%% | %.0f%% | %.0f%% |\n", 1e3 * r.ring_alone, 1e3 * r.ring_wait, 1e3 * r.ring_skew,
+                  100.0 * std::clamp(r.ring_alone > 0 ? 1.0 - r.ring_wait / r.ring_alone : 0.0, 0.0, 1.0),
+                  100.0 * r.hidden, 100.0 * r.skipped);
     else
-      std::printf(" - | - | - | - |\n");
+      std::printf(" - | - | - | - | - | - |\n");
   }
   return 0;
 }

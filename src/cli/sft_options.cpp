@@ -11,6 +11,7 @@
 
 #include "trlhpc/cli/accelerate_config.hpp"
 #include "trlhpc/core/error.hpp"
+#include "trlhpc/parallel/progress_thread.hpp"
 
 namespace po = boost::program_options;
 
@@ -93,7 +94,10 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
       ("bucket_size_mb", po::value<int64_t>(&c.bucket_size_mb)->default_value(c.bucket_size_mb), "DDP gradient bucket size")
       ("device", po::value<std::string>(&c.device)->default_value(c.device), "auto|cpu|cuda")
       ("ddp_timeout", po::value<double>(&c.ddp_timeout)->default_value(c.ddp_timeout),
-       "seconds a collective may wait for the other ranks before the job aborts (exit 2); 0: no limit");
+       "seconds a collective may wait for the other ranks before the job aborts (exit 2); 0: no limit")
+      ("comm_progress", po::value<std::string>(&c.comm_progress)->default_value(c.comm_progress),
+       "thread|none: a progress thread advances gradient reductions, ZeRO gathers and ring attention transfers "
+       "while compute runs (thread), or only the training thread's own MPI calls do (none)");
   po::options_description all("trlhpc sft options");
   all.add(model).add(train).add(parallel);
   all.add_options()("help,h", "print this help");
@@ -180,6 +184,7 @@ bool parse_sft_options(const std::vector<std::string>& args, SftConfig& config, 
     os << "--ddp_timeout " << config.ddp_timeout << ": must be a number of seconds >= 0 (0: no limit; default 1800)";
     throw UserError(os.str());
   }
+  parse_comm_progress(config.comm_progress);  // UserError naming the flag, on every rank alike
   if (!config.accelerate_config.empty()) {
     std::set<std::string> explicit_flags;  // given on the command line or in --config: they win
     for (const auto& [name, value] : vm)

@@ -1,8 +1,10 @@
 #include "trlhpc/parallel/mpi_communicator.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace trlhpc {
@@ -26,25 +28,56 @@ constexpr int kAllToAllTag = 7101;
 constexpr int kSendRecvTag = 7102;
 
 // The MPI requests of one operation plus the arrays MPI reads until it completes.
-class MpiPending final : public PendingOperation {
+class MpiPending final : public PendingOperation, public ProgressTarget {
  public:
   std::vector<MPI_Request> requests;
   std::vector<int> counts, displs;  // (size) MPI_Iallgatherv arguments
   CollectiveWatchdog* watchdog = nullptr;  // null: no deadline (MPI_Waitall)
   uint64_t index = 0;                      // the watchdog's number of this operation
   const char* name = "";                   // for the timeout report
+  AsyncWaitStats* wait_stats = nullptr;    // set for async operations: wait() adds its blocked time
+  MpiProgressThread* progress = nullptr;   // the communicator's progress thread, or null
+  bool watched = false;                    // the progress thread tests `requests` (async, until wait())
 
-  bool test() override {
+  ~MpiPending() override {
+    if (watched) progress->forget(*this);
+  }
+  void watch() {
+    watched = progress != nullptr;
+    if (watched) progress->watch(*this);
+  }
+  int test_requests(bool* complete) noexcept override {
     int flag = 0;
-    TRLHPC_CHECK_MPI(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &flag, MPI_STATUSES_IGNORE));
-    return flag != 0;
+    const int rc = MPI_Testall(static_cast<int>(requests.size()), requests.data(), &flag, MPI_STATUSES_IGNORE);
+    *complete = rc == MPI_SUCCESS && flag != 0;
+    return rc;
+  }
+  bool test() override {
+    bool complete = false;
+    if (watched)
+      TRLHPC_CHECK_MPI(progress->test(*this, &complete));  // serialised with the thread's tests
+    else
+      TRLHPC_CHECK_MPI(test_requests(&complete));
+    return complete;
   }
   void wait() override {
-    if (watchdog == nullptr) {
-      TRLHPC_CHECK_MPI(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
-      return;
+    std::optional<MpiProgressThread::OwnerWait> owner_waits;  // the thread keeps out of MPI meanwhile
+    if (progress) owner_waits.emplace(*progress);
+    if (watched) {  // blocking MPI calls below must not race the thread's tests
+      progress->forget(*this);
+      watched = false;
     }
-    watchdog->wait(index, name, [this] { return test(); });
+    const auto start = std::chrono::steady_clock::now();
+    double before_peers = 0;
+    if (watchdog == nullptr)
+      TRLHPC_CHECK_MPI(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+    else
+      before_peers = watchdog->wait(index, name, [this] { return test(); });
+    if (wait_stats) {
+      wait_stats->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      wait_stats->before_peers += before_peers;
+      ++wait_stats->waits;
+    }
   }
 };
 
@@ -52,7 +85,7 @@ class MpiPending final : public PendingOperation {
 // mode makes blocking collective calls directly (MPI's tuned blocking algorithms are faster than its
 // non-blocking ones) and waits for any point-to-point requests before returning. With one, every call is
 // non-blocking and blocking mode waits with the deadline before returning. Async mode hands every
-// request to the CommRequest.
+// request to the CommRequest, and to the progress thread when there is one.
 class Issue {
  public:
   Issue(Completion mode, CollectiveWatchdog& watchdog, const char* blocking_name, const char* async_name)
@@ -70,9 +103,16 @@ class Issue {
     pending_->requests.push_back(MPI_REQUEST_NULL);
     return &pending_->requests.back();
   }
-  CommRequest finish() {
+  // The progress thread watches async operations only (a blocking one is waited right here, and the
+  // thread pauses while it is); wait_stats count async operations only.
+  CommRequest finish(MpiProgressThread* progress = nullptr, AsyncWaitStats* wait_stats = nullptr) {
     if (pending_->requests.empty()) return {};
-    if (async_) return CommRequest(std::move(pending_));
+    pending_->progress = progress;
+    if (async_) {
+      pending_->wait_stats = wait_stats;
+      pending_->watch();  // last: every request exists before the thread may test them
+      return CommRequest(std::move(pending_));
+    }
     pending_->wait();
     return {};
   }
@@ -99,7 +139,9 @@ char* at(void* base, size_t elements, size_t element_bytes) {
 }  // namespace
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, MpiCommunicatorOptions options, CollectiveLabel label)
-    : comm_(comm), max_elements_per_call_(std::clamp<size_t>(options.max_elements_per_call, 1, INT_MAX)) {
+    : comm_(comm),
+      max_elements_per_call_(std::clamp<size_t>(options.max_elements_per_call, 1, INT_MAX)),
+      progress_(std::move(options.progress)) {
   TRLHPC_CHECK_MPI(MPI_Comm_rank(comm_, &rank_));
   TRLHPC_CHECK_MPI(MPI_Comm_size(comm_, &size_));
   watchdog_ = std::make_unique<CollectiveWatchdog>(comm_, options.timeout_seconds, std::move(label));
@@ -121,7 +163,7 @@ void MpiCommunicator::barrier() {
     TRLHPC_CHECK_MPI(MPI_Ibarrier(comm_, issue.next_request()));
   else
     TRLHPC_CHECK_MPI(MPI_Barrier(comm_));
-  issue.finish();
+  issue.finish(progress_.get(), async_wait_.get());
 }
 
 CommRequest MpiCommunicator::do_all_reduce(const void* in, void* out, size_t count, ElementType type, ReduceOp op,
@@ -138,7 +180,7 @@ CommRequest MpiCommunicator::do_all_reduce(const void* in, void* out, size_t cou
     else
       TRLHPC_CHECK_MPI(MPI_Allreduce(send, recv, static_cast<int>(n), dt, mop, comm_));
   });
-  return issue.finish();
+  return issue.finish(progress_.get(), async_wait_.get());
 }
 
 CommRequest MpiCommunicator::do_reduce_scatter(const void* in, void* out, size_t block, ElementType type,
@@ -147,14 +189,14 @@ CommRequest MpiCommunicator::do_reduce_scatter(const void* in, void* out, size_t
   const size_t bytes = element_size(type);
   const MPI_Datatype dt = mpi_datatype(type);
   const MPI_Op mop = mpi_op(op, type);
-  if (block == 0) return issue.finish();
+  if (block == 0) return issue.finish(progress_.get(), async_wait_.get());
   if (block * static_cast<size_t>(size_) <= max_elements_per_call_) {
     const int n = static_cast<int>(block);
     if (issue.nonblocking())
       TRLHPC_CHECK_MPI(MPI_Ireduce_scatter_block(in, out, n, dt, mop, comm_, issue.next_request()));
     else
       TRLHPC_CHECK_MPI(MPI_Reduce_scatter_block(in, out, n, dt, mop, comm_));
-    return issue.finish();
+    return issue.finish(progress_.get(), async_wait_.get());
   }
   // Split path: rank `root`'s block is reduced onto it, chunk by chunk.
   for (int root = 0; root < size_; ++root) {
@@ -168,7 +210,7 @@ CommRequest MpiCommunicator::do_reduce_scatter(const void* in, void* out, size_t
         TRLHPC_CHECK_MPI(MPI_Reduce(send, recv, static_cast<int>(n), dt, mop, root, comm_));
     });
   }
-  return issue.finish();
+  return issue.finish(progress_.get(), async_wait_.get());
 }
 
 CommRequest MpiCommunicator::do_all_gather(const void* in, void* out, size_t block, ElementType type,
@@ -190,7 +232,7 @@ CommRequest MpiCommunicator::gather(const void* in, void* out, const size_t* cou
   std::vector<size_t> displs(static_cast<size_t>(size_));  // (size) element offset of each rank's part
   size_t total = 0;
   for (int r = 0; r < size_; ++r) displs[static_cast<size_t>(r)] = total, total += counts[r];
-  if (total == 0) return issue.finish();
+  if (total == 0) return issue.finish(progress_.get(), async_wait_.get());
   if (total <= max_elements_per_call_) {
     // All counts equal -> MPI_Allgather (tuned ring/Bruck); otherwise MPI_Allgatherv.
     const bool equal = std::all_of(counts, counts + size_, [&](size_t c) { return c == counts[0]; });
@@ -200,7 +242,7 @@ CommRequest MpiCommunicator::gather(const void* in, void* out, const size_t* cou
         TRLHPC_CHECK_MPI(MPI_Iallgather(in, mine, dt, out, mine, dt, comm_, issue.next_request()));
       else
         TRLHPC_CHECK_MPI(MPI_Allgather(in, mine, dt, out, mine, dt, comm_));
-      return issue.finish();
+      return issue.finish(progress_.get(), async_wait_.get());
     }
     auto& p = issue.pending();
     p.counts.assign(counts, counts + size_);
@@ -210,7 +252,7 @@ CommRequest MpiCommunicator::gather(const void* in, void* out, const size_t* cou
                                        issue.next_request()));
     else
       TRLHPC_CHECK_MPI(MPI_Allgatherv(in, mine, dt, out, p.counts.data(), p.displs.data(), dt, comm_));
-    return issue.finish();
+    return issue.finish(progress_.get(), async_wait_.get());
   }
   // Split path: copy our own part, then every rank broadcasts its part in chunks.
   void* own = at(out, displs[static_cast<size_t>(rank_)], bytes);
@@ -224,7 +266,7 @@ CommRequest MpiCommunicator::gather(const void* in, void* out, const size_t* cou
         TRLHPC_CHECK_MPI(MPI_Bcast(data, static_cast<int>(n), dt, root, comm_));
     });
   }
-  return issue.finish();
+  return issue.finish(progress_.get(), async_wait_.get());
 }
 
 CommRequest MpiCommunicator::do_all_to_all(const void* in, void* out, size_t block, ElementType type,
@@ -232,14 +274,14 @@ CommRequest MpiCommunicator::do_all_to_all(const void* in, void* out, size_t blo
   Issue issue(mode, *watchdog_, "all_to_all", "all_to_all_async");
   const size_t bytes = element_size(type);
   const MPI_Datatype dt = mpi_datatype(type);
-  if (block == 0) return issue.finish();
+  if (block == 0) return issue.finish(progress_.get(), async_wait_.get());
   if (block * static_cast<size_t>(size_) <= max_elements_per_call_) {
     const int n = static_cast<int>(block);
     if (issue.nonblocking())
       TRLHPC_CHECK_MPI(MPI_Ialltoall(in, n, dt, out, n, dt, comm_, issue.next_request()));
     else
       TRLHPC_CHECK_MPI(MPI_Alltoall(in, n, dt, out, n, dt, comm_));
-    return issue.finish();
+    return issue.finish(progress_.get(), async_wait_.get());
   }
   // Split path: block p goes to rank p as chunked messages (matched in order per peer).
   std::memcpy(at(out, static_cast<size_t>(rank_) * block, bytes), at(in, static_cast<size_t>(rank_) * block, bytes),
@@ -254,7 +296,7 @@ CommRequest MpiCommunicator::do_all_to_all(const void* in, void* out, size_t blo
                                  issue.next_request()));
     });
   }
-  return issue.finish();
+  return issue.finish(progress_.get(), async_wait_.get());
 }
 
 CommRequest MpiCommunicator::do_broadcast(void* data, size_t count, ElementType type, int root, Completion mode) {
@@ -267,7 +309,7 @@ CommRequest MpiCommunicator::do_broadcast(void* data, size_t count, ElementType 
     else
       TRLHPC_CHECK_MPI(MPI_Bcast(at(data, offset, bytes), static_cast<int>(n), dt, root, comm_));
   });
-  return issue.finish();
+  return issue.finish(progress_.get(), async_wait_.get());
 }
 
 CommRequest MpiCommunicator::do_send_recv(const void* send, size_t send_count, int dest, void* recv,
@@ -284,7 +326,7 @@ CommRequest MpiCommunicator::do_send_recv(const void* send, size_t send_count, i
     TRLHPC_CHECK_MPI(MPI_Isend(at(send, offset, bytes), static_cast<int>(n), dt, dest, kSendRecvTag, comm_,
                                issue.next_request()));
   });
-  return issue.finish();
+  return issue.finish(progress_.get(), async_wait_.get());
 }
 
 }  // namespace trlhpc

@@ -14,6 +14,7 @@
 #include "trlhpc/kernels/cpu.hpp"
 #include "trlhpc/parallel/memory_plan.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/parallel/progress_thread.hpp"
 #include "trlhpc/runtime/cpu_blas.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 #include "trlhpc/runtime/topology.hpp"
@@ -202,8 +203,14 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   const bool is_main = mpi.world_rank() == 0;
   MetricsLogger logger(c.output_dir, is_main, /*may_redraw=*/mpi.world_size() == 1, plan.tensorboard_dir);
   // --ddp_timeout: a collective that waits longer ends the job (exit 2), naming the phase set below.
-  ProcessGroups groups(Mesh(plan.dims), mpi.world(), MpiCommunicatorOptions{.timeout_seconds = c.ddp_timeout});
+  // --comm_progress thread: one progress thread shared by every group's communicator.
+  std::string progress_fallback;
+  MpiCommunicatorOptions comm_options;
+  comm_options.timeout_seconds = c.ddp_timeout;
+  comm_options.progress = make_progress_thread(parse_comm_progress(c.comm_progress), &progress_fallback);
+  ProcessGroups groups(Mesh(plan.dims), mpi.world(), comm_options);
   groups.set_phase("dataset preparation");
+  if (!progress_fallback.empty()) logger.message("warning: " + progress_fallback);
 
   // Data: rank 0 tokenizes (or reads the cache), the others read its cache file; every rank packs
   // the same examples the same way (identical rows).

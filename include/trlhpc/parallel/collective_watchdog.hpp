@@ -127,15 +127,21 @@ class CollectiveWatchdog {
   uint64_t arrive();
   // Waits until done() returns true, polling with Backoff. Past the timeout (when enabled): reports
   // `collective` (index from arrive()) and aborts the job; disabled, it waits forever.
+  // Returns the seconds of the wait spent before every member's arrival notice had come (time lost to
+  // load imbalance between ranks, not to the transfer; 0 when disabled or never observed).
   template <class Done>
-  void wait(uint64_t index, const char* collective, Done&& done) {
+  double wait(uint64_t index, const char* collective, Done&& done) {
     Backoff backoff;
+    double before_everyone = 0;
+    bool everyone = !enabled();
     while (!done()) {
       drain_notices();
       const double waited = backoff.elapsed_seconds();
+      if (!everyone && book_.all_arrived(index)) everyone = true, before_everyone = waited;
       if (enabled() && waited > timeout_seconds_) expire(index, collective, waited);
       backoff.pause(book_.all_arrived(index));
     }
+    return before_everyone;
   }
 
   // Diagnostics (also what the report uses): receives pending notices, then lists the world ranks of the

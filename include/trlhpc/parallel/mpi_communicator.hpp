@@ -8,7 +8,9 @@
 // send_recv into chunked point-to-point messages. Below the limit each collective is one MPI call.
 //
 // bf16 (uint16_t) reductions use MpiBf16Ops. Non-blocking variants use MPI's I-collectives; OpenMPI
-// progresses them inside MPI calls, so CommRequest::test() from the compute loop helps them along.
+// progresses them inside MPI calls, so CommRequest::test() from the compute loop helps them along, and
+// with options.progress set a MpiProgressThread (progress_thread.hpp) tests them while compute runs.
+// async_wait() counts the time the owner spent blocked in CommRequest::wait() (overlap measurements).
 //
 // Hang watchdog (collective_watchdog.hpp): with timeout_seconds > 0 every operation (blocking ones,
 // barrier, send_recv, and CommRequest::wait of non-blocking ones) is issued non-blocking and waited by
@@ -25,6 +27,7 @@
 #include "trlhpc/parallel/collective_watchdog.hpp"
 #include "trlhpc/parallel/communicator.hpp"
 #include "trlhpc/parallel/mpi_bf16_ops.hpp"
+#include "trlhpc/parallel/progress_thread.hpp"
 
 namespace trlhpc {
 
@@ -34,6 +37,21 @@ struct MpiCommunicatorOptions {
   // Longest wait for one collective before the job is aborted (exit 2); <= 0: wait forever. The default
   // is Hugging Face's / PyTorch's (--ddp_timeout 1800).
   double timeout_seconds = kDefaultCollectiveTimeoutSeconds;
+  // Tests this communicator's non-blocking operations while they are outstanding (`--comm_progress
+  // thread`); null: only the owner's test()/wait() calls progress them. One thread may serve several
+  // communicators (ProcessGroups shares one); it must outlive every operation it watches.
+  std::shared_ptr<MpiProgressThread> progress;
+};
+
+// Time the owner of non-blocking operations spent blocked waiting for them: seconds inside
+// CommRequest::wait() (including a destructor's wait) of this communicator's async operations. Blocking
+// collectives are not counted: nothing overlaps them. Of those seconds, `before_peers` passed before
+// every member had even issued the operation (known from the hang watchdog's arrival notices, so 0 with
+// the watchdog off): load imbalance between ranks, which no progress can hide.
+struct AsyncWaitStats {
+  double seconds = 0;
+  double before_peers = 0;
+  uint64_t waits = 0;
 };
 
 class MpiCommunicator final : public Communicator {
@@ -51,6 +69,9 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm mpi_comm() const { return comm_; }
   // The hang watchdog of this communicator (diagnostics and tests: arrival bookkeeping).
   CollectiveWatchdog& watchdog() { return *watchdog_; }
+  // Blocked time in waits of async operations since construction (single-threaded like the rest).
+  const AsyncWaitStats& async_wait() const { return *async_wait_; }
+  MpiProgressThread* progress_thread() const { return progress_.get(); }
 
  protected:
   CommRequest do_all_reduce(const void* in, void* out, size_t count, ElementType type, ReduceOp op,
@@ -77,6 +98,8 @@ class MpiCommunicator final : public Communicator {
   size_t max_elements_per_call_;
   MpiBf16Ops bf16_ops_;
   std::unique_ptr<CollectiveWatchdog> watchdog_;  // stable address: in-flight requests point at it
+  std::unique_ptr<AsyncWaitStats> async_wait_ = std::make_unique<AsyncWaitStats>();  // likewise
+  std::shared_ptr<MpiProgressThread> progress_;   // null: no progress thread
 };
 
 }  // namespace trlhpc

@@ -1,6 +1,7 @@
 #pragma once
 // RAII MPI environment: MPI_Init_thread on construction, MPI_Finalize on scope exit. It asks for
-// MPI_THREAD_MULTIPLE (the asynchronous checkpoint writer talks MPI from a second thread) and accepts
+// MPI_THREAD_MULTIPLE (the asynchronous checkpoint writer and the communication progress thread
+// talk MPI from a second thread) and accepts
 // FUNNELED (what OpenMP compute threads need); --async_save refuses to run below MULTIPLE. MPI_COMM_WORLD is switched to MPI_ERRORS_RETURN so failures surface as RuntimeFailure.
 // Works launched bare (singleton MPI), under mpirun and under srun (OpenMPI's PMIx).
 //

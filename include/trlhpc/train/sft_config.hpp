@@ -76,6 +76,10 @@ struct SftConfig {
   // Seconds one collective may wait before the job ends with exit 2 and a report naming the step, the
   // collective, the group and the ranks that had not arrived (HF's --ddp_timeout; 0: wait forever).
   double ddp_timeout = 1800;
+  // Who advances non-blocking communication while compute runs: "thread" (a progress thread tests it,
+  // needs MPI_THREAD_MULTIPLE, else falls back with a warning) or "none" (only the strategies' own
+  // test() calls between units and attention blocks). progress_thread.hpp; measured in bench/RESULTS.md.
+  std::string comm_progress = "thread";
 };
 
 }  // namespace trlhpc
