@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "qwen25_shape.hpp"
+#include "random_row.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
@@ -49,22 +50,6 @@ struct BenchOptions {
   bool header = false;
 };
 
-
-// One row of `seq` random tokens, trained on every position but the last.
-Batch random_row(int64_t seq, int64_t vocab, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(vocab - 1));
-  Batch b;
-  b.rows = 1;
-  b.seq_len = seq;
-  for (int64_t t = 0; t < seq; ++t) {
-    b.input_ids.push_back(token(rng));
-    b.positions.push_back(static_cast<int32_t>(t));
-    b.doc_ids.push_back(0);
-  }
-  for (int64_t t = 0; t < seq; ++t) b.targets.push_back(t + 1 < seq ? b.input_ids[static_cast<size_t>(t + 1)] : kIgnoreIndex);
-  return b;
-}
 
 double slowest(double seconds, MPI_Comm comm) {
   MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, comm);
@@ -88,7 +73,7 @@ ModeResult measure(bool async, const BenchOptions& o, const ModelConfig& config,
   if (async) saver.emplace(groups, kDefaultCollectiveTimeoutSeconds);
   uint64_t seed = 1000 * static_cast<uint64_t>(groups.world_rank());
   const auto step = [&] {
-    const std::vector<Batch> micro = {trainer.model().shard_tokens(random_row(o.seq, config.vocab_size, ++seed))};
+    const std::vector<Batch> micro = {trainer.model().shard_tokens(bench::random_row(o.seq, config.vocab_size, ++seed))};
     trainer.step(micro, 1e-5);
   };
   step();  // warm-up

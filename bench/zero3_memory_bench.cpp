@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "qwen25_shape.hpp"
+#include "random_row.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/io/hf_model_dir.hpp"
 #include "trlhpc/model/init.hpp"
@@ -73,22 +74,6 @@ void reset_peak() {
 int64_t largest(int64_t value) {
   MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
   return value;
-}
-
-// One row of `seq` random tokens, trained on every position but the last.
-Batch random_row(int64_t seq, int64_t vocab, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(vocab - 1));
-  Batch b;
-  b.rows = 1;
-  b.seq_len = seq;
-  for (int64_t t = 0; t < seq; ++t) {
-    b.input_ids.push_back(token(rng));
-    b.positions.push_back(static_cast<int32_t>(t));
-    b.doc_ids.push_back(0);
-  }
-  for (int64_t t = 0; t < seq; ++t) b.targets.push_back(t + 1 < seq ? b.input_ids[static_cast<size_t>(t + 1)] : kIgnoreIndex);
-  return b;
 }
 
 // Runs one phase between a peak reset and the readings; prints the largest rank's figures.
@@ -180,7 +165,7 @@ int run(int argc, char** argv, MpiEnvironment& mpi) {
   PhaseTable table(rank == 0);
   uint64_t seed = 1000 * static_cast<uint64_t>(rank);
   const auto rows = [&] {
-    return std::vector<Batch>{trainer->model().shard_tokens(random_row(o.seq, config.vocab_size, ++seed))};
+    return std::vector<Batch>{trainer->model().shard_tokens(bench::random_row(o.seq, config.vocab_size, ++seed))};
   };
   table.run("set-up (parallelize + AdamW)", [&] { trainer = std::make_unique<Trainer>(config, *ops, groups, options); });
   table.run("load (" + std::string(o.model_dir.empty() ? "random-init F32 directory" : "--model_dir") + ")", [&] {

@@ -169,19 +169,23 @@ TRLHPC_AVX512 inline void prefetch_tile(const float* c, int64_t ldc) {
   }
 }
 
-// c[0:mr, 0:nr] = alpha * ap^T bp + beta * c, with the a-panel packed as (kc, kMR).
-TRLHPC_AVX512_KERNEL void micro_kernel_packed(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* c,
-                                       int64_t ldc, int64_t mr, int64_t nr, float alpha, float beta) {
+// c[0:mr, 0:nr] = alpha * a^T bp + beta * c for an a whose mr values of one k are contiguous, k_step
+// floats apart: a packed panel (k_step = kMR, any mr) or whole columns of a transposed a read in place
+// (a stored (K, M), k_step = lda, mr = kMR). Weight gradients (dW += dy^T x) read dy the second way
+// instead of packing it: twelve broadcasts from one 48-byte run per k.
+TRLHPC_AVX512_KERNEL void micro_kernel_columns(int64_t kc, const float* __restrict a, int64_t k_step,
+                                               const float* __restrict bp, float* c, int64_t ldc, int64_t mr,
+                                               int64_t nr, float alpha, float beta) {
   if (mr == kMR) prefetch_tile(c, ldc);  // a partial tile's rows past mr may lie past the end of c
   __m512 acc[kMR][2];
 #pragma GCC unroll 12
   for (int64_t i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   for (int64_t k = 0; k < kc; ++k) {
     const __m512 b0 = _mm512_load_ps(bp + k * kNR), b1 = _mm512_load_ps(bp + k * kNR + 16);
-    const float* a = ap + k * kMR;
+    const float* ak = a + k * k_step;
 #pragma GCC unroll 12
     for (int64_t i = 0; i < kMR; ++i) {
-      const __m512 av = _mm512_set1_ps(a[i]);
+      const __m512 av = _mm512_set1_ps(ak[i]);
       acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
       acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
     }
@@ -218,28 +222,6 @@ TRLHPC_AVX512_KERNEL void micro_kernel_rows(int64_t kc, const float* a, int64_t 
     r1 += sizeof(float);
     r2 += sizeof(float);
     r3 += sizeof(float);
-  }
-  store_tile(acc, c, ldc, kMR, nr, alpha, beta);
-}
-
-// The same for kMR whole columns of a transposed a (a stored (K, M): the kMR values of one k are
-// contiguous, rows lda floats apart). Weight gradients (dW += dy^T x) read dy this way instead of
-// packing it: twelve broadcasts from one 48-byte run per k.
-TRLHPC_AVX512_KERNEL void micro_kernel_columns(int64_t kc, const float* a, int64_t lda, const float* __restrict bp, float* c,
-                                        int64_t ldc, int64_t nr, float alpha, float beta) {
-  prefetch_tile(c, ldc);
-  __m512 acc[kMR][2];
-#pragma GCC unroll 12
-  for (int64_t i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < kc; ++k) {
-    const __m512 b0 = _mm512_load_ps(bp + k * kNR), b1 = _mm512_load_ps(bp + k * kNR + 16);
-    const float* ak = a + k * lda;
-#pragma GCC unroll 12
-    for (int64_t i = 0; i < kMR; ++i) {
-      const __m512 av = _mm512_set1_ps(ak[i]);
-      acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
-      acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
-    }
   }
   store_tile(acc, c, ldc, kMR, nr, alpha, beta);
 }
@@ -306,9 +288,9 @@ TRLHPC_AVX512 void gemm_avx512(const float* a, bool trans_a, const float* b, boo
               if (mr == kMR && !A.trans)
                 micro_kernel_rows(kc, A.p + (i0 + ir) * A.ld + pc, A.ld, bp, ct_tile, N, nr, alpha, beta_block);
               else if (mr == kMR)
-                micro_kernel_columns(kc, A.p + pc * A.ld + i0 + ir, A.ld, bp, ct_tile, N, nr, alpha, beta_block);
+                micro_kernel_columns(kc, A.p + pc * A.ld + i0 + ir, A.ld, bp, ct_tile, N, kMR, nr, alpha, beta_block);
               else
-                micro_kernel_packed(kc, apack + ir * kKC, bp, ct_tile, N, mr, nr, alpha, beta_block);
+                micro_kernel_columns(kc, apack + ir * kKC, kMR, bp, ct_tile, N, mr, nr, alpha, beta_block);
             }
           }
         }
