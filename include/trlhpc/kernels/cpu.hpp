@@ -28,6 +28,34 @@ std::string cpu_gemm_check();
 bool gemm_avx512_supported();
 void gemm_avx512(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t M, int64_t N, int64_t K,
                  float alpha, float beta);
+// ---- gemm_bf16.cpp --------------------------------------------------------------------------------
+// The mixed-precision GEMM of --bf16: c (M, N) = alpha * bf16(op(a)) @ bf16(op(b)) + beta * c with fp32
+// products and accumulation. Each operand is stored fp32 or bf16 (uint16_t bits); an fp32 operand is
+// rounded to bf16 (nearest even) as it is packed, so callers pass fp32 master weights directly. c is
+// fp32 or bf16 (rounded to nearest even once, after alpha/beta in fp32). beta = 0 ignores c.
+struct GemmOperand {
+  const void* data = nullptr;
+  bool bf16 = false;
+};
+struct GemmResult {
+  void* data = nullptr;
+  bool bf16 = false;
+};
+// AMX tiles, AVX512-BF16 dot products, or the fp32 GEMM on bf16-rounded inputs (any CPU).
+enum class Bf16GemmEngine { AMX, AVX512BF16, F32 };
+// The engine matmul_bf16 uses: the fastest the CPU (cpuid) and kernel (AMX permission) allow;
+// TRLHPC_CPU_BF16_GEMM=amx|avx512bf16|f32|auto overrides. bf16_gemm_check(): empty, or what is wrong
+// with that variable. bf16_gemm_available(e): e can run here (tests skip engines that cannot).
+Bf16GemmEngine bf16_gemm_engine();
+std::string bf16_gemm_name();
+std::string bf16_gemm_check();
+bool bf16_gemm_available(Bf16GemmEngine engine);
+void matmul_bf16(const GemmOperand& a, bool trans_a, const GemmOperand& b, bool trans_b, const GemmResult& c,
+                 int64_t M, int64_t N, int64_t K, float alpha, float beta);
+// The same with an explicit engine, which must be available (tests and benchmarks).
+void matmul_bf16(const GemmOperand& a, bool trans_a, const GemmOperand& b, bool trans_b, const GemmResult& c,
+                 int64_t M, int64_t N, int64_t K, float alpha, float beta, Bf16GemmEngine engine);
+
 // y (N, C) += bias (C) broadcast over rows.
 void bias_add(float* y, const float* bias, int64_t N, int64_t C);
 // dbias (C) += sum over rows of dy (N, C).

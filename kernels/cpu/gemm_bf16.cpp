@@ -1,0 +1,434 @@
+// The mixed-precision GEMM of `--bf16` (include/trlhpc/kernels/cpu.hpp, matmul_bf16):
+//   c (M, N) = alpha * bf16(op(a)) @ bf16(op(b)) + beta * c, products and sums in fp32.
+//
+// Three engines, chosen once per process by CPUID (never by the build flags, so a binary built on an AMX
+// machine runs everywhere; TRLHPC_CPU_BF16_GEMM=amx|avx512bf16|f32|auto overrides):
+//   * AMX (Intel Sapphire Rapids and later): TDPBF16PS on 16x16 fp32 tiles. Linux hands out the tile
+//     state only after arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA); a refusal (old kernel) falls
+//     back to the next engine instead of dying with SIGILL.
+//   * AVX512-BF16 (AMD Zen 4, Intel Cooper Lake): VDPBF16PS on zmm accumulators.
+//   * f32: the operands rounded to bf16 (round to nearest even) into fp32 buffers, then the fp32 GEMM.
+//     Products of two bf16 values are exact in fp32, so only the summation order differs from the others.
+//
+// Layout shared by AMX and AVX512-BF16 (both consume pairs of k in one 32-bit lane):
+//   packed a: [M/32][Kp/32] blocks of 32 rows x 32 k, row-major (one AMX A tile = 16 of those rows);
+//   packed b: [N/32][Kp/32] blocks of 16 k-pairs x 32 columns x 2 ("VNNI": b[2p][n], b[2p+1][n] adjacent;
+//   one AMX B tile = 16 of those columns). Kp = K rounded up to 32, zero padded, as are M and N edges.
+// Packing converts fp32 to bf16 (VCVTNE2PS2BF16, round to nearest even) and transposes with 16x16 32-bit
+// register transposes where the operand is stored the other way round.
+// Each c element is computed by one task over the whole K in a fixed order, so the result does not
+// depend on the thread count or on which column slice (tensor parallel) a rank holds.
+// GCC 12 reports its own masked-load intrinsics as "may be used uninitialized" (a header false positive).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/scratch.hpp"
+#include "trlhpc/kernels/cpu.hpp"
+
+#define TRLHPC_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
+#define TRLHPC_AMX_TARGET \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,amx-tile,amx-bf16")))
+
+namespace trlhpc::cpu {
+namespace {
+
+constexpr int64_t kBlock = 32;       // rows, columns and k of one packed block
+constexpr int64_t kBlockElems = kBlock * kBlock;
+constexpr int64_t kChunkBlocks = 8;  // column blocks whose packed b stays in L2 while rows stream by
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// ---- engine choice -----------------------------------------------------------------------------------
+
+bool cpu_has_avx512bf16() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("avx512bf16");
+}
+
+bool cpu_has_amx_bf16() {
+  // CPUID.(EAX=7,ECX=0):EDX bit 22 AMX-BF16, bit 24 AMX-TILE.
+  unsigned a = 7, b = 0, c = 0, d = 0;
+  __asm__ volatile("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
+  return ((d >> 22) & 1u) && ((d >> 24) & 1u);
+}
+
+// Asks Linux for the AMX tile data state (process-wide; threads started later inherit it).
+bool request_amx_permission() {
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+}
+
+struct Bf16Choice {
+  Bf16GemmEngine engine = Bf16GemmEngine::F32;
+  std::string error;  // non-empty: TRLHPC_CPU_BF16_GEMM is unusable
+};
+
+Bf16Choice choose_bf16_gemm() {
+  const char* env = std::getenv("TRLHPC_CPU_BF16_GEMM");
+  const std::string want = env ? env : "auto";
+  Bf16Choice choice;
+  const bool vnni = cpu_has_avx512bf16();
+  const bool amx = vnni && cpu_has_amx_bf16() && (want == "auto" || want == "amx") && request_amx_permission();
+  if (want == "f32") return choice;
+  if (want == "amx" && !amx) {
+    choice.error = "TRLHPC_CPU_BF16_GEMM=amx but this CPU or kernel has no usable AMX-BF16; unset it";
+    return choice;
+  }
+  if (want == "avx512bf16" && !vnni) {
+    choice.error = "TRLHPC_CPU_BF16_GEMM=avx512bf16 but this CPU lacks AVX512-BF16; unset it";
+    return choice;
+  }
+  if (want != "auto" && want != "amx" && want != "avx512bf16") {
+    choice.error = "TRLHPC_CPU_BF16_GEMM=" + want + " is not one of amx, avx512bf16, f32, auto";
+    return choice;
+  }
+  choice.engine = amx ? Bf16GemmEngine::AMX : vnni ? Bf16GemmEngine::AVX512BF16 : Bf16GemmEngine::F32;
+  return choice;
+}
+
+const Bf16Choice& bf16_choice() {
+  static const Bf16Choice choice = choose_bf16_gemm();
+  return choice;
+}
+
+// ---- operand access ----------------------------------------------------------------------------------
+
+// Element (i, j) of a row-major operand with `ld` columns, as the bf16 the GEMM multiplies.
+inline uint16_t bf16_at(const GemmOperand& x, int64_t i, int64_t j, int64_t ld) {
+  const int64_t at = i * ld + j;
+  if (x.bf16) return static_cast<const uint16_t*>(x.data)[at];
+  float f = static_cast<const float*>(x.data)[at];
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+// 32 consecutive elements (n <= 32 valid, the rest zero) of row `row` from column `col`, as bf16.
+TRLHPC_BF16_TARGET inline __m512i load32(const GemmOperand& x, int64_t row, int64_t col, int64_t ld, int64_t n) {
+  const int64_t at = row * ld + col;
+  if (x.bf16) {
+    const __mmask32 m = n >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((uint64_t{1} << n) - 1);
+    return _mm512_maskz_loadu_epi16(m, static_cast<const uint16_t*>(x.data) + at);
+  }
+  const float* p = static_cast<const float*>(x.data) + at;
+  const int64_t n0 = std::min<int64_t>(n, 16), n1 = std::max<int64_t>(n - 16, 0);
+  const __m512 lo = _mm512_maskz_loadu_ps(static_cast<__mmask16>((uint32_t{1} << n0) - 1), p);
+  const __m512 hi = n1 > 0 ? _mm512_maskz_loadu_ps(static_cast<__mmask16>((uint32_t{1} << n1) - 1), p + 16)
+                           : _mm512_setzero_ps();
+  return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+}
+
+// In-register transpose of a 16x16 matrix of 32-bit elements (r[i] = row i).
+TRLHPC_BF16_TARGET inline void transpose16(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  // Now each 128-bit lane holds a 4x4 block transposed; transpose the 4x4 grid of lanes.
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xdd);
+    t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+    r[i + 4] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0x88);
+    r[i + 12] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0xdd);
+  }
+}
+
+// ---- packing -----------------------------------------------------------------------------------------
+
+// One 32 x 32 block of packed a: rows [i0, i0+32) of op(a), k [k0, k0+32). dst: 32 rows of 32 bf16.
+TRLHPC_BF16_TARGET void pack_a_block(const GemmOperand& a, bool trans_a, int64_t M, int64_t K, int64_t i0, int64_t k0,
+                                     uint16_t* dst) {
+  const int64_t rows = std::min<int64_t>(kBlock, M - i0), ks = std::min<int64_t>(kBlock, K - k0);
+  if (!trans_a) {  // a (M, K): rows are contiguous in k
+    for (int64_t r = 0; r < kBlock; ++r)
+      _mm512_store_si512(dst + r * kBlock, r < rows ? load32(a, i0 + r, k0, K, ks) : _mm512_setzero_si512());
+    return;
+  }
+  // a stored (K, M): element (i, k) at k * M + i. Pair rows k0+2p, k0+2p+1 (32 i each) into 32-bit
+  // (k even, k odd) lanes, giving a [p][i] matrix of pairs, then transpose it into [i][p].
+  const __m512i lo_idx = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6,
+                                          37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+  const __m512i hi_idx = _mm512_set_epi16(63, 31, 62, 30, 61, 29, 60, 28, 59, 27, 58, 26, 57, 25, 56, 24, 55, 23, 54,
+                                          22, 53, 21, 52, 20, 51, 19, 50, 18, 49, 17, 48, 16);
+  __m512i pairs_lo[16], pairs_hi[16];  // pairs_lo[p] = (i 0..15) x (k 2p, 2p+1); pairs_hi: i 16..31
+  for (int p = 0; p < 16; ++p) {
+    const int64_t ke = 2 * p, ko = 2 * p + 1;
+    const __m512i even = ke < ks ? load32(a, k0 + ke, i0, M, rows) : _mm512_setzero_si512();
+    const __m512i odd = ko < ks ? load32(a, k0 + ko, i0, M, rows) : _mm512_setzero_si512();
+    pairs_lo[p] = _mm512_permutex2var_epi16(even, lo_idx, odd);
+    pairs_hi[p] = _mm512_permutex2var_epi16(even, hi_idx, odd);
+  }
+  transpose16(pairs_lo);  // now pairs_lo[i] = row i's 16 k-pairs = 32 bf16 along k
+  transpose16(pairs_hi);
+  for (int r = 0; r < 16; ++r) {
+    _mm512_store_si512(dst + r * kBlock, pairs_lo[r]);
+    _mm512_store_si512(dst + (r + 16) * kBlock, pairs_hi[r]);
+  }
+}
+
+// One block of packed b: columns [j0, j0+32) of op(b), k [k0, k0+32). dst: 16 k-pairs x 32 columns x 2.
+TRLHPC_BF16_TARGET void pack_b_block(const GemmOperand& b, bool trans_b, int64_t N, int64_t K, int64_t j0, int64_t k0,
+                                     uint16_t* dst) {
+  const int64_t cols = std::min<int64_t>(kBlock, N - j0), ks = std::min<int64_t>(kBlock, K - k0);
+  if (!trans_b) {  // b (K, N): rows k contiguous in n; interleave rows 2p and 2p+1
+    const __m512i lo_idx = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6,
+                                            37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+    const __m512i hi_idx = _mm512_set_epi16(63, 31, 62, 30, 61, 29, 60, 28, 59, 27, 58, 26, 57, 25, 56, 24, 55, 23, 54,
+                                            22, 53, 21, 52, 20, 51, 19, 50, 18, 49, 17, 48, 16);
+    for (int p = 0; p < 16; ++p) {
+      const int64_t ke = 2 * p, ko = 2 * p + 1;
+      const __m512i even = ke < ks ? load32(b, k0 + ke, j0, N, cols) : _mm512_setzero_si512();
+      const __m512i odd = ko < ks ? load32(b, k0 + ko, j0, N, cols) : _mm512_setzero_si512();
+      _mm512_store_si512(dst + p * 64, _mm512_permutex2var_epi16(even, lo_idx, odd));
+      _mm512_store_si512(dst + p * 64 + 32, _mm512_permutex2var_epi16(even, hi_idx, odd));
+    }
+    return;
+  }
+  // b stored (N, K): row n holds its k-pairs contiguously: [n][p] of 32-bit pairs; transpose to [p][n].
+  for (int half = 0; half < 2; ++half) {
+    __m512i r[16];
+    for (int n = 0; n < 16; ++n) {
+      const int64_t col = half * 16 + n;
+      r[n] = col < cols ? load32(b, j0 + col, k0, K, ks) : _mm512_setzero_si512();
+    }
+    transpose16(r);
+    for (int p = 0; p < 16; ++p) _mm512_store_si512(dst + p * 64 + half * 32, r[p]);
+  }
+}
+
+// ---- epilogue ----------------------------------------------------------------------------------------
+
+// c block rows [i0, i0+rows), columns [j0, j0+cols) = alpha * acc + beta * c. acc: 32 x 32 fp32.
+TRLHPC_BF16_TARGET void store_block(const float* acc, const GemmResult& c, int64_t N, int64_t i0, int64_t j0,
+                                    int64_t rows, int64_t cols, float alpha, float beta) {
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t h = 0; h < 2; ++h) {
+      const int64_t n = std::min<int64_t>(16, cols - h * 16);
+      if (n <= 0) break;
+      const __mmask16 m = static_cast<__mmask16>((uint32_t{1} << n) - 1);
+      __m512 v = _mm512_mul_ps(va, _mm512_load_ps(acc + r * kBlock + h * 16));
+      const int64_t at = (i0 + r) * N + j0 + h * 16;
+      if (c.bf16) {
+        uint16_t* p = static_cast<uint16_t*>(c.data) + at;
+        if (beta != 0.0f) {
+          const __m512i old = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
+          v = _mm512_fmadd_ps(vb, _mm512_castsi512_ps(_mm512_slli_epi32(old, 16)), v);
+        }
+        _mm256_mask_storeu_epi16(p, m, (__m256i)_mm512_cvtneps_pbh(v));
+      } else {
+        float* p = static_cast<float*>(c.data) + at;
+        if (beta != 0.0f) v = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, p), v);
+        _mm512_mask_storeu_ps(p, m, v);
+      }
+    }
+  }
+}
+
+// ---- micro-kernels: one 32 x 32 block of c over all Kp ---------------------------------------------
+
+struct TileConfig {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+TRLHPC_AMX_TARGET void amx_configure() {
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) {
+    cfg.rows[t] = 16;
+    cfg.colsb[t] = 64;  // c: 16 fp32; a: 32 bf16; b: 16 pairs x 2 bf16
+  }
+  _tile_loadconfig(&cfg);
+}
+
+TRLHPC_AMX_TARGET void amx_block(const uint16_t* pa, const uint16_t* pb, int64_t kblocks, float* acc) {
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t kb = 0; kb < kblocks; ++kb) {
+    const uint16_t* a = pa + kb * kBlockElems;
+    const uint16_t* b = pb + kb * kBlockElems;
+    _tile_loadd(4, a, 64);
+    _tile_loadd(5, a + 16 * kBlock, 64);
+    _tile_loadd(6, b, 128);
+    _tile_loadd(7, b + 32, 128);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, acc, 128);
+  _tile_stored(1, acc + 16, 128);
+  _tile_stored(2, acc + 16 * kBlock, 128);
+  _tile_stored(3, acc + 16 * kBlock + 16, 128);
+}
+
+TRLHPC_BF16_TARGET void avx512bf16_block(const uint16_t* pa, const uint16_t* pb, int64_t kblocks, float* acc) {
+  for (int g = 0; g < 4; ++g) {  // 8 rows at a time: 16 accumulators, 2 b vectors, 1 broadcast
+    __m512 c[8][2];
+    for (int r = 0; r < 8; ++r) c[r][0] = c[r][1] = _mm512_setzero_ps();
+    for (int64_t kb = 0; kb < kblocks; ++kb) {
+      const uint16_t* a = pa + kb * kBlockElems + g * 8 * kBlock;
+      const uint16_t* b = pb + kb * kBlockElems;
+      for (int p = 0; p < 16; ++p) {
+        const __m512bh b0 = (__m512bh)_mm512_load_si512(b + p * 64);
+        const __m512bh b1 = (__m512bh)_mm512_load_si512(b + p * 64 + 32);
+        for (int r = 0; r < 8; ++r) {
+          uint32_t pair;
+          std::memcpy(&pair, a + r * kBlock + 2 * p, 4);
+          const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(pair));
+          c[r][0] = _mm512_dpbf16_ps(c[r][0], av, b0);
+          c[r][1] = _mm512_dpbf16_ps(c[r][1], av, b1);
+        }
+      }
+    }
+    for (int r = 0; r < 8; ++r) {
+      _mm512_store_ps(acc + (g * 8 + r) * kBlock, c[r][0]);
+      _mm512_store_ps(acc + (g * 8 + r) * kBlock + 16, c[r][1]);
+    }
+  }
+}
+
+// ---- the packed GEMM ---------------------------------------------------------------------------------
+
+void gemm_packed(const GemmOperand& a, bool trans_a, const GemmOperand& b, bool trans_b, const GemmResult& c,
+                 int64_t M, int64_t N, int64_t K, float alpha, float beta, bool amx) {
+  const int64_t mb = round_up(M, kBlock) / kBlock, nb = round_up(N, kBlock) / kBlock,
+                kb = round_up(K, kBlock) / kBlock;
+  // Scratch of the calling thread (see scratch.hpp): packed a and b, as bf16 in float-sized storage.
+  thread_local Scratch packed_a, packed_b;
+  uint16_t* pa = reinterpret_cast<uint16_t*>(packed_a.reserve((mb * kb * kBlockElems + 1) / 2));
+  uint16_t* pb = reinterpret_cast<uint16_t*>(packed_b.reserve((nb * kb * kBlockElems + 1) / 2));
+#pragma omp parallel
+  {
+#pragma omp for schedule(static) nowait
+    for (int64_t t = 0; t < mb * kb; ++t)
+      pack_a_block(a, trans_a, M, K, (t / kb) * kBlock, (t % kb) * kBlock, pa + t * kBlockElems);
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < nb * kb; ++t)
+      pack_b_block(b, trans_b, N, K, (t / kb) * kBlock, (t % kb) * kBlock, pb + t * kBlockElems);
+    if (amx) amx_configure();  // tile configuration is per thread
+    alignas(64) float acc[kBlockElems];
+    for (int64_t chunk = 0; chunk < nb; chunk += kChunkBlocks) {
+      const int64_t chunk_end = std::min(nb, chunk + kChunkBlocks);
+#pragma omp for schedule(static) nowait
+      for (int64_t i = 0; i < mb; ++i) {
+        for (int64_t j = chunk; j < chunk_end; ++j) {
+          const uint16_t* ablk = pa + i * kb * kBlockElems;
+          const uint16_t* bblk = pb + j * kb * kBlockElems;
+          if (amx)
+            amx_block(ablk, bblk, kb, acc);
+          else
+            avx512bf16_block(ablk, bblk, kb, acc);
+          store_block(acc, c, N, i * kBlock, j * kBlock, std::min(kBlock, M - i * kBlock),
+                      std::min(kBlock, N - j * kBlock), alpha, beta);
+        }
+      }
+    }
+    if (amx) _tile_release();
+  }
+}
+
+// Engine f32: round both operands to bf16 values held in fp32, multiply with the fp32 GEMM.
+void gemm_emulated(const GemmOperand& a, bool trans_a, const GemmOperand& b, bool trans_b, const GemmResult& c,
+                   int64_t M, int64_t N, int64_t K, float alpha, float beta) {
+  auto widen = [](const GemmOperand& x, int64_t rows, int64_t cols) {
+    std::vector<float> out(static_cast<size_t>(rows * cols));
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        const uint32_t bits = static_cast<uint32_t>(bf16_at(x, i, j, cols)) << 16;
+        std::memcpy(&out[static_cast<size_t>(i * cols + j)], &bits, 4);
+      }
+    return out;
+  };
+  const std::vector<float> af = trans_a ? widen(a, K, M) : widen(a, M, K);
+  const std::vector<float> bf = trans_b ? widen(b, N, K) : widen(b, K, N);
+  if (!c.bf16) {
+    matmul(af.data(), trans_a, bf.data(), trans_b, static_cast<float*>(c.data), M, N, K, alpha, beta);
+    return;
+  }
+  uint16_t* cb = static_cast<uint16_t*>(c.data);
+  std::vector<float> cf(static_cast<size_t>(M * N));
+  if (beta != 0.0f)
+    for (int64_t i = 0; i < M * N; ++i) {
+      const uint32_t bits = static_cast<uint32_t>(cb[i]) << 16;
+      std::memcpy(&cf[static_cast<size_t>(i)], &bits, 4);
+    }
+  matmul(af.data(), trans_a, bf.data(), trans_b, cf.data(), M, N, K, alpha, beta);
+  const GemmOperand cf_op{cf.data(), false};
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < M * N; ++i) cb[i] = bf16_at(cf_op, 0, i, 0);
+}
+
+}  // namespace
+
+Bf16GemmEngine bf16_gemm_engine() { return bf16_choice().engine; }
+
+bool bf16_gemm_available(Bf16GemmEngine engine) {
+  switch (engine) {
+    case Bf16GemmEngine::AMX: {
+      static const bool usable = cpu_has_avx512bf16() && cpu_has_amx_bf16() && request_amx_permission();
+      return usable;
+    }
+    case Bf16GemmEngine::AVX512BF16: return cpu_has_avx512bf16();
+    case Bf16GemmEngine::F32: return true;
+  }
+  return false;
+}
+
+std::string bf16_gemm_name() {
+  switch (bf16_choice().engine) {
+    case Bf16GemmEngine::AMX: return "trlhpc AMX-BF16";
+    case Bf16GemmEngine::AVX512BF16: return "trlhpc AVX512-BF16";
+    case Bf16GemmEngine::F32: break;
+  }
+  return "fp32 GEMM on bf16-rounded inputs (no bf16 instructions)";
+}
+
+std::string bf16_gemm_check() { return bf16_choice().error; }
+
+void matmul_bf16(const GemmOperand& a, bool trans_a, const GemmOperand& b, bool trans_b, const GemmResult& c,
+                 int64_t M, int64_t N, int64_t K, float alpha, float beta, Bf16GemmEngine engine) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0 || alpha == 0.0f || engine == Bf16GemmEngine::F32) {
+    gemm_emulated(a, trans_a, b, trans_b, c, M, N, std::max<int64_t>(K, 0), alpha, beta);
+    return;
+  }
+  gemm_packed(a, trans_a, b, trans_b, c, M, N, K, alpha, beta, engine == Bf16GemmEngine::AMX);
+}
+
+void matmul_bf16(const GemmOperand& a, bool trans_a, const GemmOperand& b, bool trans_b, const GemmResult& c,
+                 int64_t M, int64_t N, int64_t K, float alpha, float beta) {
+  matmul_bf16(a, trans_a, b, trans_b, c, M, N, K, alpha, beta, bf16_gemm_engine());
+}
+
+}  // namespace trlhpc::cpu
