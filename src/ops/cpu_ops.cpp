@@ -52,7 +52,18 @@ class CpuOps final : public Ops {
     TRLHPC_ASSERT(K == Kb && c.dim(0) == M && c.dim(1) == N,
                   "matmul shapes " + shape_string(a.shape()) + (trans_a ? "^T" : "") + " x " +
                       shape_string(b.shape()) + (trans_b ? "^T" : "") + " -> " + shape_string(c.shape()));
-    cpu::matmul(a.f32(), trans_a, b.f32(), trans_b, c.f32(), M, N, K, alpha, beta);
+    // Any bf16 operand makes it the mixed-precision GEMM (fp32 operands are rounded to bf16 as they are
+    // packed, so fp32 master weights are passed as they are); all-fp32 stays the exact fp32 GEMM.
+    const auto is_bf16 = [](const Tensor& t) {
+      TRLHPC_ASSERT(t.dtype() == DType::F32 || t.dtype() == DType::BF16, "matmul takes F32 or BF16 tensors");
+      return t.dtype() == DType::BF16;
+    };
+    const bool a16 = is_bf16(a), b16 = is_bf16(b), c16 = is_bf16(c);
+    if (!a16 && !b16 && !c16) {
+      cpu::matmul(a.f32(), trans_a, b.f32(), trans_b, c.f32(), M, N, K, alpha, beta);
+      return;
+    }
+    cpu::matmul_bf16({a.data(), a16}, trans_a, {b.data(), b16}, trans_b, {c.data(), c16}, M, N, K, alpha, beta);
   }
   void bias_add(const Tensor& y, const Tensor& bias) override {
     cpu::bias_add(y.f32(), bias.f32(), y.numel() / bias.numel(), bias.numel());

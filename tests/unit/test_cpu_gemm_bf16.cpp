@@ -14,13 +14,16 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "trlhpc/core/dtype.hpp"
 #include "trlhpc/kernels/cpu.hpp"
+#include "trlhpc/ops/ops.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -149,6 +152,35 @@ TEST_P(GemmBf16, SameBitsForAnyThreadCountAndColumnSlice) {
                            1, 0, GetParam());
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < n; ++j) ASSERT_EQ(slice[i * n + j], whole[i * N + n0 + j]) << i << "," << j;
+}
+
+// CpuOps::matmul: all-fp32 tensors take the fp32 GEMM bit for bit; a bf16 tensor anywhere takes the
+// bf16 GEMM (the engine bf16_gemm_engine() names), bit for bit.
+TEST(CpuOpsMatmul, DispatchesOnTheTensorsDtypes) {
+  auto ops = trlhpc::make_cpu_ops();
+  const int64_t M = 40, N = 36, K = 70;
+  const std::vector<float> a = random_floats(M * K, 7), b = random_floats(N * K, 8);
+  trlhpc::Tensor ta = trlhpc::Tensor::host({M, K}), tb = trlhpc::Tensor::host({N, K});
+  std::copy(a.begin(), a.end(), ta.f32());
+  std::copy(b.begin(), b.end(), tb.f32());
+  trlhpc::Tensor ta16 = trlhpc::Tensor::host({M, K}, trlhpc::DType::BF16);
+  const std::vector<uint16_t> a_h = to_bf16(a);
+  std::copy(a_h.begin(), a_h.end(), ta16.ptr<uint16_t>());
+  trlhpc::Tensor c = trlhpc::Tensor::host({M, N}), c16 = trlhpc::Tensor::host({M, N}, trlhpc::DType::BF16);
+  std::vector<float> want(M * N), want_mixed(M * N);
+  std::vector<uint16_t> want16(M * N);
+  ops->matmul(ta, false, tb, true, c, 1.0f, 0.0f);
+  trlhpc::cpu::matmul(a.data(), false, b.data(), true, want.data(), M, N, K, 1.0f, 0.0f);
+  EXPECT_EQ(0, std::memcmp(c.data(), want.data(), want.size() * 4));
+  ops->matmul(ta16, false, tb, true, c, 1.0f, 0.0f);
+  trlhpc::cpu::matmul_bf16({a_h.data(), true}, false, {b.data(), false}, true, {want_mixed.data(), false}, M, N, K,
+                           1.0f, 0.0f);
+  EXPECT_EQ(0, std::memcmp(c.data(), want_mixed.data(), want_mixed.size() * 4));
+  ops->matmul(ta, false, tb, true, c16, 1.0f, 0.0f);
+  trlhpc::cpu::matmul_bf16({a.data(), false}, false, {b.data(), false}, true, {want16.data(), true}, M, N, K, 1.0f,
+                           0.0f);
+  EXPECT_EQ(0, std::memcmp(c16.data(), want16.data(), want16.size() * 2));
+  EXPECT_NE(0, std::memcmp(want.data(), want_mixed.data(), want.size() * 4)) << "bf16 rounding must show";
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, GemmBf16,
