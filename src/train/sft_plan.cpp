@@ -19,7 +19,7 @@ namespace {
 void require_supported(const SftConfig& c) {
   if (c.output_dir.empty()) throw UserError("--output_dir must not be empty");
   if (c.dataset_name.empty()) throw UserError("no dataset: pass --dataset_name PATH (.jsonl/.json file or directory)");
-  if (c.bf16) throw UserError("--bf16 needs the CUDA backend, which this version does not have; train in fp32 on cpu");
+  if (c.bf16) throw UserError("--bf16 is not supported yet: this version trains in fp32 only (the bf16 GEMM exists, the bf16 activations do not); drop --bf16");
 }
 
 ModelConfig load_model_config(const SftConfig& c) {
