@@ -19,7 +19,10 @@
 // Each c element is computed by one task over the whole K in a fixed order, so the result does not
 // depend on the thread count or on which column slice (tensor parallel) a rank holds.
 // GCC 12 reports its own masked-load intrinsics as "may be used uninitialized" (a header false positive).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #include <immintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -268,6 +271,9 @@ TRLHPC_AMX_TARGET void amx_configure() {
   _tile_loadconfig(&cfg);
 }
 
+// Out of line with the AMX target: the intrinsic may not be inlined into code compiled without it.
+TRLHPC_AMX_TARGET void amx_release() { _tile_release(); }
+
 TRLHPC_AMX_TARGET void amx_block(const uint16_t* pa, const uint16_t* pb, int64_t kblocks, float* acc) {
   _tile_zero(0);
   _tile_zero(1);
@@ -353,7 +359,7 @@ void gemm_packed(const GemmOperand& a, bool trans_a, const GemmOperand& b, bool 
         }
       }
     }
-    if (amx) _tile_release();
+    if (amx) amx_release();
   }
 }
 
