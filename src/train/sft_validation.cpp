@@ -65,7 +65,8 @@ void validate_sft_options(const SftConfig& c) {
   require("--gradient_accumulation_steps", c.gradient_accumulation_steps, c.gradient_accumulation_steps >= 1, "must be >= 1");
 
   // Optimizer and schedule.
-  require("--learning_rate", c.learning_rate, c.learning_rate > 0, "must be > 0 and finite");
+  // 0 is allowed as in HF/TRL: it measures a model's loss on the data without changing it (issue 30, item 9).
+  require("--learning_rate", c.learning_rate, c.learning_rate >= 0, "must be >= 0 and finite");
   require_fp32_finite("--learning_rate", c.learning_rate);
   require("--warmup_steps", c.warmup_steps, c.warmup_steps >= 0, "must be >= 0");
   if (c.max_steps >= 1 && c.warmup_steps >= c.max_steps)

@@ -43,10 +43,9 @@ TEST(SftValidation, EachRuleNamesTheFlagTheValueAndTheRange) {
       {[](SftConfig& c) { c.max_steps = 5, c.num_train_epochs = kNaN; }, "--num_train_epochs nan: must be a finite number"},
       {[](SftConfig& c) { c.per_device_train_batch_size = 0; }, "--per_device_train_batch_size 0: must be >= 1"},
       {[](SftConfig& c) { c.gradient_accumulation_steps = -1; }, "--gradient_accumulation_steps -1: must be >= 1"},
-      {[](SftConfig& c) { c.learning_rate = -1; }, "--learning_rate -1: must be > 0 and finite"},
-      {[](SftConfig& c) { c.learning_rate = 0; }, "--learning_rate 0: must be > 0 and finite"},
-      {[](SftConfig& c) { c.learning_rate = kNaN; }, "--learning_rate nan: must be > 0 and finite"},
-      {[](SftConfig& c) { c.learning_rate = kInf; }, "--learning_rate inf: must be > 0 and finite"},
+      {[](SftConfig& c) { c.learning_rate = -1; }, "--learning_rate -1: must be >= 0 and finite"},
+      {[](SftConfig& c) { c.learning_rate = kNaN; }, "--learning_rate nan: must be >= 0 and finite"},
+      {[](SftConfig& c) { c.learning_rate = kInf; }, "--learning_rate inf: must be >= 0 and finite"},
       {[](SftConfig& c) { c.learning_rate = 1e40; },
        "--learning_rate 1e+40: out of fp32 range (the optimizer computes in fp32: |value| in [1.2e-38, 3.4e38] or 0)"},
       {[](SftConfig& c) { c.warmup_steps = -1; }, "--warmup_steps -1: must be >= 0"},
@@ -94,6 +93,7 @@ TEST(SftValidation, EachRuleNamesTheFlagTheValueAndTheRange) {
 TEST(SftValidation, RangeEdgesPass) {
   const std::vector<std::function<void(SftConfig&)>> fine = {
       [](SftConfig& c) { c.learning_rate = 1e30; },  // finite: the loss guard, not the parser, stops it
+      [](SftConfig& c) { c.learning_rate = 0; },     // HF/TRL accept it: evaluate the loss, change nothing
       [](SftConfig& c) { c.max_steps = 1; },
       [](SftConfig& c) { c.max_steps = 5, c.num_train_epochs = 0; },  // epochs unused with max_steps
       [](SftConfig& c) { c.max_steps = 10, c.warmup_steps = 9; },
