@@ -11,10 +11,12 @@
 #include "trlhpc/cli/env_command.hpp"
 #include "trlhpc/cli/export_command.hpp"
 #include "trlhpc/cli/generate_command.hpp"
+#include "trlhpc/cli/hub_names.hpp"
 #include "trlhpc/cli/plot_command.hpp"
 #include "trlhpc/cli/sft_options.hpp"
 #include "trlhpc/cli/tokenize_command.hpp"
 #include "trlhpc/core/error.hpp"
+#include "trlhpc/io/hub_cache.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 #include "trlhpc/train/sft_job.hpp"
 
@@ -40,6 +42,8 @@ int run_sft(int argc, char** argv, trlhpc::MpiEnvironment& mpi) {
     if (mpi.world_rank() == 0) std::printf("%s", help.c_str());
     return 0;
   }
+  // Hub ids become local cache folders here, the one place that reads HF_HUB_CACHE / HF_HOME.
+  trlhpc::resolve_hub_names(config, trlhpc::hub::cache_dir_from_environment());
   return trlhpc::run_sft_job(config, mpi);
 }
 

@@ -27,10 +27,11 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
   po::options_description model("Model and data");
   model.add_options()
       ("config", po::value<std::string>(&config_file), "YAML file with any of these options as keys")
-      ("model_name_or_path", po::value<std::string>(&c.model_name_or_path), "Hugging Face model directory")
+      ("model_name_or_path", po::value<std::string>(&c.model_name_or_path), "Hugging Face model directory, or a hub id (ORG/NAME) in the local Hugging Face cache")
+      ("model_revision", po::value<std::string>(&c.model_revision)->default_value(c.model_revision), "branch, tag or commit sha of a hub id")
       ("model_config", po::value<std::string>(&c.model_config), "config.json of a randomly initialised model")
       ("tokenizer", po::value<std::string>(&c.tokenizer), "tokenizer directory (default: the model directory)")
-      ("dataset_name", po::value<std::string>(&c.dataset_name), ".jsonl/.json file or a directory of them")
+      ("dataset_name", po::value<std::string>(&c.dataset_name), ".jsonl/.json/.parquet file, a directory of them, or a hub dataset id in the local cache")
       ("dataset_train_split", po::value<std::string>(&c.dataset_train_split)->default_value(c.dataset_train_split), "split inside a dataset directory")
       ("dataset_text_field", po::value<std::string>(&c.dataset_text_field)->default_value(c.dataset_text_field), "field of language-modeling rows")
       ("eval_dataset", po::value<std::string>(&c.eval_dataset), "held-out dataset for eval_loss")
