@@ -32,6 +32,7 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
       ("model_config", po::value<std::string>(&c.model_config), "config.json of a randomly initialised model")
       ("tokenizer", po::value<std::string>(&c.tokenizer), "tokenizer directory (default: the model directory)")
       ("dataset_name", po::value<std::string>(&c.dataset_name), ".jsonl/.json/.parquet file, a directory of them, or a hub dataset id in the local cache")
+      ("dataset_config", po::value<std::string>(&c.dataset_config), "subset of a multi-config dataset (its folder NAME/ in the dataset)")
       ("dataset_train_split", po::value<std::string>(&c.dataset_train_split)->default_value(c.dataset_train_split), "split inside a dataset directory")
       ("dataset_text_field", po::value<std::string>(&c.dataset_text_field)->default_value(c.dataset_text_field), "field of language-modeling rows")
       ("eval_dataset", po::value<std::string>(&c.eval_dataset), "held-out dataset for eval_loss")

@@ -125,5 +125,22 @@ TEST(HubCache, SftConfigNamesResolved) {
   EXPECT_TRUE(fs::is_directory(c.dataset_name));
 }
 
+TEST(HubCache, DatasetConfigPicksTheSubsetFolder) {
+  const std::string dir = testing::make_temp_dir("hub_config");
+  fs::create_directories(fs::path(dir) / "ds" / "en");
+  SftConfig c;
+  c.dataset_name = dir + "/ds";
+  c.dataset_config = "en";
+  resolve_hub_names(c, fixture_cache());
+  EXPECT_EQ(c.dataset_name, dir + "/ds/en");
+  SftConfig bad;
+  bad.dataset_name = dir + "/ds";
+  bad.dataset_config = "fr";
+  EXPECT_NE(user_error([&] { resolve_hub_names(bad, fixture_cache()); }).find("--dataset_config fr"), std::string::npos);
+  bad.dataset_config = "..";
+  EXPECT_NE(user_error([&] { resolve_hub_names(bad, fixture_cache()); }), "");
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace trlhpc::hub
