@@ -143,3 +143,16 @@ TEST(ParquetHostile, ByteFlipsEndInRowsOrUserErrors) {
 
 }  // namespace
 }  // namespace trlhpc::parquet
+
+namespace trlhpc::parquet {
+namespace {
+
+// Found by fuzz_parquet: a column name with invalid UTF-8 became a JSON key that nlohmann cannot dump.
+TEST(ParquetHostile, InvalidUtf8ColumnNameIsAUserError) {
+  const std::string bytes = read_bytes(testing::tests_dir() + "/fuzz/corpus/fuzz_parquet/found-invalid-utf8-column-name.parquet");
+  const std::string message = user_error_reading(bytes);
+  EXPECT_NE(message.find("bad.parquet"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace trlhpc::parquet

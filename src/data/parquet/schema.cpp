@@ -1,6 +1,7 @@
 // Parquet schema tree and Dremel levels (see schema.hpp).
 #include "trlhpc/data/parquet/schema.hpp"
 
+#include "src/data/tokenizer/utf8.hpp"
 #include "trlhpc/data/parquet/limits.hpp"
 
 namespace trlhpc::parquet {
@@ -17,6 +18,8 @@ struct Builder {
       throw FormatError("the schema nests deeper than " + std::to_string(kMaxParquetSchemaDepth) + " (kMaxParquetSchemaDepth)");
     if (next >= elements.size()) throw FormatError("the schema lists fewer elements than its groups claim");
     const SchemaElement& e = elements[next++];
+    // Column names become JSON keys (and parts of messages): UTF-8, as Arrow requires of field names.
+    if (!tokenizer::detail::is_valid_utf8(e.name)) throw FormatError("a schema name that is not valid UTF-8");
     auto n = std::make_unique<SchemaNode>();
     n->name = e.name;
     n->repetition = parent ? e.repetition : static_cast<int32_t>(Repetition::kRequired);
