@@ -19,6 +19,7 @@
 #include "trlhpc/io/hub_cache.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 #include "trlhpc/train/sft_job.hpp"
+#include "trlhpc/train/sft_validation.hpp"
 
 namespace {
 
@@ -42,7 +43,9 @@ int run_sft(int argc, char** argv, trlhpc::MpiEnvironment& mpi) {
     if (mpi.world_rank() == 0) std::printf("%s", help.c_str());
     return 0;
   }
-  // Hub ids become local cache folders here, the one place that reads HF_HUB_CACHE / HF_HOME.
+  // Option values are checked first (as before hub ids existed), so a bad flag is reported before a
+  // missing dataset; then hub ids become local cache folders, the one place that reads HF_HUB_CACHE / HF_HOME.
+  trlhpc::validate_sft_options(config);
   trlhpc::resolve_hub_names(config, trlhpc::hub::cache_dir_from_environment());
   return trlhpc::run_sft_job(config, mpi);
 }
