@@ -9,6 +9,7 @@ PACKAGES=(
   libhdf5-openmpi-dev                   # parallel HDF5, openmpi flavour
   libboost-program-options-dev libyaml-cpp-dev nlohmann-json3-dev
   libopenblas-dev libopenblas-openmp-dev libpcre2-dev libgtest-dev
+  libsnappy-dev libzstd-dev zlib1g-dev  # Parquet page codecs (src/data/parquet/codec.cpp)
   gnuplot-nox                           # `trlhpc plot` (pngcairo terminal), run as a program
 )
 

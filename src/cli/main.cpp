@@ -11,12 +11,15 @@
 #include "trlhpc/cli/env_command.hpp"
 #include "trlhpc/cli/export_command.hpp"
 #include "trlhpc/cli/generate_command.hpp"
+#include "trlhpc/cli/hub_names.hpp"
 #include "trlhpc/cli/plot_command.hpp"
 #include "trlhpc/cli/sft_options.hpp"
 #include "trlhpc/cli/tokenize_command.hpp"
 #include "trlhpc/core/error.hpp"
+#include "trlhpc/io/hub_cache.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 #include "trlhpc/train/sft_job.hpp"
+#include "trlhpc/train/sft_validation.hpp"
 
 namespace {
 
@@ -40,6 +43,10 @@ int run_sft(int argc, char** argv, trlhpc::MpiEnvironment& mpi) {
     if (mpi.world_rank() == 0) std::printf("%s", help.c_str());
     return 0;
   }
+  // Option values are checked first (as before hub ids existed), so a bad flag is reported before a
+  // missing dataset; then hub ids become local cache folders, the one place that reads HF_HUB_CACHE / HF_HOME.
+  trlhpc::validate_sft_options(config);
+  trlhpc::resolve_hub_names(config, trlhpc::hub::cache_dir_from_environment());
   return trlhpc::run_sft_job(config, mpi);
 }
 

@@ -132,17 +132,32 @@ TEST_F(DatasetCacheTest, KeyIsStable) {
   EXPECT_EQ(dataset_cache_key(options(), true), dataset_cache_key(options(), true));
 }
 
-TEST_F(DatasetCacheTest, KeyChangesWithFileContentAndMtime) {
+TEST_F(DatasetCacheTest, KeyFollowsFileContentNotMtimeOrPlace) {
   const uint64_t base = dataset_cache_key(options(), true);
   const fs::path data = dir_ / "train.jsonl";
   const auto mtime = fs::last_write_time(data);
-  fs::last_write_time(data, mtime + std::chrono::seconds(5));
-  const uint64_t touched = dataset_cache_key(options(), true);
-  EXPECT_NE(base, touched);
-  fs::last_write_time(data, mtime);
+  fs::last_write_time(data, mtime + std::chrono::seconds(5));  // touched (a copy gets a new mtime)
   EXPECT_EQ(base, dataset_cache_key(options(), true));
+  // The same bytes in another folder (another file system, a new Hub cache snapshot): the same key.
+  const fs::path copy = dir_ / "copied" / "train.jsonl";
+  fs::create_directories(copy.parent_path());
+  fs::copy_file(data, copy);
+  SftDataOptions moved = options();
+  moved.dataset_name = copy.string();
+  EXPECT_EQ(base, dataset_cache_key(moved, true));
+  // One byte changed, size and mtime kept: a different key.
+  std::string bytes;
+  {
+    std::ifstream in(data, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const size_t at = bytes.find("a");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at] = 'b';
+  std::ofstream(data, std::ios::binary | std::ios::trunc) << bytes;
+  fs::last_write_time(data, mtime);
+  EXPECT_NE(base, dataset_cache_key(options(), true));
   append(data, "\n");
-  fs::last_write_time(data, mtime);  // same mtime, different size
   EXPECT_NE(base, dataset_cache_key(options(), true));
 }
 

@@ -8,10 +8,12 @@ namespace trlhpc {
 
 struct SftConfig {
   // Model and data.
-  std::string model_name_or_path;   // HF directory
+  std::string model_name_or_path;   // HF directory, or a hub id resolved in the local HF cache (cli/hub_names)
+  std::string model_revision = "main";  // branch, tag or commit sha of a hub id (TRL's ModelConfig)
   std::string model_config;         // config.json for a randomly initialised model
   std::string tokenizer;            // tokenizer directory (defaults to model_name_or_path)
-  std::string dataset_name;         // .jsonl/.json file or directory
+  std::string dataset_name;         // .jsonl/.json/.parquet file, directory, or hub id in the HF cache
+  std::string dataset_config;       // subset of a multi-config dataset: its <name>/ folder (TRL's --dataset_config)
   std::string dataset_train_split = "train";
   std::string dataset_text_field = "text";
   std::string eval_dataset;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "trlhpc/core/error.hpp"
+#include "trlhpc/data/parquet/parquet_file.hpp"
 
 namespace trlhpc::dataset {
 namespace {
@@ -47,6 +48,16 @@ DatasetReader::~DatasetReader() = default;
 bool DatasetReader::open_next_file() {
   if (next_file_ >= files_.size()) return false;
   current_file_ = files_[next_file_++];
+  line_ = 0;
+  rows_in_file_ = 0;
+  entries_in_file_ = 0;
+  scanner_.reset();
+  parquet_.reset();
+  if (ends_with(current_file_, ".parquet")) {
+    kind_ = FileKind::kParquet;
+    parquet_ = std::make_unique<parquet::ParquetFile>(current_file_);  // UserError naming the file when bad
+    return true;
+  }
   stream_ = std::ifstream(current_file_, std::ios::binary);
   TRLHPC_REQUIRE(stream_.is_open(), current_file_ + ": cannot open the dataset file (check the path and permissions)");
   line_ = 0;
@@ -78,6 +89,7 @@ void DatasetReader::finish_file() {
                                            ": the dataset file has no rows (it is empty, blank or an empty "
                                            "array). Remove it or point --dataset_name at the right data");
   stream_.close();
+  parquet_.reset();
   current_file_.clear();
 }
 
@@ -109,6 +121,7 @@ bool DatasetReader::accept(const std::string& text, int64_t line, DatasetRow& ro
     problem_line = line + lines_before(text, e.byte > 0 ? e.byte - 1 : 0);
   }
   if (problem.empty()) {
+    row.parquet = false;
     row.file = current_file_;
     row.line = line;
     ++rows_in_file_;
@@ -122,6 +135,17 @@ bool DatasetReader::accept(const std::string& text, int64_t line, DatasetRow& ro
 }
 
 bool DatasetReader::next_in_file(DatasetRow& row) {
+  if (kind_ == FileKind::kParquet) {
+    // Rows of a Parquet file are objects by construction (the schema's root is a struct).
+    if (!parquet_->next(row.value)) return false;
+    row.file = current_file_;
+    row.line = parquet_->rows_read();
+    row.parquet = true;
+    ++entries_in_file_;
+    ++rows_in_file_;
+    ++rows_read_;
+    return true;
+  }
   if (kind_ == FileKind::kJsonArray) {
     int64_t line = 0;
     while (scanner_->next(buffer_, line))

@@ -1,6 +1,6 @@
 // Resolution of `--dataset_name PATH --dataset_train_split SPLIT` to a list of files.
 //
-// Follows the local-folder rules of Hugging Face `datasets` (data_files.py), restricted to JSON:
+// Follows the local-folder rules of Hugging Face `datasets` (data_files.py), restricted to JSON and Parquet:
 // a file belongs to SPLIT when its path relative to PATH starts with SPLIT followed by a delimiter
 // ("train.jsonl", "train-00000-of-00002.jsonl", "train/part.json") or holds SPLIT between two delimiters
 // ("data/train-0.jsonl", "my.train.json"); delimiters are - . _ space digits and '/'. When no file names
@@ -24,7 +24,7 @@ bool is_delimiter(char c) {
 
 bool is_json_file(const fs::path& p) {
   std::string ext = p.extension().string();
-  return ext == ".jsonl" || ext == ".json";
+  return ext == ".jsonl" || ext == ".json" || ext == ".parquet";
 }
 
 bool is_hidden(const fs::path& relative) {
@@ -56,7 +56,8 @@ const std::vector<std::string>& known_split_names() {
 std::vector<std::string> json_files_under(const fs::path& root) {
   std::vector<std::string> relative_paths;
   for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator(); ++it) {
-    fs::path rel = fs::relative(it->path(), root);
+    // Lexically: fs::relative would follow a Hub cache snapshot's symlinks into ../../blobs/.
+    fs::path rel = it->path().lexically_relative(root);
     if (is_hidden(rel)) {
       if (it->is_directory()) it.disable_recursion_pending();
       continue;
@@ -68,7 +69,7 @@ std::vector<std::string> json_files_under(const fs::path& root) {
 }
 
 std::string listing(const std::vector<std::string>& names) {
-  if (names.empty()) return "no .jsonl or .json file";
+  if (names.empty()) return "no .jsonl, .json or .parquet file";
   std::string out;
   for (size_t i = 0; i < names.size() && i < 10; ++i) out += (i ? ", " : "") + names[i];
   if (names.size() > 10) out += ", ... (" + std::to_string(names.size()) + " files)";

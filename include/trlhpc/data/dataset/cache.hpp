@@ -2,7 +2,8 @@
 // Preprocessing cache: the tokenized (and truncated, not yet packed) examples of a dataset plus its
 // SftDataStats counters, stored in <cache_dir>/<hex key>.tokens so a restart or a second run does not
 // re-tokenize. The key hashes everything that changes the examples:
-//   - each resolved dataset file: absolute path, size, mtime;
+//   - each resolved dataset file: file name, size and a digest of its bytes (not its path or mtime, so
+//     a copy of the dataset on another file system hits the same entry);
 //   - the tokenizer directory's tokenizer.json / vocab.json / merges.txt / tokenizer_config.json /
 //     special_tokens_map.json bytes and the chat template text in use (when there is one);
 //   - the options that change tokenization (split, text_field, chat_template_path, max_length, whether
@@ -26,7 +27,7 @@
 
 namespace trlhpc::dataset {
 
-inline constexpr uint32_t kDatasetCacheVersion = 3;  // 2: untrained_examples; 3: end-of-turn counts (masks changed)
+inline constexpr uint32_t kDatasetCacheVersion = 4;  // 2: untrained_examples; 3: end-of-turn counts (masks changed); 4: content-keyed
 
 // examples + stats (packed_rows is not stored: packing runs after loading).
 using DatasetCacheEntry = SftTokenizedExamples;

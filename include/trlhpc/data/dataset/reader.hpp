@@ -1,6 +1,7 @@
 #pragma once
 // Streaming readers for dataset files: JSON Lines (.jsonl, or .json holding one object per line), JSON
-// arrays (.json whose first character is '['), and directories of them. Rows come out one at a time
+// arrays (.json whose first character is '['), Parquet (.parquet, the format of Hub datasets; rows as
+// data/parquet/parquet_file.hpp builds them), and directories of them. Rows come out one at a time
 // with the file and the 1-based line where they start, so memory stays at one row whatever the file size
 // (a 1 GB JSONL file is read line by line; a JSON array is cut into its elements by a small brace/string
 // scanner and each element is parsed on its own).
@@ -20,6 +21,10 @@
 #include <string>
 #include <vector>
 
+namespace trlhpc::parquet {
+class ParquetFile;
+}
+
 namespace trlhpc::dataset {
 
 // How deeply a row's JSON may nest (objects and arrays inside each other). Dataset rows are untrusted
@@ -30,11 +35,12 @@ inline constexpr int kMaxRowNesting = 100;
 // One row of a dataset file.
 struct DatasetRow {
   std::string file;      // path as given/resolved
-  int64_t line = 0;      // 1-based line where the row starts
+  int64_t line = 0;      // 1-based line where the row starts (Parquet: 1-based row number in the file)
   nlohmann::ordered_json value;  // the parsed JSON object
+  bool parquet = false;  // line is a row number
 
-  // "path/to/file.jsonl:17", the prefix of every message about this row.
-  std::string where() const { return file + ":" + std::to_string(line); }
+  // "path/to/file.jsonl:17" or "path/to/train.parquet row 17", the prefix of every message about this row.
+  std::string where() const { return file + (parquet ? " row " : ":") + std::to_string(line); }
 };
 
 struct DatasetReaderOptions {
@@ -91,7 +97,7 @@ class DatasetReader {
   int64_t rows_skipped() const { return rows_skipped_; }  // malformed rows skipped (skip_bad_rows only)
 
  private:
-  enum class FileKind { kJsonLines, kJsonArray };
+  enum class FileKind { kJsonLines, kJsonArray, kParquet };
   bool open_next_file();
   bool next_in_file(DatasetRow& row);
   bool accept(const std::string& text, int64_t line, DatasetRow& row);
@@ -103,6 +109,7 @@ class DatasetReader {
   std::ifstream stream_;
   FileKind kind_ = FileKind::kJsonLines;
   std::unique_ptr<detail::JsonArrayElementScanner> scanner_;
+  std::unique_ptr<parquet::ParquetFile> parquet_;
   std::string current_file_;
   int64_t line_ = 0;              // last line read in a JSONL file
   int64_t rows_in_file_ = 0;      // good rows of the current file
