@@ -9,6 +9,7 @@
 #include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/train/checkpoint/manifest.hpp"
 #include "trlhpc/train/flops.hpp"
+#include "trlhpc/train/sft_validation.hpp"
 
 namespace trlhpc {
 namespace {
@@ -19,8 +20,7 @@ batching::SamplerConfig sampler_config(const SftConfig& c, const dataset::SftDat
 }
 
 int64_t total_steps_of(const SftConfig& c, const batching::DistributedSampler& sampler) {
-  if (c.max_steps > 0) return c.max_steps;
-  return static_cast<int64_t>(std::ceil(c.num_train_epochs * static_cast<double>(sampler.steps_per_epoch())));
+  return checked_total_steps(c, sampler.steps_per_epoch(), sampler.global_batch_size());
 }
 
 std::string written_in_background(const checkpoint::AsyncCheckpointSaver& saver) {

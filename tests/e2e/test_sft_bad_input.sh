@@ -51,9 +51,9 @@ expect_error unknown-command 1 "unknown command" -- frobnicate
 # need not exist), with the flag, the value and the range; from the command line or a --config file.
 # One case per kind of rule here; tests/unit/test_sft_validation.cpp checks every option's message.
 NUM="sft --model_config $WORK/none.json --dataset_name $WORK/none.jsonl --output_dir $WORK/o7"
-expect_error lr-negative 2 "error: --learning_rate -1: must be > 0 and finite" -- $NUM --learning_rate -1
-expect_error lr-nan 2 "error: --learning_rate nan: must be > 0 and finite" -- $NUM --learning_rate nan
-expect_error lr-inf 2 "error: --learning_rate inf: must be > 0 and finite" -- $NUM --learning_rate inf
+expect_error lr-negative 2 "error: --learning_rate -1: must be >= 0 and finite" -- $NUM --learning_rate -1
+expect_error lr-nan 2 "error: --learning_rate nan: must be >= 0 and finite" -- $NUM --learning_rate nan
+expect_error lr-inf 2 "error: --learning_rate inf: must be >= 0 and finite" -- $NUM --learning_rate inf
 expect_error epochs 2 "error: --num_train_epochs 0: must be > 0 and finite when --max_steps is -1" -- $NUM --num_train_epochs 0
 expect_error max-steps 2 "error: --max_steps 0: must be -1 (train --num_train_epochs) or >= 1" -- $NUM --max_steps 0
 expect_error warmup-beyond 2 "error: --warmup_steps 10: must be < --max_steps 5" -- $NUM --max_steps 5 --warmup_steps 10
@@ -66,7 +66,7 @@ expect_error max-length 2 "error: --max_length 1: must be in [2, 2147483647]" --
 expect_error tp-size 2 "error: --tp_size 0: must be an integer in [1, 2147483647]" -- $NUM --tp_size 0
 expect_error dp-shard 2 "error: --dp_shard_size -2: must be -1 (the rest of the world)" -- $NUM --dp_shard_size -2
 printf 'learning_rate: -1\n' > "$WORK/bad_lr.yaml"
-expect_error lr-yaml 2 "error: --learning_rate -1: must be > 0 and finite" -- $NUM --config "$WORK/bad_lr.yaml"
+expect_error lr-yaml 2 "error: --learning_rate -1: must be >= 0 and finite" -- $NUM --config "$WORK/bad_lr.yaml"
 
 # A dataset in which no token is trained: a chat template whose {% generation %} blocks enclose
 # nothing, under --assistant_only_loss (rank 0 tokenizes, every rank reports its error).

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Issue 30 ("nothing lost, nothing hung"): the probes a hostile-but-realistic user tried, each as a
+# regression case. Every run is bounded by `timeout`, so a hang is a failure, not a stuck CI job.
+set -u
+TRLHPC=$1
+MPIRUN=${2:-mpirun}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+failures=0
+cases=0
+TINY="--model_config $ROOT/examples/tiny-chat/config.json --tokenizer $ROOT/examples/tiny-chat
+  --dataset_name $ROOT/examples/tiny-chat/train.jsonl --max_length 128 --packing --per_device_train_batch_size 2
+  --logging_steps 1 --comm_progress none"
+
+fail() { echo "FAIL $1"; shift; [ $# -gt 0 ] && sed 's/^/    /' "$1" | tail -20; failures=$((failures + 1)); }
+
+# run NAME NP WANT_RC ARGS...: runs trlhpc on NP ranks (60 s bound), wants exit WANT_RC; log in $WORK/NAME.log.
+run() {
+  local name=$1 np=$2 want=$3
+  shift 3
+  cases=$((cases + 1))
+  OMP_NUM_THREADS=1 timeout 120 "$MPIRUN" --oversubscribe -np "$np" "$TRLHPC" "$@" >"$WORK/$name.log" 2>&1
+  local rc=$?
+  if [ "$rc" -ne "$want" ]; then fail "$name: exit $rc (want $want)" "$WORK/$name.log"; return 1; fi
+  return 0
+}
+
+# expect NAME NP WANT_RC PATTERN ARGS...: as run, and PATTERN (fixed string) printed at least once.
+expect() {
+  local name=$1 np=$2 want=$3 pattern=$4
+  shift 4
+  run "$name" "$np" "$want" "$@" || return 1
+  if ! grep -qF -- "$pattern" "$WORK/$name.log"; then fail "$name: '$pattern' not printed" "$WORK/$name.log"; return 1; fi
+  echo "ok   $name: $(grep -m1 -F -- "$pattern" "$WORK/$name.log")"
+}
+
+# Item 2: a step count that overflows int64 is an error naming the flag, not 0 steps and exit 0.
+expect epochs-overflow 2 1 "--num_train_epochs 1e+18:" sft $TINY --num_train_epochs 1e18 --output_dir "$WORK/e2"
+[ -e "$WORK/e2/model.safetensors" ] && fail "epochs-overflow: an untrained model was saved"
+
+# Item 9: --learning_rate 0 is accepted (HF, TRL), trains and logs lr 0.
+expect lr-zero 1 0 "saved the model" sft $TINY --learning_rate 0 --max_steps 2 --output_dir "$WORK/e9"
+grep -q '"learning_rate":0.0' "$WORK/e9/metrics.jsonl" || fail "lr-zero: metrics.jsonl does not log learning_rate 0"
+
+echo "$((cases - failures)) passed, $failures failed"
+[ "$failures" -eq 0 ]
