@@ -142,7 +142,9 @@ void SftLoop::log_step(int64_t step, const StepResult& result, double peak_flops
   m.step = step + 1;
   m.loss = window_.mean_loss();
   m.grad_norm = result.grad_norm;
-  m.learning_rate = scheduler_.lr(step + 1);  // what transformers logs: the lr after the scheduler step
+  // The rate this step used, as transformers 5 logs it (Trainer reads the rate before lr_scheduler.step()
+  // and passes it to _maybe_log_save_evaluate); TRL 1.16 logs 0 at step 1 of a 1-step warmup.
+  m.learning_rate = scheduler_.lr(step);
   m.epoch = epoch_after(step);
   m.num_tokens = num_tokens_;
   m.tokens_per_second = window_.tokens_per_second();

@@ -43,5 +43,17 @@ expect epochs-overflow 2 1 "--num_train_epochs 1e+18:" sft $TINY --num_train_epo
 expect lr-zero 1 0 "saved the model" sft $TINY --learning_rate 0 --max_steps 2 --output_dir "$WORK/e9"
 grep -q '"learning_rate":0.0' "$WORK/e9/metrics.jsonl" || fail "lr-zero: metrics.jsonl does not log learning_rate 0"
 
+# Item 10: metrics.jsonl logs the rate each step used (transformers 5 / TRL 1.16): a 1-step warmup logs 0
+# at step 1, then the peak, then the linear decay's 3e-3 x (3 - 2) / (3 - 1).
+expect lr-logged 1 0 "saved the model" sft $TINY --learning_rate 3e-3 --lr_scheduler_type linear --warmup_steps 1 \
+  --max_steps 3 --output_dir "$WORK/e10"
+python3 - "$WORK/e10/metrics.jsonl" <<'PY' || fail "lr-logged: learning_rate is not the rate of the step"
+import json, sys
+got = [json.loads(l)["learning_rate"] for l in open(sys.argv[1]) if "loss" in l]
+want = [0.0, 3e-3, 1.5e-3]
+print("   learning_rate", got, "want", want)
+sys.exit(0 if len(got) == 3 and all(abs(g - w) <= 1e-9 for g, w in zip(got, want)) else 1)
+PY
+
 echo "$((cases - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]
