@@ -201,7 +201,10 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   const SftPlan plan = plan_sft_job(c, mpi.world_size());  // every check that needs no other rank
   const Topology topology = set_up_compute(c, mpi);
   const bool is_main = mpi.world_rank() == 0;
-  MetricsLogger logger(c.output_dir, is_main, /*may_redraw=*/mpi.world_size() == 1, plan.tensorboard_dir);
+  // Redrawing in place (\r\033[K) only on a user's terminal: not under a launcher, whose pseudo-terminal
+  // may well end in a redirected log (mpirun -np 1 ... > log).
+  MetricsLogger logger(c.output_dir, is_main, /*may_redraw=*/mpi.world_size() == 1 && !mpi.under_launcher(),
+                       plan.tensorboard_dir);
   // --ddp_timeout: a collective that waits longer ends the job (exit 2), naming the phase set below.
   // --comm_progress thread: one progress thread shared by every group's communicator.
   std::string progress_fallback;

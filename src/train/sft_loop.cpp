@@ -149,6 +149,19 @@ void SftLoop::log_step(int64_t step, const StepResult& result, double peak_flops
   m.num_tokens = num_tokens_;
   m.tokens_per_second = window_.tokens_per_second();
   m.mfu = window_.mfu(peak_flops_per_rank, trainer_.model().groups().world().size());
+  // Above 1 the denominator is wrong (the measured GEMM rate, or --peak_flops, is below what the
+  // model's matmuls reached): say so once and report the bound, not a utilisation above 100 %.
+  if (m.mfu > 1.0) {
+    if (!mfu_warned_) {
+      char text[160];
+      std::snprintf(text, sizeof text, "warning: MFU %.4g %% at step %lld: the peak it is measured against (%.4g FLOP/s per rank, ",
+                    100.0 * m.mfu, static_cast<long long>(step + 1), peak_flops_per_rank);
+      logger_.message(text + std::string(config_.peak_flops > 0 ? "--peak_flops" : "the measured GEMM rate") +
+                      ") is below the rate reached; MFU is capped at 100 %, pass --peak_flops with the hardware's peak");
+    }
+    mfu_warned_ = true;
+    m.mfu = 1.0;
+  }
   const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
   const double done = static_cast<double>(step + 1 - first_step_);
   m.seconds_left = elapsed / done * static_cast<double>(total_steps_ - step - 1);

@@ -55,5 +55,16 @@ print("   learning_rate", got, "want", want)
 sys.exit(0 if len(got) == 3 and all(abs(g - w) <= 1e-9 for g, w in zip(got, want)) else 1)
 PY
 
-echo "$((cases - failures)) passed, $failures failed"
+# Item 11: under mpirun -np 1 with the output redirected the progress line is plain lines (no \r or
+# escape codes), MFU is never above 100 % (--peak_flops far below the real rate: a warning instead), and
+# a window of skipped steps prints "-", not "-nan".
+expect progress-plain 1 0 "MFU is capped at 100 %" sft $TINY --max_steps 2 --peak_flops 1 --output_dir "$WORK/e11"
+grep -q $'\r\|\033' "$WORK/progress-plain.log" && fail "progress-plain: carriage return or escape code in a redirected log"
+grep -E "MFU [0-9.]+%" "$WORK/progress-plain.log" | grep -vq "MFU 100.0%" && fail "progress-plain: an MFU other than the 100 % cap"
+python3 -c "import json,sys; sys.exit(0 if all(json.loads(l)['mfu'] <= 1 for l in open('$WORK/e11/metrics.jsonl') if 'mfu' in l) else 1)" ||
+  fail "progress-plain: metrics.jsonl has mfu > 1"
+expect skipped-window 1 0 "skipped" sft $TINY --max_steps 3 --learning_rate 1e30 --skip_nonfinite_steps --output_dir "$WORK/e11b"
+grep -qiE "nan tok/s|MFU -?nan" "$WORK/skipped-window.log" && fail "skipped-window: nan printed" "$WORK/skipped-window.log"
+
+echo "$cases cases, $failures failed checks"
 [ "$failures" -eq 0 ]
