@@ -219,6 +219,7 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   // the same examples the same way (identical rows).
   const std::optional<tokenizer::Tokenizer> tokenizer = load_tokenizer(plan.tokenizer_dir);
   const tokenizer::Tokenizer* tok = tokenizer ? &*tokenizer : nullptr;
+  if (tok) require_tokenizer_fits_model(*tok, plan.tokenizer_dir, plan.model.vocab_size);
   // A preemption signal stops the tokenizing (on the rank that got it); the ranks then agree on it.
   const auto interrupted = [&watch] { return watch.local_signal() != 0; };
   const std::optional<dataset::SftDataset> loaded =

@@ -66,5 +66,17 @@ python3 -c "import json,sys; sys.exit(0 if all(json.loads(l)['mfu'] <= 1 for l i
 expect skipped-window 1 0 "skipped" sft $TINY --max_steps 3 --learning_rate 1e30 --skip_nonfinite_steps --output_dir "$WORK/e11b"
 grep -qiE "nan tok/s|MFU -?nan" "$WORK/skipped-window.log" && fail "skipped-window: nan printed" "$WORK/skipped-window.log"
 
+# Item 3: pre-tokenized ids outside the model's vocabulary are
+# refused while the dataset is prepared, naming file and row, on every rank; so is a tokenizer larger
+# than the model's vocabulary, at start.
+VOCAB=$(python3 -c "import json; print(json.load(open('$ROOT/examples/tiny-chat/config.json'))['vocab_size'])")
+printf '{"input_ids": [1, 2, 3, 4]}\n{"input_ids": [1, %d, 3, 4]}\n' "$VOCAB" > "$WORK/ids.jsonl"
+expect ids-outside-vocab 2 1 "ids.jsonl:2: token id $VOCAB at position 1 is outside the model's vocabulary" \
+  sft --model_config "$ROOT/examples/tiny-chat/config.json" --dataset_name "$WORK/ids.jsonl" --max_steps 1 --output_dir "$WORK/e3"
+[ "$(grep -c "outside the model's vocabulary" "$WORK/ids-outside-vocab.log")" -ge 2 ] || fail "ids-outside-vocab: not on every rank"
+python3 -c "import json; c=json.load(open('$ROOT/examples/tiny-chat/config.json')); c['vocab_size']=64; json.dump(c, open('$WORK/small_vocab.json','w'))"
+expect tokenizer-larger 2 1 "tokens but the model's vocab_size is 64" sft $TINY --model_config "$WORK/small_vocab.json" \
+  --max_steps 1 --output_dir "$WORK/e3b"
+
 echo "$cases cases, $failures failed checks"
 [ "$failures" -eq 0 ]
