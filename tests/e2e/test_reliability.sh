@@ -78,5 +78,18 @@ python3 -c "import json; c=json.load(open('$ROOT/examples/tiny-chat/config.json'
 expect tokenizer-larger 2 1 "tokens but the model's vocab_size is 64" sft $TINY --model_config "$WORK/small_vocab.json" \
   --max_steps 1 --output_dir "$WORK/e3b"
 
+# Item 7: a truncated or non-HDF5 state.h5 is bad input (exit 1 naming the file, suggesting an earlier
+# checkpoint), not a runtime failure (exit 2) with HDF5-DIAG noise.
+expect ckpt-base 2 0 "checkpoint saved" sft $TINY --max_steps 2 --save_steps 1 --output_dir "$WORK/e7"
+cp -r "$WORK/e7/checkpoint-2" "$WORK/e7/checkpoint-2.orig"
+head -c 4096 "$WORK/e7/checkpoint-2.orig/state.h5" > "$WORK/e7/checkpoint-2/state.h5"
+expect state-truncated 2 1 "checkpoint-2/state.h5 is truncated" sft $TINY --max_steps 2 --save_steps 1 --output_dir "$WORK/e7" \
+  --resume_from_checkpoint "$WORK/e7/checkpoint-2"
+grep -q "HDF5-DIAG" "$WORK/state-truncated.log" && fail "state-truncated: HDF5-DIAG noise"
+head -c 100000 /dev/urandom > "$WORK/e7/checkpoint-2/state.h5"
+expect state-not-hdf5 2 1 "checkpoint-2/state.h5 is not an HDF5 file" sft $TINY --max_steps 2 --save_steps 1 \
+  --output_dir "$WORK/e7" --resume_from_checkpoint "$WORK/e7/checkpoint-2"
+rm -rf "$WORK/e7/checkpoint-2.orig"
+
 echo "$cases cases, $failures failed checks"
 [ "$failures" -eq 0 ]
