@@ -25,6 +25,7 @@
 #include "trlhpc/train/metrics_logger.hpp"
 #include "trlhpc/train/metrics_plot.hpp"
 #include "trlhpc/train/model_export.hpp"
+#include "trlhpc/train/output_dir.hpp"
 #include "trlhpc/train/sft_data.hpp"
 #include "trlhpc/train/sft_plan.hpp"
 #include "trlhpc/train/trainer.hpp"
@@ -201,6 +202,9 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   const SftPlan plan = plan_sft_job(c, mpi.world_size());  // every check that needs no other rank
   const Topology topology = set_up_compute(c, mpi);
   const bool is_main = mpi.world_rank() == 0;
+  // --overwrite_output_dir: the earlier run goes before this one writes a line (plan_sft_job refused
+  // without the flag). Only rank 0 writes under the folder until the first checkpoint, so no barrier.
+  if (is_main) remove_earlier_run(c.output_dir, plan.earlier_run_files);
   // Redrawing in place (\r\033[K) only on a user's terminal: not under a launcher, whose pseudo-terminal
   // may well end in a redirected log (mpirun -np 1 ... > log).
   MetricsLogger logger(c.output_dir, is_main, /*may_redraw=*/mpi.world_size() == 1 && !mpi.under_launcher(),
@@ -214,6 +218,11 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   ProcessGroups groups(Mesh(plan.dims), mpi.world(), comm_options);
   groups.set_phase("dataset preparation");
   if (!progress_fallback.empty()) logger.message("warning: " + progress_fallback);
+  if (!plan.earlier_run_files.empty()) {
+    std::string removed;
+    for (const std::string& name : plan.earlier_run_files) removed += (removed.empty() ? "" : ", ") + name;
+    logger.message("--overwrite_output_dir: removed the earlier run's " + removed + " from " + c.output_dir);
+  }
 
   // Data: rank 0 tokenizes (or reads the cache), the others read its cache file; every rank packs
   // the same examples the same way (identical rows).

@@ -91,5 +91,21 @@ expect state-not-hdf5 2 1 "checkpoint-2/state.h5 is not an HDF5 file" sft $TINY 
   --output_dir "$WORK/e7" --resume_from_checkpoint "$WORK/e7/checkpoint-2"
 rm -rf "$WORK/e7/checkpoint-2.orig"
 
+# Item 4: a fresh run into a folder holding an earlier run is refused; --overwrite_output_dir removes
+# the earlier run's files (listed in the log) so metrics.jsonl and checkpoints are this run's only;
+# `latest` and the directory scan must agree.
+expect run-a 1 0 "checkpoint saved" sft $TINY --max_steps 4 --save_steps 2 --output_dir "$WORK/e4"
+expect fresh-over-earlier 2 1 "holds an earlier run (checkpoint-2, checkpoint-4, latest, metrics.jsonl" \
+  sft $TINY --max_steps 2 --save_steps 2 --output_dir "$WORK/e4"
+[ -d "$WORK/e4/checkpoint-4" ] || fail "fresh-over-earlier: the earlier run's checkpoint-4 was touched"
+expect overwrite 2 0 "--overwrite_output_dir: removed the earlier run's checkpoint-2, checkpoint-4" \
+  sft $TINY --max_steps 2 --save_steps 2 --output_dir "$WORK/e4" --overwrite_output_dir
+[ -d "$WORK/e4/checkpoint-4" ] && fail "overwrite: the earlier run's checkpoint-4 is still there"
+python3 -c "import json,sys; s=[json.loads(l)['step'] for l in open('$WORK/e4/metrics.jsonl')]; print('   steps', s); sys.exit(0 if s == [1, 2] else 1)" ||
+  fail "overwrite: metrics.jsonl holds more than this run's steps"
+cp -r "$WORK/e4/checkpoint-2" "$WORK/e4/checkpoint-6"  # a newer folder the `latest` file does not name
+expect latest-disagrees 2 1 "the newest checkpoint is checkpoint-6 but latest names checkpoint-2" \
+  sft $TINY --max_steps 8 --save_steps 2 --output_dir "$WORK/e4" --resume_from_checkpoint latest
+
 echo "$cases cases, $failures failed checks"
 [ "$failures" -eq 0 ]

@@ -46,6 +46,15 @@ std::string resolve_checkpoint(const std::string& request, const std::string& ou
       throw UserError("--resume_from_checkpoint latest: " + output_dir +
                       " holds no committed checkpoint (a checkpoint-STEP folder with " + kManifestFile +
                       "); train with --save_steps N first, or name a checkpoint folder");
+    // The `latest` file (written at each commit) and the directory scan must name the same folder:
+    // when they differ the folder holds checkpoints of two runs, and guessing picks the wrong one.
+    std::ifstream latest(fs::path(output_dir) / kLatestFile);
+    std::string named;
+    if (latest && std::getline(latest, named) && !named.empty() &&
+        fs::path(all.back().second).filename().string() != named && fs::exists(fs::path(output_dir) / named / kManifestFile))
+      throw UserError("--resume_from_checkpoint latest: in " + output_dir + " the newest checkpoint is " +
+                      fs::path(all.back().second).filename().string() + " but " + kLatestFile + " names " + named +
+                      ": the folder holds checkpoints of two runs; name the one to resume (--resume_from_checkpoint DIR)");
     return all.back().second;
   }
   if (!fs::is_directory(request))
