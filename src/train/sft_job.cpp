@@ -26,6 +26,8 @@
 #include "trlhpc/train/metrics_plot.hpp"
 #include "trlhpc/train/model_export.hpp"
 #include "trlhpc/train/output_dir.hpp"
+#include "trlhpc/train/output_dir_lock.hpp"
+#include "trlhpc/parallel/root_action.hpp"
 #include "trlhpc/train/sft_data.hpp"
 #include "trlhpc/train/sft_plan.hpp"
 #include "trlhpc/train/trainer.hpp"
@@ -202,13 +204,6 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   const SftPlan plan = plan_sft_job(c, mpi.world_size());  // every check that needs no other rank
   const Topology topology = set_up_compute(c, mpi);
   const bool is_main = mpi.world_rank() == 0;
-  // --overwrite_output_dir: the earlier run goes before this one writes a line (plan_sft_job refused
-  // without the flag). Only rank 0 writes under the folder until the first checkpoint, so no barrier.
-  if (is_main) remove_earlier_run(c.output_dir, plan.earlier_run_files);
-  // Redrawing in place (\r\033[K) only on a user's terminal: not under a launcher, whose pseudo-terminal
-  // may well end in a redirected log (mpirun -np 1 ... > log).
-  MetricsLogger logger(c.output_dir, is_main, /*may_redraw=*/mpi.world_size() == 1 && !mpi.under_launcher(),
-                       plan.tensorboard_dir);
   // --ddp_timeout: a collective that waits longer ends the job (exit 2), naming the phase set below.
   // --comm_progress thread: one progress thread shared by every group's communicator.
   std::string progress_fallback;
@@ -216,13 +211,25 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   comm_options.timeout_seconds = c.ddp_timeout;
   comm_options.progress = make_progress_thread(parse_comm_progress(c.comm_progress), &progress_fallback);
   ProcessGroups groups(Mesh(plan.dims), mpi.world(), comm_options);
+  groups.set_phase("taking the output directory");
+  // Before anything is written under --output_dir: global rank 0 locks it (one run per folder), then a
+  // fresh run checks that it holds no earlier run, or removes that run's files with
+  // --overwrite_output_dir (output_dir.hpp). Rank 0's verdict is every rank's.
+  std::optional<OutputDirLock> lock;
+  std::vector<std::string> output_dir_log;
+  run_on_root(groups.world().comm(), [&] {
+    lock.emplace(c.output_dir);
+    if (plan.resume_dir.empty()) output_dir_log = prepare_fresh_output_dir(c.output_dir, c.overwrite_output_dir);
+  });
+  // Redrawing in place (\r\033[K) only on a user's terminal: not under a launcher, whose pseudo-terminal
+  // may well end in a redirected log (mpirun -np 1 ... > log).
+  MetricsLogger logger(c.output_dir, is_main, /*may_redraw=*/mpi.world_size() == 1 && !mpi.under_launcher(),
+                       plan.tensorboard_dir);
   groups.set_phase("dataset preparation");
   if (!progress_fallback.empty()) logger.message("warning: " + progress_fallback);
-  if (!plan.earlier_run_files.empty()) {
-    std::string removed;
-    for (const std::string& name : plan.earlier_run_files) removed += (removed.empty() ? "" : ", ") + name;
-    logger.message("--overwrite_output_dir: removed the earlier run's " + removed + " from " + c.output_dir);
-  }
+  if (lock && !lock->replaced_stale().empty())
+    logger.message("replaced the stale lock of a run that is gone (" + lock->replaced_stale() + ") in " + c.output_dir);
+  for (const std::string& line : output_dir_log) logger.message(line);
 
   // Data: rank 0 tokenizes (or reads the cache), the others read its cache file; every rank packs
   // the same examples the same way (identical rows).

@@ -11,7 +11,6 @@
 #include "trlhpc/parallel/data_parallel.hpp"
 #include "trlhpc/train/checkpoint/checkpoint.hpp"
 #include "trlhpc/train/checkpoint/manifest.hpp"
-#include "trlhpc/train/output_dir.hpp"
 #include "trlhpc/train/sft_validation.hpp"
 
 namespace trlhpc {
@@ -97,10 +96,7 @@ SftPlan plan_sft_job(const SftConfig& c, int world_size) {
   plan.tensorboard_dir = tensorboard_dir(c);
   plan.identity = checkpoint::model_identity(plan.model);
   plan.identity["tokenizer_fingerprint"] = checkpoint::tokenizer_fingerprint(plan.tokenizer_dir);
-  if (c.resume_from_checkpoint.empty()) {
-    plan.earlier_run_files = earlier_run_files(c.output_dir);
-    require_fresh_output_dir(c.output_dir, plan.earlier_run_files, c.overwrite_output_dir);
-  } else {
+  if (!c.resume_from_checkpoint.empty()) {
     plan.resume_dir = checkpoint::resolve_checkpoint(c.resume_from_checkpoint, c.output_dir);
     if (!plan.resume_dir.empty()) plan.resume_manifest = checkpoint::open_manifest(plan.resume_dir, plan.identity);
   }

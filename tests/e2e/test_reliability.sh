@@ -95,7 +95,7 @@ rm -rf "$WORK/e7/checkpoint-2.orig"
 # the earlier run's files (listed in the log) so metrics.jsonl and checkpoints are this run's only;
 # `latest` and the directory scan must agree.
 expect run-a 1 0 "checkpoint saved" sft $TINY --max_steps 4 --save_steps 2 --output_dir "$WORK/e4"
-expect fresh-over-earlier 2 1 "holds an earlier run (checkpoint-2, checkpoint-4, latest, metrics.jsonl" \
+expect fresh-over-earlier 2 1 "holds checkpoints of an earlier run (checkpoint-2, checkpoint-4, latest)" \
   sft $TINY --max_steps 2 --save_steps 2 --output_dir "$WORK/e4"
 [ -d "$WORK/e4/checkpoint-4" ] || fail "fresh-over-earlier: the earlier run's checkpoint-4 was touched"
 expect overwrite 2 0 "--overwrite_output_dir: removed the earlier run's checkpoint-2, checkpoint-4" \
@@ -106,6 +106,29 @@ python3 -c "import json,sys; s=[json.loads(l)['step'] for l in open('$WORK/e4/me
 cp -r "$WORK/e4/checkpoint-2" "$WORK/e4/checkpoint-6"  # a newer folder the `latest` file does not name
 expect latest-disagrees 2 1 "the newest checkpoint is checkpoint-6 but latest names checkpoint-2" \
   sft $TINY --max_steps 8 --save_steps 2 --output_dir "$WORK/e4" --resume_from_checkpoint latest
+
+# A re-run over a folder with metrics.jsonl but no checkpoint keeps the old lines aside, never appends.
+expect rerun-no-ckpt 1 0 "kept as metrics.jsonl.old" sft $TINY --max_steps 1 --output_dir "$WORK/e9"
+[ "$(wc -l < "$WORK/e9/metrics.jsonl")" -eq 1 ] || fail "rerun-no-ckpt: metrics.jsonl holds lines of two runs"
+
+# Item 5: one run per output dir. A lock held by a live process is refused naming host, pid and job; a
+# lock left by a dead process on this host is replaced and the log says so.
+mkdir -p "$WORK/e5"
+echo "$(hostname) $$ job-42 0" > "$WORK/e5/.trlhpc.lock"
+expect locked 2 1 "is in use by another run (host $(hostname), pid $$, job job-42" sft $TINY --max_steps 1 --output_dir "$WORK/e5"
+dead=$(sh -c 'echo $$')
+echo "$(hostname) $dead job-7 0" > "$WORK/e5/.trlhpc.lock"
+expect stale-lock 2 0 "replaced the stale lock of a run that is gone (host $(hostname), pid $dead, job job-7)" \
+  sft $TINY --max_steps 1 --output_dir "$WORK/e5"
+[ -e "$WORK/e5/.trlhpc.lock" ] && fail "stale-lock: the lock was not released at the end"
+# Two runs at once into one folder: the second is refused, the first finishes with its checkpoints.
+OMP_NUM_THREADS=1 timeout 120 "$MPIRUN" --oversubscribe -np 1 "$TRLHPC" sft $TINY --max_steps 6 --save_steps 3 \
+  --output_dir "$WORK/e5b" > "$WORK/first.log" 2>&1 &
+first=$!
+for _ in $(seq 100); do [ -e "$WORK/e5b/.trlhpc.lock" ] && break; sleep 0.1; done
+expect concurrent 1 1 "is in use by another run" sft $TINY --max_steps 6 --save_steps 3 --output_dir "$WORK/e5b"
+wait $first || fail "concurrent: the first run failed" "$WORK/first.log"
+[ -d "$WORK/e5b/checkpoint-3" ] && [ -d "$WORK/e5b/checkpoint-6" ] || fail "concurrent: a checkpoint of the first run is missing"
 
 echo "$cases cases, $failures failed checks"
 [ "$failures" -eq 0 ]

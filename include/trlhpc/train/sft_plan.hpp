@@ -28,8 +28,6 @@ struct SftPlan {
   // against this run's model and tokenizer (the dataset is checked once loaded). Empty otherwise.
   std::string resume_dir;
   nlohmann::json resume_manifest;
-  // A fresh run with --overwrite_output_dir: the earlier run's files global rank 0 removes first.
-  std::vector<std::string> earlier_run_files;
 };
 
 // Throws UserError naming the option and what to do (also for a checkpoint that cannot be resumed).
