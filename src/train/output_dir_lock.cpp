@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <thread>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -51,6 +53,29 @@ bool create_exclusive(const std::string& path) {
   return true;
 }
 
+// Whether process `pid` of this host is still running: a zombie (dead, not yet reaped) is not.
+bool process_alive(long pid) {
+  if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return true;  // no /proc: kill() said it exists
+  const size_t paren = text.rfind(')');        // "pid (comm) S ...": comm may hold spaces
+  return !(paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'Z');
+}
+
+// A run killed by its launcher (kill -9 of a rank, then mpirun ends the others) may still be exiting
+// when the next command (a resume) starts: give this host's holder kHolderGraceSeconds to go away.
+constexpr double kHolderGraceSeconds = 15;
+
+bool holder_gone(long pid) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kHolderGraceSeconds);
+  while (process_alive(pid)) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return true;
+}
+
 }  // namespace
 
 OutputDirLock::OutputDirLock(const std::string& output_dir) : path_((fs::path(output_dir) / ".trlhpc.lock").string()) {
@@ -67,7 +92,7 @@ OutputDirLock::OutputDirLock(const std::string& output_dir) : path_((fs::path(ou
     const long pid = std::strtol(pid_text.c_str(), &end, 10);
     const bool parsed = !pid_text.empty() && end && *end == '\0' && pid > 0;
     // Same host and no such process: the holder died without removing it (kill -9, a node reboot).
-    if (parsed && host == this_host() && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+    if (parsed && host == this_host() && holder_gone(pid)) {
       replaced_stale_ = "host " + host + ", pid " + pid_text + ", job " + job;
       fs::remove(path_, ec);
       continue;

@@ -6,7 +6,8 @@
 // systems, NFSv3+ and Lustre, which flock() is not on every mount), holding "host pid job-id start-time"
 // of the holder. Taken by global rank 0 before the run writes anything, removed when the run ends
 // (also on an error: RAII). A lock file left by a run that died is stale when it names this host and a
-// pid that no longer exists: it is replaced (and the log says so). One naming another host cannot be
+// pid that no longer runs (gone or a zombie; a holder still exiting gets 15 s): it is replaced (and the
+// log says so). One naming another host cannot be
 // checked from here: the run is refused with the holder named, and the user removes the file once that
 // job is gone.
 #include <string>

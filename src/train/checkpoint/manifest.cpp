@@ -46,15 +46,10 @@ std::string resolve_checkpoint(const std::string& request, const std::string& ou
       throw UserError("--resume_from_checkpoint latest: " + output_dir +
                       " holds no committed checkpoint (a checkpoint-STEP folder with " + kManifestFile +
                       "); train with --save_steps N first, or name a checkpoint folder");
-    // The `latest` file (written at each commit) and the directory scan must name the same folder:
-    // when they differ the folder holds checkpoints of two runs, and guessing picks the wrong one.
-    std::ifstream latest(fs::path(output_dir) / kLatestFile);
-    std::string named;
-    if (latest && std::getline(latest, named) && !named.empty() &&
-        fs::path(all.back().second).filename().string() != named && fs::exists(fs::path(output_dir) / named / kManifestFile))
-      throw UserError("--resume_from_checkpoint latest: in " + output_dir + " the newest checkpoint is " +
-                      fs::path(all.back().second).filename().string() + " but " + kLatestFile + " names " + named +
-                      ": the folder holds checkpoints of two runs; name the one to resume (--resume_from_checkpoint DIR)");
+    // The newest committed checkpoint-N, as HF's get_last_checkpoint. The `latest` file may name the one
+    // before it (a job killed between a checkpoint's rename and the update of `latest`), which is why
+    // the scan decides; checkpoints of two runs in one folder are prevented when a fresh run starts
+    // (train/output_dir.hpp), so the scan finds this run's newest.
     return all.back().second;
   }
   if (!fs::is_directory(request))
