@@ -103,9 +103,9 @@ expect overwrite 2 0 "--overwrite_output_dir: removed the earlier run's checkpoi
 [ -d "$WORK/e4/checkpoint-4" ] && fail "overwrite: the earlier run's checkpoint-4 is still there"
 python3 -c "import json,sys; s=[json.loads(l)['step'] for l in open('$WORK/e4/metrics.jsonl')]; print('   steps', s); sys.exit(0 if s == [1, 2] else 1)" ||
   fail "overwrite: metrics.jsonl holds more than this run's steps"
-cp -r "$WORK/e4/checkpoint-2" "$WORK/e4/checkpoint-6"  # a newer folder the `latest` file does not name
-expect latest-disagrees 2 1 "the newest checkpoint is checkpoint-6 but latest names checkpoint-2" \
-  sft $TINY --max_steps 8 --save_steps 2 --output_dir "$WORK/e4" --resume_from_checkpoint latest
+# ... so `latest` (the newest committed checkpoint-N, HF's get_last_checkpoint) is this run's checkpoint-2.
+expect resume-latest 2 0 "resumed from $WORK/e4/checkpoint-2 after step 2" \
+  sft $TINY --max_steps 3 --save_steps 2 --output_dir "$WORK/e4" --resume_from_checkpoint latest
 
 # A re-run over a folder with metrics.jsonl but no checkpoint keeps the old lines aside, never appends.
 expect rerun-no-ckpt 1 0 "kept as metrics.jsonl.old" sft $TINY --max_steps 1 --output_dir "$WORK/e9"
@@ -129,6 +129,15 @@ for _ in $(seq 100); do [ -e "$WORK/e5b/.trlhpc.lock" ] && break; sleep 0.1; don
 expect concurrent 1 1 "is in use by another run" sft $TINY --max_steps 6 --save_steps 3 --output_dir "$WORK/e5b"
 wait $first || fail "concurrent: the first run failed" "$WORK/first.log"
 [ -d "$WORK/e5b/checkpoint-3" ] && [ -d "$WORK/e5b/checkpoint-6" ] || fail "concurrent: a checkpoint of the first run is missing"
+
+# Item 8: generate's --max_new_tokens is bounded by the model's context (an error before the KV cache is
+# allocated: 1e9 asked for 128 GB and exited 2); a prompt + continuation past it warns as transformers does.
+DATA=${TRLHPC_SHARED_DATA:-$ROOT/../shared/data}
+CTX=$(python3 -c "import json; print(json.load(open('$DATA/stories260K/config.json'))['max_position_embeddings'])")
+expect generate-huge 1 1 "--max_new_tokens 1000000000: more than the model's context (max_position_embeddings $CTX" \
+  generate "$DATA/stories260K" --prompt "Once upon a time" --max_new_tokens 1000000000
+expect generate-past-context 1 0 "exceed the model's maximum length (max_position_embeddings $CTX)" \
+  generate "$DATA/stories260K" --prompt "Once upon a time" --max_new_tokens "$CTX"
 
 echo "$cases cases, $failures failed checks"
 [ "$failures" -eq 0 ]
