@@ -122,13 +122,18 @@ expect stale-lock 2 0 "replaced the stale lock of a run that is gone (host $(hos
   sft $TINY --max_steps 1 --output_dir "$WORK/e5"
 [ -e "$WORK/e5/.trlhpc.lock" ] && fail "stale-lock: the lock was not released at the end"
 # Two runs at once into one folder: the second is refused, the first finishes with its checkpoints.
-OMP_NUM_THREADS=1 timeout 120 "$MPIRUN" --oversubscribe -np 1 "$TRLHPC" sft $TINY --max_steps 6 --save_steps 3 \
+# (long enough, 200 steps, that the second starts while the first trains)
+OMP_NUM_THREADS=1 timeout 120 "$MPIRUN" --oversubscribe -np 1 "$TRLHPC" sft $TINY --max_steps 200 --save_steps 100 \
   --output_dir "$WORK/e5b" > "$WORK/first.log" 2>&1 &
 first=$!
 for _ in $(seq 100); do [ -e "$WORK/e5b/.trlhpc.lock" ] && break; sleep 0.1; done
-expect concurrent 1 1 "is in use by another run" sft $TINY --max_steps 6 --save_steps 3 --output_dir "$WORK/e5b"
+# The second is refused: "in use" while the first runs, or (a holder on this host gets 15 s to exit,
+# in case it is a killed run's rank still going) "holds checkpoints" once the first has finished.
+expect concurrent 1 1 "error: --output_dir $WORK/e5b " sft $TINY --max_steps 200 --save_steps 100 --output_dir "$WORK/e5b"
 wait $first || fail "concurrent: the first run failed" "$WORK/first.log"
-[ -d "$WORK/e5b/checkpoint-3" ] && [ -d "$WORK/e5b/checkpoint-6" ] || fail "concurrent: a checkpoint of the first run is missing"
+[ -d "$WORK/e5b/checkpoint-100" ] && [ -d "$WORK/e5b/checkpoint-200" ] || fail "concurrent: a checkpoint of the first run is missing"
+python3 -c "import json,sys; s=[json.loads(l)['step'] for l in open('$WORK/e5b/metrics.jsonl') if 'loss' in l]; sys.exit(0 if s == list(range(1, 201)) else 1)" ||
+  fail "concurrent: metrics.jsonl is not the first run's steps 1..200 in order"
 
 # Item 8: generate's --max_new_tokens is bounded by the model's context (an error before the KV cache is
 # allocated: 1e9 asked for 128 GB and exited 2); a prompt + continuation past it warns as transformers does.
