@@ -127,6 +127,11 @@ int run_generate_command(const std::vector<std::string>& args, MpiEnvironment& m
   const std::vector<int32_t> prompt = o.messages.empty() ? text_prompt_ids(o.prompt, source, tokenizer)
                                                          : chat_prompt_ids(read_messages(o.messages), source, tokenizer);
   o.generation.eos_token_ids = eos_token_ids(o.model, config);
+  // Before any allocation: the KV cache holds prompt + max_new_tokens positions (1e9 tried 128 GB).
+  if (const std::string warning = check_generation_length(config, static_cast<int64_t>(prompt.size()),
+                                                          o.generation.max_new_tokens);
+      !warning.empty() && mpi.world_rank() == 0)
+    std::fprintf(stderr, "warning: %s\n", warning.c_str());
   ParallelDims requested;
   requested.tp = static_cast<int>(o.tp_size > 0 ? o.tp_size : mpi.world_size());
   const ParallelDims dims = requested.resolved(mpi.world_size())

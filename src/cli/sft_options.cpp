@@ -38,6 +38,8 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
       ("eval_dataset", po::value<std::string>(&c.eval_dataset), "held-out dataset for eval_loss")
       ("chat_template_path", po::value<std::string>(&c.chat_template_path), "Jinja chat template file overriding the tokenizer's")
       ("output_dir", po::value<std::string>(&c.output_dir)->default_value(c.output_dir), "where metrics, checkpoints and the model go")
+      ("overwrite_output_dir", flag(&c.overwrite_output_dir),
+       "a fresh run may replace an earlier run's checkpoints, metrics.jsonl and model in --output_dir (removed, and listed in the log)")
       ("skip_bad_rows", flag(&c.skip_bad_rows), "skip (and count) dataset rows that do not fit instead of failing")
       ("dataset_cache_dir", po::value<std::string>(&c.dataset_cache_dir), "cache of tokenized datasets (default: <output_dir>/.dataset_cache; none: off)");
   po::options_description train("Training");

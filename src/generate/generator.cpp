@@ -8,6 +8,19 @@
 
 namespace trlhpc {
 
+std::string check_generation_length(const ModelConfig& config, int64_t prompt_tokens, int64_t max_new_tokens) {
+  const int64_t context = config.max_position_embeddings;
+  if (max_new_tokens < 1) throw UserError("--max_new_tokens " + std::to_string(max_new_tokens) + ": must be >= 1");
+  if (max_new_tokens > context)
+    throw UserError("--max_new_tokens " + std::to_string(max_new_tokens) + ": more than the model's context " +
+                    "(max_position_embeddings " + std::to_string(context) + " in config.json): pass at most " +
+                    std::to_string(context));
+  if (prompt_tokens + max_new_tokens <= context) return "";
+  return "the prompt (" + std::to_string(prompt_tokens) + " tokens) + --max_new_tokens " + std::to_string(max_new_tokens) +
+         " exceed the model's maximum length (max_position_embeddings " + std::to_string(context) +
+         "): positions past it were never trained, so the continuation may be degenerate";
+}
+
 GenerationResult generate(Decoder& decoder, std::span<const int32_t> prompt, const GenerationOptions& options,
                           Communicator* agree, const std::function<void(int32_t)>& on_token) {
   if (prompt.empty()) throw UserError("the prompt is empty: nothing to continue (give a prompt or messages)");

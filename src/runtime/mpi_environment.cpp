@@ -3,6 +3,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <exception>
 
 #include "trlhpc/core/error.hpp"
@@ -31,6 +32,10 @@ MpiEnvironment::MpiEnvironment(int* argc, char*** argv) {
   host_.assign(name, static_cast<size_t>(length));
   set_process_identity(world_rank_, host_);
   uncaught_at_start_ = std::uncaught_exceptions();
+  // Each launcher family sets its rank variable in the processes it starts (Open MPI, PMIx, PMI-1/2 as
+  // MPICH's hydra, SLURM's srun); a bare singleton has none of them.
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (std::getenv(name) != nullptr) under_launcher_ = true;
 }
 
 MpiEnvironment::~MpiEnvironment() {

@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -80,6 +81,14 @@ std::string format_duration(double seconds) {
   std::snprintf(buffer, sizeof buffer, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
   return buffer;
 }
+
+// `v` printed with `format` (one %f conversion), or "-" when it is not a finite number.
+std::string shown(double v, const char* format) {
+  if (!std::isfinite(v)) return "-";
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, format, v);
+  return buffer;
+}
 }  // namespace
 
 void MetricsLogger::log_step(const StepMetrics& m) {
@@ -97,10 +106,11 @@ void MetricsLogger::log_step(const StepMetrics& m) {
   if (m.entropy) line["entropy"] = *m.entropy;
   if (m.mean_token_accuracy) line["mean_token_accuracy"] = *m.mean_token_accuracy;
   write_line(line);
-  std::printf("%sstep %lld/%lld  loss %.4f  grad_norm %.3f  lr %.3e  %.0f tok/s  MFU %.1f%%  ETA %s%s",
-              tty_ ? "\r\033[K" : "", static_cast<long long>(m.step), static_cast<long long>(m.total_steps), m.loss,
-              m.grad_norm, m.learning_rate, m.tokens_per_second, 100.0 * m.mfu, format_duration(m.seconds_left).c_str(),
-              tty_ ? "" : "\n");
+  // A window of skipped steps only has no loss, rate or MFU: "-" rather than "-nan".
+  std::printf("%sstep %lld/%lld  loss %s  grad_norm %s  lr %.3e  %s tok/s  MFU %s  ETA %s%s", tty_ ? "\r\033[K" : "",
+              static_cast<long long>(m.step), static_cast<long long>(m.total_steps), shown(m.loss, "%.4f").c_str(),
+              shown(m.grad_norm, "%.3f").c_str(), m.learning_rate, shown(m.tokens_per_second, "%.0f").c_str(),
+              shown(100.0 * m.mfu, "%.1f%%").c_str(), format_duration(m.seconds_left).c_str(), tty_ ? "" : "\n");
   std::fflush(stdout);
   progress_shown_ = tty_;
 }

@@ -113,12 +113,23 @@ std::optional<tokenizer::Tokenizer> load_tokenizer(const std::string& dir) {
   return tokenizer::Tokenizer::from_directory(dir);
 }
 
+void require_tokenizer_fits_model(const tokenizer::Tokenizer& tokenizer, const std::string& dir, int64_t vocab_size) {
+  // len(tokenizer) may be below the model's vocab_size (Qwen2 pads its embedding table), never above:
+  // the ids past it have no embedding row.
+  if (tokenizer.vocab_size() > vocab_size)
+    throw UserError("the tokenizer of " + dir + " has " + std::to_string(tokenizer.vocab_size()) +
+                    " tokens but the model's vocab_size is " + std::to_string(vocab_size) +
+                    ": its ids past " + std::to_string(vocab_size - 1) +
+                    " have no embedding; use the model's own tokenizer (--tokenizer)");
+}
+
 std::optional<dataset::SftDataset> load_sft_dataset(const SftConfig& config, const SftPlan& plan,
                                                     const std::string& dataset_name,
                                                     const tokenizer::Tokenizer* tokenizer, Communicator& world,
                                                     MetricsLogger& logger, const std::function<bool()>& interrupted) {
   dataset::SftDataOptions o = data_options(config, dataset_name, plan.tokenizer_dir);
   o.interrupted = interrupted;
+  o.vocab_size = plan.model.vocab_size;
   try {
     if (plan.cache_dir == "none") return dataset::SftDataset::build(o, tokenizer);
   } catch (const dataset::TokenizationInterrupted&) {

@@ -25,6 +25,9 @@
 #include "trlhpc/train/metrics_logger.hpp"
 #include "trlhpc/train/metrics_plot.hpp"
 #include "trlhpc/train/model_export.hpp"
+#include "trlhpc/train/output_dir.hpp"
+#include "trlhpc/train/output_dir_lock.hpp"
+#include "trlhpc/parallel/root_action.hpp"
 #include "trlhpc/train/sft_data.hpp"
 #include "trlhpc/train/sft_plan.hpp"
 #include "trlhpc/train/trainer.hpp"
@@ -201,7 +204,6 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   const SftPlan plan = plan_sft_job(c, mpi.world_size());  // every check that needs no other rank
   const Topology topology = set_up_compute(c, mpi);
   const bool is_main = mpi.world_rank() == 0;
-  MetricsLogger logger(c.output_dir, is_main, /*may_redraw=*/mpi.world_size() == 1, plan.tensorboard_dir);
   // --ddp_timeout: a collective that waits longer ends the job (exit 2), naming the phase set below.
   // --comm_progress thread: one progress thread shared by every group's communicator.
   std::string progress_fallback;
@@ -209,13 +211,31 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   comm_options.timeout_seconds = c.ddp_timeout;
   comm_options.progress = make_progress_thread(parse_comm_progress(c.comm_progress), &progress_fallback);
   ProcessGroups groups(Mesh(plan.dims), mpi.world(), comm_options);
+  groups.set_phase("taking the output directory");
+  // Before anything is written under --output_dir: global rank 0 locks it (one run per folder), then a
+  // fresh run checks that it holds no earlier run, or removes that run's files with
+  // --overwrite_output_dir (output_dir.hpp). Rank 0's verdict is every rank's.
+  std::optional<OutputDirLock> lock;
+  std::vector<std::string> output_dir_log;
+  run_on_root(groups.world().comm(), [&] {
+    lock.emplace(c.output_dir);
+    if (plan.resume_dir.empty()) output_dir_log = prepare_fresh_output_dir(c.output_dir, c.overwrite_output_dir);
+  });
+  // Redrawing in place (\r\033[K) only on a user's terminal: not under a launcher, whose pseudo-terminal
+  // may well end in a redirected log (mpirun -np 1 ... > log).
+  MetricsLogger logger(c.output_dir, is_main, /*may_redraw=*/mpi.world_size() == 1 && !mpi.under_launcher(),
+                       plan.tensorboard_dir);
   groups.set_phase("dataset preparation");
   if (!progress_fallback.empty()) logger.message("warning: " + progress_fallback);
+  if (lock && !lock->replaced_stale().empty())
+    logger.message("replaced the stale lock of a run that is gone (" + lock->replaced_stale() + ") in " + c.output_dir);
+  for (const std::string& line : output_dir_log) logger.message(line);
 
   // Data: rank 0 tokenizes (or reads the cache), the others read its cache file; every rank packs
   // the same examples the same way (identical rows).
   const std::optional<tokenizer::Tokenizer> tokenizer = load_tokenizer(plan.tokenizer_dir);
   const tokenizer::Tokenizer* tok = tokenizer ? &*tokenizer : nullptr;
+  if (tok) require_tokenizer_fits_model(*tok, plan.tokenizer_dir, plan.model.vocab_size);
   // A preemption signal stops the tokenizing (on the rank that got it); the ranks then agree on it.
   const auto interrupted = [&watch] { return watch.local_signal() != 0; };
   const std::optional<dataset::SftDataset> loaded =

@@ -9,6 +9,7 @@
 #include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/train/checkpoint/manifest.hpp"
 #include "trlhpc/train/flops.hpp"
+#include "trlhpc/train/sft_validation.hpp"
 
 namespace trlhpc {
 namespace {
@@ -19,8 +20,7 @@ batching::SamplerConfig sampler_config(const SftConfig& c, const dataset::SftDat
 }
 
 int64_t total_steps_of(const SftConfig& c, const batching::DistributedSampler& sampler) {
-  if (c.max_steps > 0) return c.max_steps;
-  return static_cast<int64_t>(std::ceil(c.num_train_epochs * static_cast<double>(sampler.steps_per_epoch())));
+  return checked_total_steps(c, sampler.steps_per_epoch(), sampler.global_batch_size());
 }
 
 std::string written_in_background(const checkpoint::AsyncCheckpointSaver& saver) {
@@ -142,11 +142,26 @@ void SftLoop::log_step(int64_t step, const StepResult& result, double peak_flops
   m.step = step + 1;
   m.loss = window_.mean_loss();
   m.grad_norm = result.grad_norm;
-  m.learning_rate = scheduler_.lr(step + 1);  // what transformers logs: the lr after the scheduler step
+  // The rate this step used, as transformers 5 logs it (Trainer reads the rate before lr_scheduler.step()
+  // and passes it to _maybe_log_save_evaluate); TRL 1.16 logs 0 at step 1 of a 1-step warmup.
+  m.learning_rate = scheduler_.lr(step);
   m.epoch = epoch_after(step);
   m.num_tokens = num_tokens_;
   m.tokens_per_second = window_.tokens_per_second();
   m.mfu = window_.mfu(peak_flops_per_rank, trainer_.model().groups().world().size());
+  // Above 1 the denominator is wrong (the measured GEMM rate, or --peak_flops, is below what the
+  // model's matmuls reached): say so once and report the bound, not a utilisation above 100 %.
+  if (m.mfu > 1.0) {
+    if (!mfu_warned_) {
+      char text[160];
+      std::snprintf(text, sizeof text, "warning: MFU %.4g %% at step %lld: the peak it is measured against (%.4g FLOP/s per rank, ",
+                    100.0 * m.mfu, static_cast<long long>(step + 1), peak_flops_per_rank);
+      logger_.message(text + std::string(config_.peak_flops > 0 ? "--peak_flops" : "the measured GEMM rate") +
+                      ") is below the rate reached; MFU is capped at 100 %, pass --peak_flops with the hardware's peak");
+    }
+    mfu_warned_ = true;
+    m.mfu = 1.0;
+  }
   const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
   const double done = static_cast<double>(step + 1 - first_step_);
   m.seconds_left = elapsed / done * static_cast<double>(total_steps_ - step - 1);

@@ -97,6 +97,7 @@ class SftLoop {
   std::string async_unreported_;  // folder of the background save not yet logged as saved
   int64_t last_saved_ = -1;       // steps held by the newest checkpoint (the resumed one counts)
   int64_t skipped_steps_ = 0;
+  bool mfu_warned_ = false;  // the MFU-above-100 % warning was printed
   const PreemptionWatch& watch_;
   Clock::time_point start_;
 };

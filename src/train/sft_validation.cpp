@@ -1,5 +1,6 @@
 #include "trlhpc/train/sft_validation.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -61,11 +62,13 @@ void validate_sft_options(const SftConfig& c) {
     require("--num_train_epochs", c.num_train_epochs, c.num_train_epochs > 0, "must be > 0 and finite when --max_steps is -1");
   else
     require("--num_train_epochs", c.num_train_epochs, true, "must be a finite number");
-  require("--per_device_train_batch_size", c.per_device_train_batch_size, c.per_device_train_batch_size >= 1, "must be >= 1");
-  require("--gradient_accumulation_steps", c.gradient_accumulation_steps, c.gradient_accumulation_steps >= 1, "must be >= 1");
+  require("--per_device_train_batch_size", c.per_device_train_batch_size,
+          c.per_device_train_batch_size >= 1 && c.per_device_train_batch_size <= kInt32Max, "must be in [1, 2147483647]");
+  require("--gradient_accumulation_steps", c.gradient_accumulation_steps,
+          c.gradient_accumulation_steps >= 1 && c.gradient_accumulation_steps <= kInt32Max, "must be in [1, 2147483647]");
 
   // Optimizer and schedule.
-  // 0 is allowed as in HF/TRL: it measures a model's loss on the data without changing it (issue 30, item 9).
+  // >= 0 as HF's TrainingArguments and TRL: a zero rate is a legitimate dry run (data, loss, logging).
   require("--learning_rate", c.learning_rate, c.learning_rate >= 0, "must be >= 0 and finite");
   require_fp32_finite("--learning_rate", c.learning_rate);
   require("--warmup_steps", c.warmup_steps, c.warmup_steps >= 0, "must be >= 0");
@@ -103,6 +106,36 @@ void validate_sft_options(const SftConfig& c) {
   require_parallel_size("--sp_size", c.sp_size);
   require("--bucket_size_mb", c.bucket_size_mb, c.bucket_size_mb >= 1 && c.bucket_size_mb <= (int64_t{1} << 40),
           "must be in [1, 1099511627776]");
+}
+
+int64_t checked_total_steps(const SftConfig& c, int64_t steps_per_epoch, int64_t global_batch_size) {
+  // The sampler indexes rows as slot * rows_of_step (< dp*accumulation * global batch): a global batch
+  // below 2^31 keeps that in int64.
+  if (global_batch_size > kInt32Max)
+    throw UserError("global batch " + std::to_string(global_batch_size) +
+                    " rows (--per_device_train_batch_size x data-parallel ranks x --gradient_accumulation_steps): must be "
+                    "at most 2147483647");
+  int64_t steps = c.max_steps;
+  if (c.max_steps <= 0) {
+    // Computed in double: 1e18 epochs x steps_per_epoch is far outside int64, and a cast of such a
+    // double is undefined (it gave INT64_MIN, then 0 steps and an untrained model saved with exit 0).
+    const double wanted = std::ceil(c.num_train_epochs * static_cast<double>(steps_per_epoch));
+    if (!(wanted <= static_cast<double>(kMaxTrainingSteps)))
+      throw UserError("--num_train_epochs " + number_text(c.num_train_epochs) + ": " + number_text(wanted) +
+                      " optimizer steps (" + std::to_string(steps_per_epoch) + " per epoch); at most " +
+                      std::to_string(kMaxTrainingSteps) + " (kMaxTrainingSteps): pass fewer epochs or --max_steps");
+    steps = std::max<int64_t>(1, static_cast<int64_t>(wanted));
+  } else if (steps > kMaxTrainingSteps) {
+    throw UserError("--max_steps " + std::to_string(steps) + ": at most " + std::to_string(kMaxTrainingSteps) +
+                    " (kMaxTrainingSteps)");
+  }
+  // Rows consumed (steps x global batch) and tokens trained (x max_length) are counted in int64.
+  const __int128 tokens = static_cast<__int128>(steps) * global_batch_size * c.max_length;
+  if (tokens > std::numeric_limits<int64_t>::max())
+    throw UserError(std::to_string(steps) + " steps x global batch " + std::to_string(global_batch_size) +
+                    " rows x --max_length " + std::to_string(c.max_length) +
+                    " tokens overflow the 64-bit token count: pass fewer steps (--max_steps, --num_train_epochs)");
+  return steps;
 }
 
 }  // namespace trlhpc

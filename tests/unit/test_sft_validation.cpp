@@ -41,8 +41,10 @@ TEST(SftValidation, EachRuleNamesTheFlagTheValueAndTheRange) {
       {[](SftConfig& c) { c.num_train_epochs = 0; }, "--num_train_epochs 0: must be > 0 and finite when --max_steps is -1"},
       {[](SftConfig& c) { c.num_train_epochs = kInf; }, "--num_train_epochs inf: must be > 0 and finite when --max_steps is -1"},
       {[](SftConfig& c) { c.max_steps = 5, c.num_train_epochs = kNaN; }, "--num_train_epochs nan: must be a finite number"},
-      {[](SftConfig& c) { c.per_device_train_batch_size = 0; }, "--per_device_train_batch_size 0: must be >= 1"},
-      {[](SftConfig& c) { c.gradient_accumulation_steps = -1; }, "--gradient_accumulation_steps -1: must be >= 1"},
+      {[](SftConfig& c) { c.per_device_train_batch_size = 0; }, "--per_device_train_batch_size 0: must be in [1, 2147483647]"},
+      {[](SftConfig& c) { c.per_device_train_batch_size = int64_t{1} << 40; },
+       "--per_device_train_batch_size 1099511627776: must be in [1, 2147483647]"},
+      {[](SftConfig& c) { c.gradient_accumulation_steps = -1; }, "--gradient_accumulation_steps -1: must be in [1, 2147483647]"},
       {[](SftConfig& c) { c.learning_rate = -1; }, "--learning_rate -1: must be >= 0 and finite"},
       {[](SftConfig& c) { c.learning_rate = kNaN; }, "--learning_rate nan: must be >= 0 and finite"},
       {[](SftConfig& c) { c.learning_rate = kInf; }, "--learning_rate inf: must be >= 0 and finite"},
@@ -93,7 +95,7 @@ TEST(SftValidation, EachRuleNamesTheFlagTheValueAndTheRange) {
 TEST(SftValidation, RangeEdgesPass) {
   const std::vector<std::function<void(SftConfig&)>> fine = {
       [](SftConfig& c) { c.learning_rate = 1e30; },  // finite: the loss guard, not the parser, stops it
-      [](SftConfig& c) { c.learning_rate = 0; },     // HF/TRL accept it: evaluate the loss, change nothing
+      [](SftConfig& c) { c.learning_rate = 0; },     // HF and TRL accept 0 (issue 30, item 9)
       [](SftConfig& c) { c.max_steps = 1; },
       [](SftConfig& c) { c.max_steps = 5, c.num_train_epochs = 0; },  // epochs unused with max_steps
       [](SftConfig& c) { c.max_steps = 10, c.warmup_steps = 9; },
@@ -111,6 +113,41 @@ TEST(SftValidation, RangeEdgesPass) {
     fine[i](c);
     EXPECT_EQ(error_of(c), "") << "case " << i;
   }
+}
+
+std::string total_steps_error(const SftConfig& c, int64_t steps_per_epoch, int64_t global_batch) {
+  try {
+    checked_total_steps(c, steps_per_epoch, global_batch);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Issue 30, item 2: 1e18 epochs overflowed the step count to INT64_MIN, trained 0 steps and exited 0.
+TEST(SftValidation, DerivedCountsAreRangeChecked) {
+  SftConfig c;
+  c.num_train_epochs = 1e18;
+  EXPECT_EQ(total_steps_error(c, 99, 16),
+            "--num_train_epochs 1e+18: 9.9e+19 optimizer steps (99 per epoch); at most 1099511627776 "
+            "(kMaxTrainingSteps): pass fewer epochs or --max_steps");
+  c.num_train_epochs = kMaxTrainingSteps;  // exactly the limit with 1 step per epoch
+  EXPECT_EQ(checked_total_steps(c, 1, 1), kMaxTrainingSteps);
+  c.num_train_epochs = 3;
+  EXPECT_EQ(checked_total_steps(c, 99, 16), 297);
+  c.num_train_epochs = 1e-9;  // a sliver of an epoch is still one step
+  EXPECT_EQ(checked_total_steps(c, 99, 16), 1);
+  c.max_steps = kMaxTrainingSteps + 1;
+  EXPECT_EQ(total_steps_error(c, 99, 16), "--max_steps 1099511627777: at most 1099511627776 (kMaxTrainingSteps)");
+  c.max_steps = 10;
+  EXPECT_EQ(total_steps_error(c, 99, int64_t{1} << 31),
+            "global batch 2147483648 rows (--per_device_train_batch_size x data-parallel ranks x "
+            "--gradient_accumulation_steps): must be at most 2147483647");
+  c.max_steps = int64_t{1} << 40;
+  c.max_length = int64_t{1} << 20;
+  EXPECT_EQ(total_steps_error(c, 99, 1 << 20),
+            "1099511627776 steps x global batch 1048576 rows x --max_length 1048576 tokens overflow the 64-bit "
+            "token count: pass fewer steps (--max_steps, --num_train_epochs)");
 }
 
 }  // namespace

@@ -11,7 +11,10 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 #include <vector>
+
+#include "trlhpc/model/model_config.hpp"
 
 #include "trlhpc/generate/token_sampler.hpp"
 
@@ -30,6 +33,13 @@ struct GenerationResult {
   std::vector<int32_t> tokens;  // the new tokens (the EOS included when it ended the sequence)
   bool stopped_at_eos = false;
 };
+
+// The length rule of `trlhpc generate`, checked before the KV cache (prompt + max_new_tokens positions)
+// is allocated: UserError when max_new_tokens is < 1 or beyond the model's context
+// (max_position_embeddings: no position past it was trained, and 1e9 asked for a 128 GB cache); a
+// warning (returned; "" when none) when prompt + max_new_tokens passes the context, as transformers
+// warns ("the current text generation call will exceed the model's predefined maximum length").
+std::string check_generation_length(const ModelConfig& config, int64_t prompt_tokens, int64_t max_new_tokens);
 
 // `on_token` (optional) sees each new token as it is chosen (streaming output).
 GenerationResult generate(Decoder& decoder, std::span<const int32_t> prompt, const GenerationOptions& options,

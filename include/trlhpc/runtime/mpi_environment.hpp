@@ -25,6 +25,10 @@ class MpiEnvironment {
   int world_size() const { return world_size_; }
   int thread_level() const { return thread_level_; }
   const std::string& host() const { return host_; }
+  // Started by a launcher (mpirun, srun, a PMI/PMIx one) rather than bare: the launcher then owns the
+  // terminal. Open MPI hands each rank a pseudo-terminal even when mpirun's own output is a file, so
+  // isatty() on a rank cannot tell a user's terminal from a redirected log.
+  bool under_launcher() const { return under_launcher_; }
   // The job's world communicator, to build ProcessGroups from (which duplicate it: trlhpc never
   // communicates on it directly).
   MPI_Comm world() const { return MPI_COMM_WORLD; }
@@ -38,6 +42,7 @@ class MpiEnvironment {
   int thread_level_ = 0;
   std::string host_;
   bool owns_mpi_ = false;
+  bool under_launcher_ = false;
   int uncaught_at_start_ = 0;
 };
 

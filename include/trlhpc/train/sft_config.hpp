@@ -19,6 +19,7 @@ struct SftConfig {
   std::string eval_dataset;
   std::string chat_template_path;
   std::string output_dir = "trlhpc-output";
+  bool overwrite_output_dir = false;  // a fresh run removes an earlier run's files (train/output_dir.hpp)
   bool skip_bad_rows = false;
   std::string dataset_cache_dir;    // tokenized-dataset cache; empty: <output_dir>/.dataset_cache; "none": off
 

@@ -18,6 +18,8 @@ class MetricsLogger;
 // The tokenizer of `dir` when it holds tokenizer files (tokenizer.json or vocab.json), else none
 // (pre-tokenized datasets need none).
 std::optional<tokenizer::Tokenizer> load_tokenizer(const std::string& dir);
+// UserError naming `dir` when the tokenizer has more tokens than the model's embedding has rows.
+void require_tokenizer_fits_model(const tokenizer::Tokenizer& tokenizer, const std::string& dir, int64_t vocab_size);
 
 // The dataset `dataset_name` (the train or the eval one) as the config's options prepare it. Collective
 // over `world`: its rank 0 loads the examples from the cache or tokenizes them and writes the cache

@@ -146,6 +146,7 @@ uint64_t dataset_cache_key(const SftDataOptions& o, bool has_tokenizer) {
   }
   h.field("chat_template", chat_template);
   h.field("split", o.split);
+  h.u64(static_cast<uint64_t>(o.vocab_size));  // a cache validated against one vocabulary only
   h.field("text_field", o.text_field);
   h.field("chat_template_path", o.chat_template_path);
   h.field("max_length", std::to_string(o.max_length));

@@ -198,6 +198,18 @@ TokenizedExample RowTokenizer::tokenize_row(const DatasetRow& row) const {
   return {};
 }
 
+namespace {
+// Ids index the embedding table and, as targets, the logits: one past vocab_size is out of bounds.
+void require_in_vocabulary(const TokenizedExample& ex, int64_t vocab_size, const DatasetRow& row) {
+  if (vocab_size <= 0) return;
+  for (size_t i = 0; i < ex.input_ids.size(); ++i)
+    if (ex.input_ids[i] >= vocab_size)
+      throw UserError(row.where() + ": token id " + std::to_string(ex.input_ids[i]) + " at position " + std::to_string(i) +
+                      " is outside the model's vocabulary (vocab_size " + std::to_string(vocab_size) +
+                      ", ids 0.." + std::to_string(vocab_size - 1) + "): the rows were tokenized for another model");
+}
+}  // namespace
+
 SftTokenizedExamples SftDataset::tokenize(const SftDataOptions& options, const tokenizer::Tokenizer* tokenizer) {
   SftTokenizedExamples out;
   DatasetReader reader(resolve_dataset_files(options.dataset_name, options.split),
@@ -213,6 +225,7 @@ SftTokenizedExamples SftDataset::tokenize(const SftDataOptions& options, const t
       throw TokenizationInterrupted();
     if (!row_tokenizer) row_tokenizer = std::make_unique<RowTokenizer>(options, form, tokenizer);
     TokenizedExample ex = row_tokenizer->tokenize(row);
+    require_in_vocabulary(ex, options.vocab_size, row);
     if (ex.input_ids.empty()) return;
     if (truncate && ex.length() > max_length) {
       const bool trained_before = trains_a_token(ex);

@@ -7,6 +7,7 @@
 
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/runtime/thread_support.hpp"
 
 namespace trlhpc::checkpoint {
 
@@ -25,21 +26,11 @@ struct AsyncCheckpointSaver::Job {
   double write_seconds = 0;
 };
 
-namespace {
-
-int mpi_thread_level() {
-  int level = 0;
-  MPI_Query_thread(&level);
-  return level;
-}
-
-}  // namespace
-
 AsyncCheckpointSaver::AsyncCheckpointSaver(ProcessGroups& groups, double timeout_seconds) {
-  if (mpi_thread_level() < MPI_THREAD_MULTIPLE)
+  if (const MpiThreadSupport threads = mpi_thread_support(); !threads.multiple)
     throw UserError("--async_save writes checkpoints from a second thread and needs an MPI library with "
-                    "MPI_THREAD_MULTIPLE; this one provides thread level " +
-                    std::to_string(mpi_thread_level()) + ". Drop --async_save (saves then pause training)");
+                    "MPI_THREAD_MULTIPLE; this one provides " + threads.level +
+                    ". Drop --async_save (saves then pause training)");
   ProcessGroup& world = groups.world();
   auto phase = std::make_shared<PhaseLabel>();
   phase->set("asynchronous checkpoint save");

@@ -1,5 +1,7 @@
 #include "trlhpc/train/checkpoint/checkpoint.hpp"
 
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "trlhpc/core/error.hpp"
@@ -109,6 +111,40 @@ const nlohmann::json& manifest_datasets(const std::string& dir, const nlohmann::
     throw UserError("checkpoint " + dir + ": " + kManifestFile + " lists no datasets; the manifest is damaged");
   return manifest["datasets"];
 }
+
+// Before parallel HDF5 sees the file (its open of a non-HDF5 or truncated file fails with a RuntimeFailure,
+// exit 2, "fix the machine", and a screen of HDF5-DIAG): a missing file, a file that does not start with
+// the HDF5 signature (trlhpc writes no user block) or one shorter than the data the manifest declares is
+// bad input, exit 1, naming the file. Local reads only, on every rank: the same verdict everywhere, before
+// any collective. A corrupted byte inside the data is caught by the checksums as the datasets are read.
+void require_state_file(const std::string& dir, const nlohmann::json& datasets) {
+  const std::string path = (fs::path(dir) / kStateFile).string();
+  const std::string advice = ": resume from an earlier checkpoint (--resume_from_checkpoint " +
+                             (fs::path(dir).parent_path() / "checkpoint-N").string() + ") or start afresh";
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(path, ec);
+  if (ec) throw UserError("checkpoint state " + path + " cannot be read (" + ec.message() + ")" + advice);
+  static constexpr unsigned char kSignature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+  unsigned char head[8] = {};
+  if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
+    const size_t got = std::fread(head, 1, sizeof head, f);
+    std::fclose(f);
+    if (got != sizeof head || std::memcmp(head, kSignature, sizeof head) != 0)
+      throw UserError("checkpoint state " + path + " is not an HDF5 file (no HDF5 signature at its start)" + advice);
+  } else {
+    throw UserError("checkpoint state " + path + " cannot be opened for reading" + advice);
+  }
+  uintmax_t data_bytes = 0;  // fp32 elements of every dataset the manifest lists
+  for (const auto& [name, entry] : datasets.items()) {
+    uintmax_t elements = 1;
+    if (entry.is_object() && entry.contains("shape") && entry["shape"].is_array())
+      for (const auto& d : entry["shape"]) elements *= d.is_number_unsigned() ? d.get<uintmax_t>() : 0;
+    data_bytes += 4 * elements;
+  }
+  if (size < data_bytes)
+    throw UserError("checkpoint state " + path + " is truncated: " + std::to_string(size) + " bytes, but the datasets " +
+                    "its manifest lists need at least " + std::to_string(data_bytes) + advice);
+}
 }  // namespace
 
 nlohmann::json open_manifest(const std::string& dir, const nlohmann::json& identity) {
@@ -119,8 +155,9 @@ nlohmann::json open_manifest(const std::string& dir, const nlohmann::json& ident
 
 TrainingProgress load_checkpoint(const std::string& dir, const nlohmann::json& manifest, Trainer& trainer) {
   ParallelModel& model = trainer.model();
-  ParallelHdf5File file = ParallelHdf5File::open((fs::path(dir) / kStateFile).string(), model.groups().world());
   const nlohmann::json& datasets = manifest_datasets(dir, manifest);
+  require_state_file(dir, datasets);
+  ParallelHdf5File file = ParallelHdf5File::open((fs::path(dir) / kStateFile).string(), model.groups().world());
   read_parameters(file, model, datasets);
   read_optimizer_state(file, model, trainer.optimizer(), datasets);
   file.close();
@@ -136,8 +173,10 @@ TrainingProgress load_checkpoint(const std::string& dir, const nlohmann::json& m
 }
 
 void load_checkpoint_parameters(const std::string& dir, const nlohmann::json& manifest, ParallelModel& model) {
+  const nlohmann::json& datasets = manifest_datasets(dir, manifest);
+  require_state_file(dir, datasets);
   ParallelHdf5File file = ParallelHdf5File::open((fs::path(dir) / kStateFile).string(), model.groups().world());
-  read_parameters(file, model, manifest_datasets(dir, manifest));
+  read_parameters(file, model, datasets);
   file.close();
 }
 

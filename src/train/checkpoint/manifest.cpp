@@ -46,6 +46,10 @@ std::string resolve_checkpoint(const std::string& request, const std::string& ou
       throw UserError("--resume_from_checkpoint latest: " + output_dir +
                       " holds no committed checkpoint (a checkpoint-STEP folder with " + kManifestFile +
                       "); train with --save_steps N first, or name a checkpoint folder");
+    // The newest committed checkpoint-N, as HF's get_last_checkpoint. The `latest` file may name the one
+    // before it (a job killed between a checkpoint's rename and the update of `latest`), which is why
+    // the scan decides; checkpoints of two runs in one folder are prevented when a fresh run starts
+    // (train/output_dir.hpp), so the scan finds this run's newest.
     return all.back().second;
   }
   if (!fs::is_directory(request))

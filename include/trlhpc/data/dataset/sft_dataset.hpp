@@ -48,6 +48,10 @@ struct SftDataOptions {
   bool skip_bad_rows = false;
   bool shuffle = true;  // --shuffle_dataset: seeded shuffle of the examples before packing
   uint64_t seed = 42;
+  // The model's vocabulary (config.json vocab_size): every token id of every example must be below it,
+  // else a UserError naming the file and row (a pre-tokenized id past the embedding table trained on
+  // garbage, or failed inside a kernel as a target). 0: not checked. Part of the cache key.
+  int64_t vocab_size = 0;
   // Asked before the first row and every kInterruptCheckRows rows while tokenizing; true stops with TokenizationInterrupted
   // (a preemption signal: tokenizing a large dataset can outlast the scheduler's grace period). Not
   // part of the cache key. Empty: never interrupted.

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Issue 30 ("nothing lost, nothing hung"): the probes a hostile-but-realistic user tried, each as a
+# regression case. Every run is bounded by `timeout`, so a hang is a failure, not a stuck CI job.
+set -u
+TRLHPC=$1
+MPIRUN=${2:-mpirun}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+failures=0
+cases=0
+TINY="--model_config $ROOT/examples/tiny-chat/config.json --tokenizer $ROOT/examples/tiny-chat
+  --dataset_name $ROOT/examples/tiny-chat/train.jsonl --max_length 128 --packing --per_device_train_batch_size 2
+  --logging_steps 1 --comm_progress none"
+
+fail() { echo "FAIL $1"; shift; [ $# -gt 0 ] && sed 's/^/    /' "$1" | tail -20; failures=$((failures + 1)); }
+
+# run NAME NP WANT_RC ARGS...: runs trlhpc on NP ranks (60 s bound), wants exit WANT_RC; log in $WORK/NAME.log.
+run() {
+  local name=$1 np=$2 want=$3
+  shift 3
+  cases=$((cases + 1))
+  OMP_NUM_THREADS=1 timeout 120 "$MPIRUN" --oversubscribe -np "$np" "$TRLHPC" "$@" >"$WORK/$name.log" 2>&1
+  local rc=$?
+  if [ "$rc" -ne "$want" ]; then fail "$name: exit $rc (want $want)" "$WORK/$name.log"; return 1; fi
+  return 0
+}
+
+# expect NAME NP WANT_RC PATTERN ARGS...: as run, and PATTERN (fixed string) printed at least once.
+expect() {
+  local name=$1 np=$2 want=$3 pattern=$4
+  shift 4
+  run "$name" "$np" "$want" "$@" || return 1
+  if ! grep -qF -- "$pattern" "$WORK/$name.log"; then fail "$name: '$pattern' not printed" "$WORK/$name.log"; return 1; fi
+  echo "ok   $name: $(grep -m1 -F -- "$pattern" "$WORK/$name.log")"
+}
+
+# Item 2: a step count that overflows int64 is an error naming the flag, not 0 steps and exit 0.
+expect epochs-overflow 2 1 "--num_train_epochs 1e+18:" sft $TINY --num_train_epochs 1e18 --output_dir "$WORK/e2"
+[ -e "$WORK/e2/model.safetensors" ] && fail "epochs-overflow: an untrained model was saved"
+
+# Item 9: --learning_rate 0 is accepted (HF, TRL), trains and logs lr 0.
+expect lr-zero 1 0 "saved the model" sft $TINY --learning_rate 0 --max_steps 2 --output_dir "$WORK/e9"
+grep -q '"learning_rate":0.0' "$WORK/e9/metrics.jsonl" || fail "lr-zero: metrics.jsonl does not log learning_rate 0"
+
+# Item 10: metrics.jsonl logs the rate each step used (transformers 5 / TRL 1.16): a 1-step warmup logs 0
+# at step 1, then the peak, then the linear decay's 3e-3 x (3 - 2) / (3 - 1).
+expect lr-logged 1 0 "saved the model" sft $TINY --learning_rate 3e-3 --lr_scheduler_type linear --warmup_steps 1 \
+  --max_steps 3 --output_dir "$WORK/e10"
+python3 - "$WORK/e10/metrics.jsonl" <<'PY' || fail "lr-logged: learning_rate is not the rate of the step"
+import json, sys
+got = [json.loads(l)["learning_rate"] for l in open(sys.argv[1]) if "loss" in l]
+want = [0.0, 3e-3, 1.5e-3]
+print("   learning_rate", got, "want", want)
+sys.exit(0 if len(got) == 3 and all(abs(g - w) <= 1e-9 for g, w in zip(got, want)) else 1)
+PY
+
+# Item 11: under mpirun -np 1 with the output redirected the progress line is plain lines (no \r or
+# escape codes), MFU is never above 100 % (--peak_flops far below the real rate: a warning instead), and
+# a window of skipped steps prints "-", not "-nan".
+expect progress-plain 1 0 "MFU is capped at 100 %" sft $TINY --max_steps 2 --peak_flops 1 --output_dir "$WORK/e11"
+grep -q $'\r\|\033' "$WORK/progress-plain.log" && fail "progress-plain: carriage return or escape code in a redirected log"
+grep -E "MFU [0-9.]+%" "$WORK/progress-plain.log" | grep -vq "MFU 100.0%" && fail "progress-plain: an MFU other than the 100 % cap"
+python3 -c "import json,sys; sys.exit(0 if all(json.loads(l)['mfu'] <= 1 for l in open('$WORK/e11/metrics.jsonl') if 'mfu' in l) else 1)" ||
+  fail "progress-plain: metrics.jsonl has mfu > 1"
+expect skipped-window 1 0 "skipped" sft $TINY --max_steps 3 --learning_rate 1e30 --skip_nonfinite_steps --output_dir "$WORK/e11b"
+grep -qiE "nan tok/s|MFU -?nan" "$WORK/skipped-window.log" && fail "skipped-window: nan printed" "$WORK/skipped-window.log"
+
+# Item 3: pre-tokenized ids outside the model's vocabulary are
+# refused while the dataset is prepared, naming file and row, on every rank; so is a tokenizer larger
+# than the model's vocabulary, at start.
+VOCAB=$(python3 -c "import json; print(json.load(open('$ROOT/examples/tiny-chat/config.json'))['vocab_size'])")
+printf '{"input_ids": [1, 2, 3, 4]}\n{"input_ids": [1, %d, 3, 4]}\n' "$VOCAB" > "$WORK/ids.jsonl"
+expect ids-outside-vocab 2 1 "ids.jsonl:2: token id $VOCAB at position 1 is outside the model's vocabulary" \
+  sft --model_config "$ROOT/examples/tiny-chat/config.json" --dataset_name "$WORK/ids.jsonl" --max_steps 1 --output_dir "$WORK/e3"
+[ "$(grep -c "outside the model's vocabulary" "$WORK/ids-outside-vocab.log")" -ge 2 ] || fail "ids-outside-vocab: not on every rank"
+python3 -c "import json; c=json.load(open('$ROOT/examples/tiny-chat/config.json')); c['vocab_size']=64; json.dump(c, open('$WORK/small_vocab.json','w'))"
+expect tokenizer-larger 2 1 "tokens but the model's vocab_size is 64" sft $TINY --model_config "$WORK/small_vocab.json" \
+  --max_steps 1 --output_dir "$WORK/e3b"
+
+# Item 7: a truncated or non-HDF5 state.h5 is bad input (exit 1 naming the file, suggesting an earlier
+# checkpoint), not a runtime failure (exit 2) with HDF5-DIAG noise.
+expect ckpt-base 2 0 "checkpoint saved" sft $TINY --max_steps 2 --save_steps 1 --output_dir "$WORK/e7"
+cp -r "$WORK/e7/checkpoint-2" "$WORK/e7/checkpoint-2.orig"
+head -c 4096 "$WORK/e7/checkpoint-2.orig/state.h5" > "$WORK/e7/checkpoint-2/state.h5"
+expect state-truncated 2 1 "checkpoint-2/state.h5 is truncated" sft $TINY --max_steps 2 --save_steps 1 --output_dir "$WORK/e7" \
+  --resume_from_checkpoint "$WORK/e7/checkpoint-2"
+grep -q "HDF5-DIAG" "$WORK/state-truncated.log" && fail "state-truncated: HDF5-DIAG noise"
+head -c 100000 /dev/urandom > "$WORK/e7/checkpoint-2/state.h5"
+expect state-not-hdf5 2 1 "checkpoint-2/state.h5 is not an HDF5 file" sft $TINY --max_steps 2 --save_steps 1 \
+  --output_dir "$WORK/e7" --resume_from_checkpoint "$WORK/e7/checkpoint-2"
+rm -rf "$WORK/e7/checkpoint-2.orig"
+
+# Item 4: a fresh run into a folder holding an earlier run is refused; --overwrite_output_dir removes
+# the earlier run's files (listed in the log) so metrics.jsonl and checkpoints are this run's only;
+# `latest` and the directory scan must agree.
+expect run-a 1 0 "checkpoint saved" sft $TINY --max_steps 4 --save_steps 2 --output_dir "$WORK/e4"
+expect fresh-over-earlier 2 1 "holds checkpoints of an earlier run (checkpoint-2, checkpoint-4, latest)" \
+  sft $TINY --max_steps 2 --save_steps 2 --output_dir "$WORK/e4"
+[ -d "$WORK/e4/checkpoint-4" ] || fail "fresh-over-earlier: the earlier run's checkpoint-4 was touched"
+expect overwrite 2 0 "--overwrite_output_dir: removed the earlier run's checkpoint-2, checkpoint-4" \
+  sft $TINY --max_steps 2 --save_steps 2 --output_dir "$WORK/e4" --overwrite_output_dir
+[ -d "$WORK/e4/checkpoint-4" ] && fail "overwrite: the earlier run's checkpoint-4 is still there"
+python3 -c "import json,sys; s=[json.loads(l)['step'] for l in open('$WORK/e4/metrics.jsonl')]; print('   steps', s); sys.exit(0 if s == [1, 2] else 1)" ||
+  fail "overwrite: metrics.jsonl holds more than this run's steps"
+# ... so `latest` (the newest committed checkpoint-N, HF's get_last_checkpoint) is this run's checkpoint-2.
+expect resume-latest 2 0 "resumed from $WORK/e4/checkpoint-2 after step 2" \
+  sft $TINY --max_steps 3 --save_steps 2 --output_dir "$WORK/e4" --resume_from_checkpoint latest
+
+# A re-run over a folder with metrics.jsonl but no checkpoint keeps the old lines aside, never appends.
+expect rerun-no-ckpt 1 0 "kept as metrics.jsonl.old" sft $TINY --max_steps 1 --output_dir "$WORK/e9"
+[ "$(wc -l < "$WORK/e9/metrics.jsonl")" -eq 1 ] || fail "rerun-no-ckpt: metrics.jsonl holds lines of two runs"
+
+# Item 5: one run per output dir. A lock held by a live process is refused naming host, pid and job; a
+# lock left by a dead process on this host is replaced and the log says so.
+mkdir -p "$WORK/e5"
+echo "$(hostname) $$ job-42 0" > "$WORK/e5/.trlhpc.lock"
+expect locked 2 1 "is in use by another run (host $(hostname), pid $$, job job-42" sft $TINY --max_steps 1 --output_dir "$WORK/e5"
+dead=$(sh -c 'echo $$')
+echo "$(hostname) $dead job-7 0" > "$WORK/e5/.trlhpc.lock"
+expect stale-lock 2 0 "replaced the stale lock of a run that is gone (host $(hostname), pid $dead, job job-7)" \
+  sft $TINY --max_steps 1 --output_dir "$WORK/e5"
+[ -e "$WORK/e5/.trlhpc.lock" ] && fail "stale-lock: the lock was not released at the end"
+# Two runs at once into one folder: the second is refused, the first finishes with its checkpoints.
+# (long enough, 200 steps, that the second starts while the first trains)
+OMP_NUM_THREADS=1 timeout 120 "$MPIRUN" --oversubscribe -np 1 "$TRLHPC" sft $TINY --max_steps 200 --save_steps 100 \
+  --output_dir "$WORK/e5b" > "$WORK/first.log" 2>&1 &
+first=$!
+for _ in $(seq 100); do [ -e "$WORK/e5b/.trlhpc.lock" ] && break; sleep 0.1; done
+# The second is refused: "in use" while the first runs, or (a holder on this host gets 15 s to exit,
+# in case it is a killed run's rank still going) "holds checkpoints" once the first has finished.
+expect concurrent 1 1 "error: --output_dir $WORK/e5b " sft $TINY --max_steps 200 --save_steps 100 --output_dir "$WORK/e5b"
+wait $first || fail "concurrent: the first run failed" "$WORK/first.log"
+[ -d "$WORK/e5b/checkpoint-100" ] && [ -d "$WORK/e5b/checkpoint-200" ] || fail "concurrent: a checkpoint of the first run is missing"
+python3 -c "import json,sys; s=[json.loads(l)['step'] for l in open('$WORK/e5b/metrics.jsonl') if 'loss' in l]; sys.exit(0 if s == list(range(1, 201)) else 1)" ||
+  fail "concurrent: metrics.jsonl is not the first run's steps 1..200 in order"
+
+# Item 8: generate's --max_new_tokens is bounded by the model's context (an error before the KV cache is
+# allocated: 1e9 asked for 128 GB and exited 2); a prompt + continuation past it warns as transformers does.
+DATA=${TRLHPC_SHARED_DATA:-$ROOT/../shared/data}
+CTX=$(python3 -c "import json; print(json.load(open('$DATA/stories260K/config.json'))['max_position_embeddings'])")
+expect generate-huge 1 1 "--max_new_tokens 1000000000: more than the model's context (max_position_embeddings $CTX" \
+  generate "$DATA/stories260K" --prompt "Once upon a time" --max_new_tokens 1000000000
+expect generate-past-context 1 0 "exceed the model's maximum length (max_position_embeddings $CTX)" \
+  generate "$DATA/stories260K" --prompt "Once upon a time" --max_new_tokens "$CTX"
+
+echo "$cases cases, $failures failed checks"
+[ "$failures" -eq 0 ]
