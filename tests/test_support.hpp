@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "trlhpc/core/error.hpp"
 #include "trlhpc/data/batch.hpp"
 
 namespace trlhpc::testing {
@@ -33,5 +34,16 @@ double normalized_error(const std::vector<float>& got, const std::vector<float>&
 // Rows of packed documents of random (often odd) lengths 1..7 with positions from 0, random ids and
 // targets (the last token of each document without one), right padding at the end of some rows.
 Batch random_packed_batch(int64_t rows, int64_t T, uint64_t seed);
+
+// The UserError message `fn` throws, or "" when it throws none (other exceptions propagate).
+template <class Fn>
+std::string user_error(Fn&& fn) {
+  try {
+    fn();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
 
 }  // namespace trlhpc::testing

@@ -36,6 +36,7 @@
 
 #include "kernels/cpu/scratch.hpp"
 #include "trlhpc/kernels/cpu.hpp"
+#include "trlhpc/kernels/elementwise_math.hpp"
 
 #define TRLHPC_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
 #define TRLHPC_AMX_TARGET \
@@ -43,6 +44,9 @@
 
 namespace trlhpc::cpu {
 namespace {
+
+using math::bf16_bits_from_float;
+using math::float_from_bf16_bits;
 
 constexpr int64_t kBlock = 32;       // rows, columns and k of one packed block
 constexpr int64_t kBlockElems = kBlock * kBlock;
@@ -111,12 +115,7 @@ const Bf16Choice& bf16_choice() {
 // Element (i, j) of a row-major operand with `ld` columns, as the bf16 the GEMM multiplies.
 inline uint16_t bf16_at(const GemmOperand& x, int64_t i, int64_t j, int64_t ld) {
   const int64_t at = i * ld + j;
-  if (x.bf16) return static_cast<const uint16_t*>(x.data)[at];
-  float f = static_cast<const float*>(x.data)[at];
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);
-  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+  return x.bf16 ? static_cast<const uint16_t*>(x.data)[at] : bf16_bits_from_float(static_cast<const float*>(x.data)[at]);
 }
 
 // 32 consecutive elements (n <= 32 valid, the rest zero) of row `row` from column `col`, as bf16.
@@ -370,10 +369,7 @@ void gemm_emulated(const GemmOperand& a, bool trans_a, const GemmOperand& b, boo
     std::vector<float> out(static_cast<size_t>(rows * cols));
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < cols; ++j) {
-        const uint32_t bits = static_cast<uint32_t>(bf16_at(x, i, j, cols)) << 16;
-        std::memcpy(&out[static_cast<size_t>(i * cols + j)], &bits, 4);
-      }
+      for (int64_t j = 0; j < cols; ++j) out[static_cast<size_t>(i * cols + j)] = float_from_bf16_bits(bf16_at(x, i, j, cols));
     return out;
   };
   const std::vector<float> af = trans_a ? widen(a, K, M) : widen(a, M, K);
@@ -385,14 +381,10 @@ void gemm_emulated(const GemmOperand& a, bool trans_a, const GemmOperand& b, boo
   uint16_t* cb = static_cast<uint16_t*>(c.data);
   std::vector<float> cf(static_cast<size_t>(M * N));
   if (beta != 0.0f)
-    for (int64_t i = 0; i < M * N; ++i) {
-      const uint32_t bits = static_cast<uint32_t>(cb[i]) << 16;
-      std::memcpy(&cf[static_cast<size_t>(i)], &bits, 4);
-    }
+    for (int64_t i = 0; i < M * N; ++i) cf[static_cast<size_t>(i)] = float_from_bf16_bits(cb[i]);
   matmul(af.data(), trans_a, bf.data(), trans_b, cf.data(), M, N, K, alpha, beta);
-  const GemmOperand cf_op{cf.data(), false};
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < M * N; ++i) cb[i] = bf16_at(cf_op, 0, i, 0);
+  for (int64_t i = 0; i < M * N; ++i) cb[i] = bf16_bits_from_float(cf[static_cast<size_t>(i)]);
 }
 
 }  // namespace

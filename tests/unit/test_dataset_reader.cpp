@@ -29,16 +29,7 @@ std::vector<DatasetRow> read_all(const std::vector<std::string>& files, DatasetR
   return rows;
 }
 
-// The UserError message of `fn`, or "" when it does not throw one.
-template <class Fn>
-std::string user_error(Fn&& fn) {
-  try {
-    fn();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
+using trlhpc::testing::user_error;
 
 std::vector<std::string> names(const std::vector<std::string>& paths) {
   std::vector<std::string> out;

@@ -22,15 +22,7 @@ nlohmann::json expected_shas() {
   return nlohmann::json::parse(in);
 }
 
-template <class Fn>
-std::string user_error(Fn&& fn) {
-  try {
-    fn();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
+using trlhpc::testing::user_error;
 
 TEST(HubCache, CacheDirFollowsHuggingfaceHubPrecedence) {
   EXPECT_EQ(cache_dir_from("/a/hub", "/b", "/home/u"), "/a/hub");

@@ -189,6 +189,15 @@ nlohmann::ordered_json ColumnCursor::next_plain_value() {
   auto need = [&](size_t n) {
     if (n > left) throw FormatError("PLAIN values run past the end of their page");
   };
+  // A little-endian fixed-width value (the PLAIN encoding of INT32, INT64, FLOAT and DOUBLE).
+  auto fixed = [&](auto type_tag) {
+    using T = decltype(type_tag);
+    need(sizeof(T));
+    T v;
+    std::memcpy(&v, p + value_pos_, sizeof(T));
+    value_pos_ += sizeof(T);
+    return v;
+  };
   switch (static_cast<PhysicalType>(leaf_.physical_type)) {
     case PhysicalType::kBoolean: {
       need(1);
@@ -199,34 +208,10 @@ nlohmann::ordered_json ColumnCursor::next_plain_value() {
       }
       return v;
     }
-    case PhysicalType::kInt32: {
-      need(4);
-      int32_t v;
-      std::memcpy(&v, p + value_pos_, 4);
-      value_pos_ += 4;
-      return v;
-    }
-    case PhysicalType::kInt64: {
-      need(8);
-      int64_t v;
-      std::memcpy(&v, p + value_pos_, 8);
-      value_pos_ += 8;
-      return v;
-    }
-    case PhysicalType::kFloat: {
-      need(4);
-      float v;
-      std::memcpy(&v, p + value_pos_, 4);
-      value_pos_ += 4;
-      return static_cast<double>(v);
-    }
-    case PhysicalType::kDouble: {
-      need(8);
-      double v;
-      std::memcpy(&v, p + value_pos_, 8);
-      value_pos_ += 8;
-      return v;
-    }
+    case PhysicalType::kInt32: return fixed(int32_t{});
+    case PhysicalType::kInt64: return fixed(int64_t{});
+    case PhysicalType::kFloat: return static_cast<double>(fixed(float{}));
+    case PhysicalType::kDouble: return fixed(double{});
     case PhysicalType::kByteArray:
     case PhysicalType::kFixedLenByteArray: {
       size_t n = static_cast<size_t>(leaf_.type_length);
