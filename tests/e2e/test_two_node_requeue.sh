@@ -34,8 +34,23 @@ for _ in $(seq 1200); do grep -q "\"step\":$PREEMPT_AFTER," "$OUT/metrics.jsonl"
 grep -q "\"step\":$PREEMPT_AFTER," "$OUT/metrics.jsonl" || { cat "$WORK/job.out"; fail "the job did not reach step $PREEMPT_AFTER"; }
 scancel --signal=USR1 "$JOB"
 # SLURM holds a requeued job for a fixed 120 s (squeue reason BeginTime) before it may start again; the
-# test releases it at once to keep CI short (a real job just starts 2 minutes later).
+# test releases it early to keep CI short (a real job just starts 2 minutes later). Not at once: slurmd
+# revokes the killed run's job credential with a time stamp in whole seconds, and a relaunch of the same
+# job id within that second, or onto a node still completing the old run, can fail to launch (the job
+# then ends FAILED without running its script: seen once in CI). So: both nodes idle, and 3 s after the
+# hold was first seen.
 released=0
+held_since=0
+# What SLURM says about the job and its nodes, for a failure message.
+slurm_diagnostics() {
+  echo "--- scontrol show job $1"; scontrol show job "$1" 2>&1 || true
+  echo "--- sinfo"; sinfo -N 2>&1 || true
+  local log
+  for log in /var/log/slurm/slurmctld.log /var/log/slurm/slurmd-*.log; do
+    [[ -r $log ]] && { echo "--- $log (lines naming job $1)"; grep -E "JobId=$1([^0-9]|$)|\\[$1\\.|job $1([^0-9]|$)" "$log" | tail -n 15; }
+  done
+  return 0
+}
 done_state=""
 # Wait on scontrol's JobState, not on an empty squeue: squeue prints nothing on an error too (a busy
 # slurmctld timing out), which once ended this wait before the requeued run had started. Done = a final
@@ -51,14 +66,19 @@ for _ in $(seq 400); do
     *) finals=0 ;;
   esac
   if (( !released )) && [[ $state == PENDING ]] && grep -q "Reason=BeginTime" <<<"$info"; then
-    scontrol update JobId="$JOB" StartTime=now && released=1 && echo "released the requeued job from SLURM's requeue hold"
+    (( held_since )) || held_since=$SECONDS
+    busy=$(sinfo -h -N -o '%t' 2>/dev/null | grep -cv '^idle' || true)
+    if (( SECONDS - held_since >= 3 )) && [[ $busy == 0 ]]; then
+      scontrol update JobId="$JOB" StartTime=now && released=1 && echo "released the requeued job from SLURM's requeue hold"
+    fi
   fi
   sleep 1
 done
 echo "job $JOB ended: ${done_state:-still queued or running}"
-[[ -n $done_state ]] || { cat "$WORK/job.out"; fail "job $JOB still queued or running after 400 s"; }
+[[ -n $done_state ]] || { cat "$WORK/job.out"; slurm_diagnostics "$JOB"; fail "job $JOB still queued or running after 400 s"; }
 JOB_DONE=$JOB; JOB=""
 grep -v '^step' "$WORK/job.out"
+[[ $done_state == COMPLETED ]] || slurm_diagnostics "$JOB_DONE"
 grep -q "stopped by SIGUSR1 after step" "$WORK/job.out" || fail "no rank reported the preemption"
 [[ $(grep -c "^trlhpc: job $JOB_DONE on .*: 4 ranks" "$WORK/job.out") -eq 2 ]] || fail "the job did not run twice on 4 ranks"
 grep -q "requeueing job $JOB_DONE" "$WORK/job.out" || fail "the script did not requeue the job"
