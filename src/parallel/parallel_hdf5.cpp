@@ -69,6 +69,7 @@ ParallelHdf5File::~ParallelHdf5File() {
 }
 
 void ParallelHdf5File::close() {
+  if (file_.get() >= 0) agree_pending("the writes");
   datasets_.clear();
   if (file_.get() < 0) return;
   TRLHPC_CHECK_HDF5(H5Fclose(file_.release()));  // released first: an error is not followed by a second close
@@ -84,7 +85,8 @@ void ParallelHdf5File::create_dataset(const std::string& name, const Shape& shap
   const Hdf5Id dcpl(TRLHPC_CHECK_HDF5(H5Pcreate(H5P_DATASET_CREATE)), H5Pclose);
   TRLHPC_CHECK_HDF5(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY));
   const hid_t id = H5Dcreate2(file_.get(), name.c_str(), H5T_IEEE_F32LE, space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT);
-  agree(id >= 0, "creating dataset " + name);  // allocation happens here: a full disk shows first
+  // Allocation happens here: a full disk shows first. Recorded, agreed on by agree_pending().
+  if (id < 0) return note_failure("creating dataset " + name);
   datasets_[name] = Hdf5Id(id, H5Dclose);
 }
 
@@ -147,20 +149,34 @@ Hdf5Id ParallelHdf5File::select(const std::string& name, std::span<const Hdf5Blo
 }
 
 void ParallelHdf5File::write(const std::string& name, std::span<const Hdf5Block> blocks, std::span<const float> data) {
+  if (!failure_.empty()) return;  // this rank failed already (maybe creating `name`): agree_pending reports it
   int64_t count = 0;
   const Hdf5Id file_space = select(name, blocks, &count);
   TRLHPC_ASSERT(count == static_cast<int64_t>(data.size()), "write of " + name + ": the blocks hold " +
                                                                  std::to_string(count) + " elements, the buffer " +
                                                                  std::to_string(data.size()));
-  const hsize_t n = static_cast<hsize_t>(std::max<int64_t>(count, 1));
+  if (count == 0) return;
+  const hsize_t n = static_cast<hsize_t>(count);
   const Hdf5Id memory(TRLHPC_CHECK_HDF5(H5Screate_simple(1, &n, nullptr)), H5Sclose);
-  if (count == 0) TRLHPC_CHECK_HDF5(H5Sselect_none(memory.get()));
+  // Independent transfer: a rank writes its own blocks of space allocated at creation, with no
+  // collective per dataset. Collective MPI-IO (two-phase) costs several round trips per call, which
+  // across nodes made a save latency-bound (tiny-chat on the two local nodes: 50 s collective, 1.7 s
+  // independent with batched agreement; one node: 7 s and 1.2 s).
   const Hdf5Id transfer(TRLHPC_CHECK_HDF5(H5Pcreate(H5P_DATASET_XFER)), H5Pclose);
-  TRLHPC_CHECK_HDF5(H5Pset_dxpl_mpio(transfer.get(), H5FD_MPIO_COLLECTIVE));
-  const float dummy = 0;
-  const herr_t rc = H5Dwrite(dataset(name), H5T_NATIVE_FLOAT, memory.get(), file_space.get(), transfer.get(),
-                             count ? data.data() : &dummy);
-  agree(rc >= 0, "write of dataset " + name);
+  TRLHPC_CHECK_HDF5(H5Pset_dxpl_mpio(transfer.get(), H5FD_MPIO_INDEPENDENT));
+  if (H5Dwrite(dataset(name), H5T_NATIVE_FLOAT, memory.get(), file_space.get(), transfer.get(), data.data()) < 0)
+    note_failure("write of dataset " + name);
+}
+
+void ParallelHdf5File::note_failure(const std::string& what) {
+  if (failure_.empty()) failure_ = what + ": " + hdf5_error_string();
+}
+
+void ParallelHdf5File::agree_pending(const std::string& what) {
+  const bool ok = failure_.empty();
+  const std::string local = failure_;
+  failure_.clear();
+  agree(ok, what + (ok ? "" : " (" + local + ")"));
 }
 
 void ParallelHdf5File::agree(bool ok, const std::string& what) {

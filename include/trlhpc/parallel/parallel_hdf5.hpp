@@ -4,14 +4,16 @@
 // reads or writes only the rectangular blocks it owns.
 //
 //   create / open / create_dataset / open_dataset /         collective over the group (metadata
-//   has_dataset / close                                      operations are collective here: the file
+//   has_dataset / close / agree_pending                      operations are collective here: the file
 //                                                            is opened with collective metadata I/O)
-//   write                                                     collective (MPI-IO collective transfer):
-//                                                            every rank calls it for every dataset, in
-//                                                            the same order, a rank that owns nothing
-//                                                            with no blocks; the ranks agree on its
-//                                                            success (an error on one rank throws on all)
-//   read                                                      independent: any rank, any order
+//   write, read                                               independent (MPI-IO independent
+//                                                            transfer): each rank its own blocks
+//
+// Failures of create_dataset and write are agreed on in batches, not per call (one all-reduce per call
+// made cross-node saves latency-bound): each records the first local failure, later writes of that rank
+// are skipped, and agree_pending() (also the first step of close()) throws on every rank when any rank
+// recorded one. Every rank still makes every create_dataset call, so the collective metadata operations
+// stay matched after a local failure.
 //
 // Blocks are rectangles of a 2-D dataset (a 1-D dataset is one row). The elements of a rank's blocks
 // map to its buffer in the dataset's row-major order, which is how HDF5 iterates a union of hyperslabs
@@ -83,9 +85,12 @@ class ParallelHdf5File {
   Shape open_dataset(const std::string& name);
   bool has_dataset(const std::string& name) const;  // collective
 
-  // Collective over the group, once per dataset: writes data (sum of the blocks' numel elements) to
-  // this rank's blocks.
+  // Independent: writes data (sum of the blocks' numel elements) to this rank's blocks (none: nothing).
+  // A failure is recorded for agree_pending().
   void write(const std::string& name, std::span<const Hdf5Block> blocks, std::span<const float> data);
+  // Collective: throws RuntimeFailure on every rank, naming `what` and the first local failure, when any
+  // rank's create_dataset or write failed since the last agreement.
+  void agree_pending(const std::string& what);
   // Collective: `text` (the same on every rank) as a 1-D byte dataset `name`. A dataset rather than
   // an attribute: HDF5 attributes are limited to 64 KiB, a large model's manifest is not.
   void write_text(const std::string& name, const std::string& text);
@@ -101,6 +106,7 @@ class ParallelHdf5File {
   // Collective: throws on every rank when `ok` is false on any (an I/O error, e.g. a full disk, can
   // hit some ranks of a collective write only; the ranks must not part ways).
   void agree(bool ok, const std::string& what);
+  void note_failure(const std::string& what);  // keeps the first, with HDF5's error stack
   hid_t dataset(const std::string& name) const;
   // The file selection of `blocks` on `name`'s dataspace (none when empty) and its element count.
   Hdf5Id select(const std::string& name, std::span<const Hdf5Block> blocks, int64_t* count) const;
@@ -109,6 +115,7 @@ class ParallelHdf5File {
   Hdf5Id file_;
   Communicator* comm_ = nullptr;  // the group's
   std::map<std::string, Hdf5Id> datasets_;
+  std::string failure_;  // this rank's first create/write failure since the last agreement
 };
 
 }  // namespace trlhpc

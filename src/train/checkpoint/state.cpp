@@ -136,6 +136,7 @@ HostValues copy_source(ParallelModel& model, AdamW& optimizer, const StateLayout
 nlohmann::json write_state(ParallelHdf5File& file, Communicator& comm, const StateLayout& layout,
                            const StateSource& source) {
   for (const StatePart& part : layout.parts) file.create_dataset(part.dataset, part.shape);
+  file.agree_pending("creating the state datasets");
   std::vector<int64_t> sums(2 * layout.parts.size(), 0);
   for (size_t d = 0; d < layout.parts.size(); ++d) {
     const StatePart& part = layout.parts[d];
@@ -145,6 +146,7 @@ nlohmann::json write_state(ParallelHdf5File& file, Communicator& comm, const Sta
     file.write(part.dataset, part.blocks, data);
     add_checksum(&sums[2 * d], part.blocks, part.shape.back(), data);
   }
+  file.agree_pending("writing the state datasets");
   comm.all_reduce(std::span<int64_t>(sums));
   nlohmann::json datasets = nlohmann::json::object();
   for (size_t d = 0; d < layout.parts.size(); ++d)
