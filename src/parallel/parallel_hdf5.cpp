@@ -249,6 +249,20 @@ void ParallelHdf5File::write_text(const std::string& name, const std::string& te
   agree(rc >= 0, "write of dataset " + name);
 }
 
+std::string ParallelHdf5File::read_text(const std::string& name) {
+  const Shape shape = open_dataset(name);
+  // A text dataset is a manifest (megabytes at most); the bound keeps a damaged file from asking for
+  // an allocation of any size.
+  constexpr int64_t kMaxTextBytes = int64_t{1} << 30;
+  if (shape.size() != 1 || shape[0] > kMaxTextBytes)
+    throw UserError(path_ + ": dataset " + name + " is not a text of at most 1 GiB (shape " + shape_string(shape) +
+                    "); the file is damaged");
+  std::string text(static_cast<size_t>(shape[0]), '\0');
+  if (!text.empty())
+    TRLHPC_CHECK_HDF5(H5Dread(dataset(name), H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, text.data()));
+  return text;
+}
+
 void ParallelHdf5File::read(const std::string& name, std::span<const Hdf5Block> blocks, std::span<float> data) {
   int64_t count = 0;
   const Hdf5Id file_space = select(name, blocks, &count);

@@ -10,6 +10,7 @@
 
 #include "src/train/sft_loop.hpp"
 #include "trlhpc/core/error.hpp"
+#include "trlhpc/data/dataset/fingerprint.hpp"
 #include "trlhpc/io/hf_model_dir.hpp"
 #include "trlhpc/kernels/cpu.hpp"
 #include "trlhpc/parallel/memory_plan.hpp"
@@ -85,13 +86,16 @@ void load_initial_weights(const SftConfig& c, ParallelModel& model) {
   }
 }
 
-// What a checkpoint of this run must match to be resumed: the plan's model and tokenizer, the
-// training rows, the global batch (the sampler's rows of a step depend on it).
-nlohmann::json run_identity(const SftPlan& plan, const dataset::SftDataset& train, const SftLoop& loop) {
+// What a checkpoint of this run must match to be resumed: the plan's model and tokenizer, the seed (the
+// data order and the packing shuffle), the training rows by content and order (counts alone let the
+// same rows in another order resume silently), the global batch (the sampler's rows of a step depend on it).
+nlohmann::json run_identity(const SftConfig& c, const SftPlan& plan, const dataset::SftDataset& train,
+                            const SftLoop& loop) {
   nlohmann::json identity = plan.identity;
   const dataset::SftDataStats& st = train.stats();
+  identity["seed"] = c.seed;
   identity["dataset"] = {{"rows", train.num_rows()}, {"examples", st.examples}, {"tokens", st.tokens},
-                         {"target_tokens", st.target_tokens}};
+                         {"target_tokens", st.target_tokens}, {"content", dataset::dataset_fingerprint(train)}};
   identity["global_batch_size"] = loop.global_batch_size();
   identity["rows_per_epoch"] = loop.rows_per_epoch();  // --dataloader_drop_last may drop some
   return identity;
@@ -115,7 +119,7 @@ nlohmann::json run_record(const SftConfig& c, const SftPlan& plan, int64_t total
 // loads the checkpoint (on this layout, whatever layout wrote it) instead of the initial weights.
 void set_up_checkpoints(const SftConfig& c, const SftPlan& plan, const dataset::SftDataset& train, Trainer& trainer,
                         SftLoop& loop, MetricsLogger& logger, checkpoint::AsyncCheckpointSaver* async) {
-  const nlohmann::json identity = run_identity(plan, train, loop);
+  const nlohmann::json identity = run_identity(c, plan, train, loop);
   loop.set_checkpoints({c.output_dir, {}, identity, run_record(c, plan, loop.total_steps()), plan.tokenizer_dir,
                         c.save_total_limit},
                        c.save_steps, async);

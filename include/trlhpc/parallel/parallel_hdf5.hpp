@@ -108,6 +108,8 @@ class ParallelHdf5File {
   // Collective: `text` (the same on every rank) as a 1-D byte dataset `name`. A dataset rather than
   // an attribute: HDF5 attributes are limited to 64 KiB, a large model's manifest is not.
   void write_text(const std::string& name, const std::string& text);
+  // Collective (opens the dataset): the bytes of a write_text dataset.
+  std::string read_text(const std::string& name);
   // Independent: reads this rank's blocks into data.
   void read(const std::string& name, std::span<const Hdf5Block> blocks, std::span<float> data);
   // Collective: closes every dataset and the file; data is on disk (or in the file system's cache)

@@ -195,6 +195,30 @@ void require_state_file(const std::string& dir, const nlohmann::json& datasets) 
 }
 }  // namespace
 
+namespace {
+// manifest.json against the manifest state.h5 was written with (every rank reads it: the same verdict
+// everywhere). A file without that copy, or with one that is not JSON, is damaged.
+void require_embedded_manifest(const std::string& dir, const nlohmann::json& manifest, ParallelHdf5File& file) {
+  const char* name = "trlhpc_manifest";
+  if (!file.has_dataset(name))
+    throw UserError("checkpoint " + file.path() + " holds no copy of its manifest (dataset " + name +
+                    "): it was not written by trlhpc or is damaged; resume from another checkpoint");
+  std::string text = file.read_text(name);
+  while (!text.empty() && text.back() == '\0') text.pop_back();
+  // Untrusted like manifest.json: nesting bounded as read_manifest bounds it.
+  bool too_deep = false;
+  const nlohmann::json::parser_callback_t shallow = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+    if (depth > kMaxManifestNesting) too_deep = true;
+    return !too_deep;
+  };
+  const nlohmann::json embedded = nlohmann::json::parse(text, shallow, /*allow_exceptions=*/false);
+  if (embedded.is_discarded() || too_deep)
+    throw UserError("checkpoint " + file.path() + ": its copy of the manifest (dataset " + name +
+                    ") is not JSON: the file is damaged; resume from another checkpoint");
+  require_same_manifest(dir, manifest, embedded);
+}
+}  // namespace
+
 nlohmann::json open_manifest(const std::string& dir, const nlohmann::json& identity) {
   nlohmann::json manifest = read_manifest(dir);
   require_same_identity(dir, manifest.value("identity", nlohmann::json::object()), identity);
@@ -206,6 +230,7 @@ TrainingProgress load_checkpoint(const std::string& dir, const nlohmann::json& m
   const nlohmann::json& datasets = manifest_datasets(dir, manifest);
   require_state_file(dir, datasets);
   ParallelHdf5File file = ParallelHdf5File::open((fs::path(dir) / kStateFile).string(), model.groups().world());
+  require_embedded_manifest(dir, manifest, file);
   read_parameters(file, model, datasets);
   read_optimizer_state(file, model, trainer.optimizer(), datasets);
   file.close();
