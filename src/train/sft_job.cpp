@@ -13,6 +13,7 @@
 #include "trlhpc/data/dataset/fingerprint.hpp"
 #include "trlhpc/io/hf_model_dir.hpp"
 #include "trlhpc/kernels/cpu.hpp"
+#include "trlhpc/parallel/deadline_timer.hpp"
 #include "trlhpc/parallel/memory_plan.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/parallel/progress_thread.hpp"
@@ -206,6 +207,11 @@ int report_preemption(const SftConfig& c, int signal, const SftLoopOutcome& outc
 int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   const PreemptionWatch watch;  // SIGTERM / SIGUSR1 set a flag from here on
   const SftPlan plan = plan_sft_job(c, mpi.world_size());  // every check that needs no other rank
+  // The start-up exchanges made before the communicators (and their watchdogs) exist, topology
+  // discovery and the communicator splits and duplicates, are blocking MPI collectives: a rank that
+  // never arrives (a wedged node) is caught by this deadline instead (exit 2, naming the exchange).
+  DeadlineTimer startup(c.ddp_timeout);
+  startup.arm("start-up exchange (topology discovery and creating the communicators)");
   const Topology topology = set_up_compute(c, mpi);
   const bool is_main = mpi.world_rank() == 0;
   // --ddp_timeout: a collective that waits longer ends the job (exit 2), naming the phase set below.
@@ -215,6 +221,7 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   comm_options.timeout_seconds = c.ddp_timeout;
   comm_options.progress = make_progress_thread(parse_comm_progress(c.comm_progress), &progress_fallback);
   ProcessGroups groups(Mesh(plan.dims), mpi.world(), comm_options);
+  startup.disarm();  // from here on every exchange goes through the groups' communicators (watchdog)
   groups.set_phase("taking the output directory");
   // Before anything is written under --output_dir: global rank 0 locks it (one run per folder), then a
   // fresh run checks that it holds no earlier run, or removes that run's files with
@@ -256,7 +263,11 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   auto ops = make_cpu_ops();
   Trainer trainer(plan.model, *ops, groups, plan.trainer);
   std::optional<checkpoint::AsyncCheckpointSaver> async;  // --async_save: outlives the loop's saves
-  if (c.async_save) async.emplace(groups, c.ddp_timeout);
+  if (c.async_save) {
+    startup.arm("creating the communicator of --async_save");
+    async.emplace(groups, c.ddp_timeout);
+    startup.disarm();
+  }
   SftLoop loop(c, plan.schedule, trainer, train, eval ? &*eval : nullptr, logger, watch);
   set_up_checkpoints(c, plan, train, trainer, loop, logger, async ? &*async : nullptr);
   log_start(c, plan, trainer, topology, loop.total_steps(), logger);
