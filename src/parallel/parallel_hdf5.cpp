@@ -1,6 +1,7 @@
 #include "trlhpc/parallel/parallel_hdf5.hpp"
 
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -45,34 +46,71 @@ Hdf5Id mpio_file_access(ProcessGroup& group) {
                        "every node");
 }
 
+// HDF5 prints a screen of HDF5-DIAG for every failed call unless told not to; trlhpc reports the
+// innermost message itself (hdf5_error_string) in its exceptions.
+void quiet_hdf5_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
 std::vector<hsize_t> dims_of(const Shape& shape) { return std::vector<hsize_t>(shape.begin(), shape.end()); }
 
 }  // namespace
 
 ParallelHdf5File ParallelHdf5File::create(const std::string& path, ProcessGroup& group) {
+  quiet_hdf5_errors();
+  auto deadline = std::make_unique<DeadlineTimer>(group.timeout_seconds());
   const Hdf5Id fapl = mpio_file_access(group);
-  const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
+  hid_t id = -1;
+  {
+    const DeadlineTimer::Scope scope(*deadline, "parallel HDF5 H5Fcreate of " + path);
+    id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
+  }
   if (id < 0) refuse_file("create", path);
-  return ParallelHdf5File(path, Hdf5Id(id, H5Fclose), group.comm());
+  return ParallelHdf5File(path, Hdf5Id(id, H5Fclose), group.comm(), std::move(deadline));
 }
 
 ParallelHdf5File ParallelHdf5File::open(const std::string& path, ProcessGroup& group) {
+  quiet_hdf5_errors();
+  auto deadline = std::make_unique<DeadlineTimer>(group.timeout_seconds());
   const Hdf5Id fapl = mpio_file_access(group);
-  const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get());
+  hid_t id = -1;
+  {
+    const DeadlineTimer::Scope scope(*deadline, "parallel HDF5 H5Fopen of " + path);
+    id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get());
+  }
   if (id < 0) refuse_file("open", path);
-  return ParallelHdf5File(path, Hdf5Id(id, H5Fclose), group.comm());
+  return ParallelHdf5File(path, Hdf5Id(id, H5Fclose), group.comm(), std::move(deadline));
 }
 
 ParallelHdf5File::~ParallelHdf5File() {
+  if (!deadline_) return;  // moved from
+  const auto scope = within_deadline("H5Fclose");
   datasets_.clear();
   file_.reset();
 }
 
 void ParallelHdf5File::close() {
   if (file_.get() >= 0) agree_pending("the writes");
-  datasets_.clear();
   if (file_.get() < 0) return;
-  TRLHPC_CHECK_HDF5(H5Fclose(file_.release()));  // released first: an error is not followed by a second close
+  herr_t rc = 0;
+  {
+    const auto scope = within_deadline("H5Fclose");
+    datasets_.clear();
+    rc = H5Fclose(file_.release());  // released first: an error is not followed by a second close
+  }
+  agree(rc >= 0, "closing the file");
+}
+
+void ParallelHdf5File::discard() noexcept {
+  if (file_.get() < 0 || !deadline_) return;
+  // The bytes written so far are of no use: a file system that ran full gets them back before the close
+  // writes the metadata it holds. Rank 0 only (one file); the close is collective, so every rank
+  // reaches it after rank 0 truncated (a rank that is not rank 0 waits in H5Fclose's own
+  // synchronisation, bounded by the deadline).
+  if (comm_->rank() == 0 && ::truncate(path_.c_str(), 0) != 0) {
+    // Nothing more to do: the close below still runs, under the deadline.
+  }
+  const auto scope = within_deadline("H5Fclose (discarding the file after a failed write)");
+  datasets_.clear();
+  H5Fclose(file_.release());
 }
 
 void ParallelHdf5File::create_dataset(const std::string& name, const Shape& shape) {
@@ -84,7 +122,11 @@ void ParallelHdf5File::create_dataset(const std::string& name, const Shape& shap
   // Contiguous, allocated at creation: every rank's hyperslab writes land in a region all ranks agree on.
   const Hdf5Id dcpl(TRLHPC_CHECK_HDF5(H5Pcreate(H5P_DATASET_CREATE)), H5Pclose);
   TRLHPC_CHECK_HDF5(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY));
-  const hid_t id = H5Dcreate2(file_.get(), name.c_str(), H5T_IEEE_F32LE, space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT);
+  hid_t id = -1;
+  {
+    const auto scope = within_deadline("H5Dcreate", name);
+    id = H5Dcreate2(file_.get(), name.c_str(), H5T_IEEE_F32LE, space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT);
+  }
   // Allocation happens here: a full disk shows first. Recorded, agreed on by agree_pending().
   if (id < 0) return note_failure("creating dataset " + name);
   datasets_[name] = Hdf5Id(id, H5Dclose);
@@ -93,6 +135,7 @@ void ParallelHdf5File::create_dataset(const std::string& name, const Shape& shap
 Shape ParallelHdf5File::open_dataset(const std::string& name) {
   if (!datasets_.count(name)) {
     TRLHPC_ASSERT(has_dataset(name), path_ + " has no dataset " + name);
+    const auto scope = within_deadline("H5Dopen", name);
     datasets_[name] = Hdf5Id(TRLHPC_CHECK_HDF5(H5Dopen2(file_.get(), name.c_str(), H5P_DEFAULT)), H5Dclose);
   }
   const Hdf5Id space(TRLHPC_CHECK_HDF5(H5Dget_space(dataset(name))), H5Sclose);
@@ -104,6 +147,7 @@ Shape ParallelHdf5File::open_dataset(const std::string& name) {
 
 bool ParallelHdf5File::has_dataset(const std::string& name) const {
   // Each path component must exist before the next is asked about (H5Lexists' rule).
+  const auto scope = within_deadline("H5Lexists", name);
   for (size_t slash = name.find('/'); ; slash = name.find('/', slash + 1)) {
     const std::string prefix = slash == std::string::npos ? name : name.substr(0, slash);
     if (TRLHPC_CHECK_HDF5(H5Lexists(file_.get(), prefix.c_str(), H5P_DEFAULT)) <= 0) return false;
@@ -164,8 +208,12 @@ void ParallelHdf5File::write(const std::string& name, std::span<const Hdf5Block>
   // independent with batched agreement; one node: 7 s and 1.2 s).
   const Hdf5Id transfer(TRLHPC_CHECK_HDF5(H5Pcreate(H5P_DATASET_XFER)), H5Pclose);
   TRLHPC_CHECK_HDF5(H5Pset_dxpl_mpio(transfer.get(), H5FD_MPIO_INDEPENDENT));
-  if (H5Dwrite(dataset(name), H5T_NATIVE_FLOAT, memory.get(), file_space.get(), transfer.get(), data.data()) < 0)
-    note_failure("write of dataset " + name);
+  herr_t rc = -1;
+  {
+    const auto scope = within_deadline("H5Dwrite", name);
+    rc = H5Dwrite(dataset(name), H5T_NATIVE_FLOAT, memory.get(), file_space.get(), transfer.get(), data.data());
+  }
+  if (rc < 0) note_failure("write of dataset " + name);
 }
 
 void ParallelHdf5File::note_failure(const std::string& what) {
@@ -191,7 +239,11 @@ void ParallelHdf5File::agree(bool ok, const std::string& what) {
 void ParallelHdf5File::write_text(const std::string& name, const std::string& text) {
   const hsize_t n = std::max<hsize_t>(text.size(), 1);
   const Hdf5Id space(TRLHPC_CHECK_HDF5(H5Screate_simple(1, &n, nullptr)), H5Sclose);
-  const hid_t id = H5Dcreate2(file_.get(), name.c_str(), H5T_NATIVE_UCHAR, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t id = -1;
+  {
+    const auto scope = within_deadline("H5Dcreate", name);
+    id = H5Dcreate2(file_.get(), name.c_str(), H5T_NATIVE_UCHAR, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  }
   agree(id >= 0, "creating dataset " + name);
   const Hdf5Id dataset_id(id, H5Dclose);
   // Rank 0 writes the bytes, the others take part in the collective write with nothing selected.
@@ -205,8 +257,26 @@ void ParallelHdf5File::write_text(const std::string& name, const std::string& te
   const Hdf5Id transfer(TRLHPC_CHECK_HDF5(H5Pcreate(H5P_DATASET_XFER)), H5Pclose);
   TRLHPC_CHECK_HDF5(H5Pset_dxpl_mpio(transfer.get(), H5FD_MPIO_COLLECTIVE));
   const std::string bytes = text.empty() ? std::string(1, '\0') : text;
-  const herr_t rc = H5Dwrite(id, H5T_NATIVE_UCHAR, memory.get(), file_space.get(), transfer.get(), bytes.data());
+  herr_t rc = -1;
+  {
+    const auto scope = within_deadline("H5Dwrite", name);
+    rc = H5Dwrite(id, H5T_NATIVE_UCHAR, memory.get(), file_space.get(), transfer.get(), bytes.data());
+  }
   agree(rc >= 0, "write of dataset " + name);
+}
+
+std::string ParallelHdf5File::read_text(const std::string& name) {
+  const Shape shape = open_dataset(name);
+  // A text dataset is a manifest (megabytes at most); the bound keeps a damaged file from asking for
+  // an allocation of any size.
+  constexpr int64_t kMaxTextBytes = int64_t{1} << 30;
+  if (shape.size() != 1 || shape[0] > kMaxTextBytes)
+    throw UserError(path_ + ": dataset " + name + " is not a text of at most 1 GiB (shape " + shape_string(shape) +
+                    "); the file is damaged");
+  std::string text(static_cast<size_t>(shape[0]), '\0');
+  if (!text.empty())
+    TRLHPC_CHECK_HDF5(H5Dread(dataset(name), H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, text.data()));
+  return text;
 }
 
 void ParallelHdf5File::read(const std::string& name, std::span<const Hdf5Block> blocks, std::span<float> data) {

@@ -10,8 +10,10 @@
 
 #include "src/train/sft_loop.hpp"
 #include "trlhpc/core/error.hpp"
+#include "trlhpc/data/dataset/fingerprint.hpp"
 #include "trlhpc/io/hf_model_dir.hpp"
 #include "trlhpc/kernels/cpu.hpp"
+#include "trlhpc/parallel/deadline_timer.hpp"
 #include "trlhpc/parallel/memory_plan.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/parallel/progress_thread.hpp"
@@ -85,13 +87,16 @@ void load_initial_weights(const SftConfig& c, ParallelModel& model) {
   }
 }
 
-// What a checkpoint of this run must match to be resumed: the plan's model and tokenizer, the
-// training rows, the global batch (the sampler's rows of a step depend on it).
-nlohmann::json run_identity(const SftPlan& plan, const dataset::SftDataset& train, const SftLoop& loop) {
+// What a checkpoint of this run must match to be resumed: the plan's model and tokenizer, the seed (the
+// data order and the packing shuffle), the training rows by content and order (counts alone let the
+// same rows in another order resume silently), the global batch (the sampler's rows of a step depend on it).
+nlohmann::json run_identity(const SftConfig& c, const SftPlan& plan, const dataset::SftDataset& train,
+                            const SftLoop& loop) {
   nlohmann::json identity = plan.identity;
   const dataset::SftDataStats& st = train.stats();
+  identity["seed"] = c.seed;
   identity["dataset"] = {{"rows", train.num_rows()}, {"examples", st.examples}, {"tokens", st.tokens},
-                         {"target_tokens", st.target_tokens}};
+                         {"target_tokens", st.target_tokens}, {"content", dataset::dataset_fingerprint(train)}};
   identity["global_batch_size"] = loop.global_batch_size();
   identity["rows_per_epoch"] = loop.rows_per_epoch();  // --dataloader_drop_last may drop some
   return identity;
@@ -115,7 +120,7 @@ nlohmann::json run_record(const SftConfig& c, const SftPlan& plan, int64_t total
 // loads the checkpoint (on this layout, whatever layout wrote it) instead of the initial weights.
 void set_up_checkpoints(const SftConfig& c, const SftPlan& plan, const dataset::SftDataset& train, Trainer& trainer,
                         SftLoop& loop, MetricsLogger& logger, checkpoint::AsyncCheckpointSaver* async) {
-  const nlohmann::json identity = run_identity(plan, train, loop);
+  const nlohmann::json identity = run_identity(c, plan, train, loop);
   loop.set_checkpoints({c.output_dir, {}, identity, run_record(c, plan, loop.total_steps()), plan.tokenizer_dir,
                         c.save_total_limit},
                        c.save_steps, async);
@@ -202,6 +207,11 @@ int report_preemption(const SftConfig& c, int signal, const SftLoopOutcome& outc
 int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   const PreemptionWatch watch;  // SIGTERM / SIGUSR1 set a flag from here on
   const SftPlan plan = plan_sft_job(c, mpi.world_size());  // every check that needs no other rank
+  // The start-up exchanges made before the communicators (and their watchdogs) exist, topology
+  // discovery and the communicator splits and duplicates, are blocking MPI collectives: a rank that
+  // never arrives (a wedged node) is caught by this deadline instead (exit 2, naming the exchange).
+  DeadlineTimer startup(c.ddp_timeout);
+  startup.arm("start-up exchange (topology discovery and creating the communicators)");
   const Topology topology = set_up_compute(c, mpi);
   const bool is_main = mpi.world_rank() == 0;
   // --ddp_timeout: a collective that waits longer ends the job (exit 2), naming the phase set below.
@@ -211,6 +221,7 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   comm_options.timeout_seconds = c.ddp_timeout;
   comm_options.progress = make_progress_thread(parse_comm_progress(c.comm_progress), &progress_fallback);
   ProcessGroups groups(Mesh(plan.dims), mpi.world(), comm_options);
+  startup.disarm();  // from here on every exchange goes through the groups' communicators (watchdog)
   groups.set_phase("taking the output directory");
   // Before anything is written under --output_dir: global rank 0 locks it (one run per folder), then a
   // fresh run checks that it holds no earlier run, or removes that run's files with
@@ -252,7 +263,11 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   auto ops = make_cpu_ops();
   Trainer trainer(plan.model, *ops, groups, plan.trainer);
   std::optional<checkpoint::AsyncCheckpointSaver> async;  // --async_save: outlives the loop's saves
-  if (c.async_save) async.emplace(groups, c.ddp_timeout);
+  if (c.async_save) {
+    startup.arm("creating the communicator of --async_save");
+    async.emplace(groups, c.ddp_timeout);
+    startup.disarm();
+  }
   SftLoop loop(c, plan.schedule, trainer, train, eval ? &*eval : nullptr, logger, watch);
   set_up_checkpoints(c, plan, train, trainer, loop, logger, async ? &*async : nullptr);
   log_start(c, plan, trainer, topology, loop.total_steps(), logger);

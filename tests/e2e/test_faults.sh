@@ -126,7 +126,7 @@ if mount -t tmpfs -o size=13M tmpfs "$WORK/small" 2>/dev/null; then
     sft 2 "$SMALL/out" "$WORK/full-disk-$mode.log" --max_steps 6 --save_steps 2 --dataset_cache_dir none "${flags[@]}"
     rc=$?
     [ $rc -eq 2 ] || { fail "full disk ($mode): exit $rc, want 2"; tail -3 "$WORK/full-disk-$mode.log"; }
-    grep -q "saving the checkpoint of step 4 into .* failed.*The disk may be full" "$WORK/full-disk-$mode.log" ||
+    grep -q "disk full: the checkpoint of step 4 needs about .* --output_dir $SMALL/out" "$WORK/full-disk-$mode.log" ||
       fail "full disk ($mode): no message"
     [ -f "$SMALL/out/checkpoint-2/manifest.json" ] || fail "full disk ($mode): checkpoint-2 damaged"
     [ "$(cat "$SMALL/out/latest")" = "checkpoint-2" ] || fail "full disk ($mode): latest moved"

@@ -91,6 +91,32 @@ expect state-not-hdf5 2 1 "checkpoint-2/state.h5 is not an HDF5 file" sft $TINY 
   --output_dir "$WORK/e7" --resume_from_checkpoint "$WORK/e7/checkpoint-2"
 rm -rf "$WORK/e7/checkpoint-2.orig"
 
+# Item 6: resume identity. The dataset by content and order (not counts): the same rows in another order
+# are refused; manifest.json is checked against the copy written inside state.h5 (an edited step is not
+# believed); another --seed is named as such, not as "another dataset".
+mkdir -p "$WORK/d6"
+cp "$ROOT/examples/tiny-chat/train.jsonl" "$WORK/d6/train.jsonl"
+TINY6="--model_config $ROOT/examples/tiny-chat/config.json --tokenizer $ROOT/examples/tiny-chat
+  --dataset_name $WORK/d6/train.jsonl --max_length 128 --packing --per_device_train_batch_size 2
+  --logging_steps 1 --comm_progress none --output_dir $WORK/e6 --save_steps 2"
+expect ident-base 2 0 "checkpoint saved" sft $TINY6 --max_steps 2
+cp -r "$WORK/e6/checkpoint-2" "$WORK/e6-checkpoint-2.orig"
+expect ident-seed 2 1 "another --seed (it decides the data order and the packing shuffle) than the checkpoint (seed: checkpoint 42, this run 7)" \
+  sft $TINY6 --max_steps 3 --resume_from_checkpoint latest --seed 7
+python3 - "$WORK/e6/checkpoint-2/manifest.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1])); m["step"] = 1
+json.dump(m, open(sys.argv[1], "w"), indent=1)
+PY
+expect ident-manifest-step 2 1 "manifest.json does not match the manifest written inside state.h5 with the tensors (manifest.step: the copy in state.h5 2, manifest.json 1)" \
+  sft $TINY6 --max_steps 3 --resume_from_checkpoint latest
+cp "$WORK/e6-checkpoint-2.orig/manifest.json" "$WORK/e6/checkpoint-2/manifest.json"
+tac "$ROOT/examples/tiny-chat/train.jsonl" > "$WORK/d6/train.jsonl"  # the same rows, last first
+expect ident-reordered 2 1 "another dataset (its rows, their order, or packing / max_length) than the checkpoint (dataset.content:" \
+  sft $TINY6 --max_steps 3 --resume_from_checkpoint latest
+cp "$ROOT/examples/tiny-chat/train.jsonl" "$WORK/d6/train.jsonl"
+expect ident-same 2 0 "resumed from $WORK/e6/checkpoint-2 after step 2" sft $TINY6 --max_steps 3 --resume_from_checkpoint latest
+
 # Item 4: a fresh run into a folder holding an earlier run is refused; --overwrite_output_dir removes
 # the earlier run's files (listed in the log) so metrics.jsonl and checkpoints are this run's only;
 # `latest` and the directory scan must agree.

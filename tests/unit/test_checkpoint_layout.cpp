@@ -159,6 +159,43 @@ TEST(CheckpointManifest, IdentityDifferencesAreNamed) {
   EXPECT_EQ(error_of([&] { checkpoint::require_same_identity("ck", saved, partial); }), "");
 }
 
+// Issue 30 item 6: another seed is named as the seed (it also changes the dataset's packing shuffle, so
+// the dataset check would blame the data), and a checkpoint that records no seed or dataset (an earlier
+// trlhpc) is refused saying so, not as "another seed".
+TEST(CheckpointManifest, SeedIsNamedBeforeTheDataset) {
+  using json = nlohmann::json;
+  const json saved = {{"seed", 42}, {"dataset", {{"rows", 10}, {"content", "aaaa"}}}};
+  json current = saved;
+  current["seed"] = 7u;
+  current["dataset"]["content"] = "bbbb";
+  const std::string seed_error = error_of([&] { checkpoint::require_same_identity("ck", saved, current); });
+  EXPECT_NE(seed_error.find("another --seed"), std::string::npos) << seed_error;
+  EXPECT_NE(seed_error.find("seed: checkpoint 42, this run 7"), std::string::npos) << seed_error;
+  current["seed"] = 42;
+  const std::string data_error = error_of([&] { checkpoint::require_same_identity("ck", saved, current); });
+  EXPECT_NE(data_error.find("another dataset (its rows, their order"), std::string::npos) << data_error;
+  EXPECT_NE(data_error.find("dataset.content"), std::string::npos) << data_error;
+  json old = saved;
+  old.erase("seed");
+  const std::string old_error = error_of([&] { checkpoint::require_same_identity("ck", old, saved); });
+  EXPECT_NE(old_error.find("does not record its seed"), std::string::npos) << old_error;
+}
+
+// manifest.json must be the manifest written inside state.h5: an edited step is named with both values.
+TEST(CheckpointManifest, ManifestFileIsCheckedAgainstTheEmbeddedCopy) {
+  using json = nlohmann::json;
+  const json embedded = {{"step", 4}, {"sampler", {{"epoch", 0}, {"step", 4}}}, {"identity", {{"seed", 42}}}};
+  json file = json::parse(embedded.dump(1));  // as written and read back: equal
+  EXPECT_EQ(error_of([&] { checkpoint::require_same_manifest("ck", file, embedded); }), "");
+  file["step"] = 5;
+  const std::string error = error_of([&] { checkpoint::require_same_manifest("ck", file, embedded); });
+  EXPECT_NE(error.find("manifest.step: the copy in state.h5 4, manifest.json 5"), std::string::npos) << error;
+  file = embedded;
+  file["sampler"]["step"] = 1;
+  EXPECT_NE(error_of([&] { checkpoint::require_same_manifest("ck", file, embedded); }).find("manifest.sampler.step"),
+            std::string::npos);
+}
+
 TEST(CheckpointManifest, TokenizerFingerprintFollowsTheFiles) {
   const fs::path dir = testing::make_temp_dir("ckpt-tok");
   EXPECT_EQ(checkpoint::tokenizer_fingerprint(dir.string()), "");

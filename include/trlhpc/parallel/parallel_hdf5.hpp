@@ -19,17 +19,33 @@
 // map to its buffer in the dataset's row-major order, which is how HDF5 iterates a union of hyperslabs
 // whatever order they were added in: callers list blocks of ascending position (checked).
 //
+// Agreed failure and a deadline (issue 30): HDF5's own error paths inside a collective are not collective
+// (a metadata write that fails on one rank in H5Fclose makes it skip a broadcast the others wait in
+// forever), so
+//   - every collective call that can fail on some ranks only (dataset create, write) is followed by an
+//     all-reduce of its status: all ranks throw, or none;
+//   - after an agreed failure of a file being written, discard() closes it without the data the failure
+//     left (rank 0 truncates it first, giving a full disk's space back to the close's metadata writes);
+//   - every collective HDF5 call runs under a DeadlineTimer (deadline_timer.hpp) of the group's
+//     --ddp_timeout: one that still hangs ends the job (exit 2) with a line naming the call and file,
+//     after the expiry hook (set_expiry_hook: the checkpoint writer removes its partial folder).
+// HDF5's automatic error printing (HDF5-DIAG screens) is turned off: errors are reported by the
+// exceptions, with HDF5's innermost message.
+//
 // File locking: HDF5 1.10.7+ locks files it opens; some Lustre/NFS mounts have no flock and the open
 // fails. The error then says to set HDF5_USE_FILE_LOCKING=FALSE (read by HDF5 itself).
 #include <hdf5.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "trlhpc/core/tensor.hpp"
+#include "trlhpc/parallel/deadline_timer.hpp"
 
 namespace trlhpc {
 
@@ -74,11 +90,14 @@ class ParallelHdf5File {
   // path (and the file-locking hint) when HDF5 refuses.
   static ParallelHdf5File create(const std::string& path, ProcessGroup& group);
   static ParallelHdf5File open(const std::string& path, ProcessGroup& group);
-  ~ParallelHdf5File();  // closes (collective); call close() to see errors
+  ~ParallelHdf5File();  // closes (collective, under the deadline); call close() to see errors
   ParallelHdf5File(ParallelHdf5File&&) noexcept = default;
   ParallelHdf5File& operator=(ParallelHdf5File&&) noexcept = default;
 
   const std::string& path() const { return path_; }
+  bool is_open() const { return file_.get() >= 0; }
+  // Runs (on the timer's thread) before a deadline's abort: e.g. removing the partial checkpoint.
+  void set_expiry_hook(std::function<void()> hook) { deadline_->set_expiry_hook(std::move(hook)); }
   // Collective: a float32 dataset of `shape` (1-D or 2-D) named `name` ("a/b/c": groups created).
   void create_dataset(const std::string& name, const Shape& shape);
   // Collective: opens an existing dataset for read / write. Its shape, or RuntimeFailure if absent.
@@ -94,15 +113,26 @@ class ParallelHdf5File {
   // Collective: `text` (the same on every rank) as a 1-D byte dataset `name`. A dataset rather than
   // an attribute: HDF5 attributes are limited to 64 KiB, a large model's manifest is not.
   void write_text(const std::string& name, const std::string& text);
+  // Collective (opens the dataset): the bytes of a write_text dataset.
+  std::string read_text(const std::string& name);
   // Independent: reads this rank's blocks into data.
   void read(const std::string& name, std::span<const Hdf5Block> blocks, std::span<float> data);
   // Collective: closes every dataset and the file; data is on disk (or in the file system's cache)
-  // when it returns on every rank.
+  // when it returns on every rank. The ranks agree on its success.
   void close();
+  // Collective, after a failure every rank agreed on while writing a file created here: rank 0
+  // truncates the file to nothing (the folder holding it is to be deleted; a full disk gets its space
+  // back for the metadata the close still writes), then the file is closed, its errors ignored.
+  void discard() noexcept;
 
  private:
-  ParallelHdf5File(std::string path, Hdf5Id file, Communicator& comm)
-      : path_(std::move(path)), file_(std::move(file)), comm_(&comm) {}
+  ParallelHdf5File(std::string path, Hdf5Id file, Communicator& comm, std::unique_ptr<DeadlineTimer> deadline)
+      : path_(std::move(path)), file_(std::move(file)), comm_(&comm), deadline_(std::move(deadline)) {}
+  // `call` ("H5Dwrite of params/x") under the deadline.
+  DeadlineTimer::Scope within_deadline(const char* call, const std::string& object = "") const {
+    return DeadlineTimer::Scope(*deadline_, std::string("parallel HDF5 ") + call + (object.empty() ? "" : " " + object) +
+                                                " of " + path_);
+  }
   // Collective: throws on every rank when `ok` is false on any (an I/O error, e.g. a full disk, can
   // hit some ranks of a collective write only; the ranks must not part ways).
   void agree(bool ok, const std::string& what);
@@ -114,6 +144,7 @@ class ParallelHdf5File {
   std::string path_;
   Hdf5Id file_;
   Communicator* comm_ = nullptr;  // the group's
+  std::unique_ptr<DeadlineTimer> deadline_;  // the group's --ddp_timeout, for every collective HDF5 call
   std::map<std::string, Hdf5Id> datasets_;
   std::string failure_;  // this rank's first create/write failure since the last agreement
 };

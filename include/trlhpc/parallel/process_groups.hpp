@@ -44,6 +44,9 @@ class ProcessGroup {
   const std::vector<int>& members() const { return members_; }  // (size) world ranks, index = group rank
   Communicator& comm() { return *communicator_; }
   MPI_Comm mpi_comm() const { return comm_.get(); }
+  // --ddp_timeout of this group's collectives (<= 0: none); also the deadline of the parallel HDF5
+  // calls made over it (parallel_hdf5.hpp).
+  double timeout_seconds() const { return communicator_->watchdog().timeout_seconds(); }
 
  private:
   GroupKind kind_;

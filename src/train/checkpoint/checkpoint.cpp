@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/model/parameter_names.hpp"
@@ -10,6 +11,7 @@
 #include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/parallel/root_action.hpp"
 #include "trlhpc/train/checkpoint/commit.hpp"
+#include "trlhpc/train/checkpoint/disk_space.hpp"
 #include "trlhpc/train/checkpoint/manifest.hpp"
 #include "trlhpc/train/checkpoint/state.hpp"
 
@@ -43,19 +45,40 @@ nlohmann::json manifest_of(const SaveRequest& request, const nlohmann::json& dat
 
 namespace {
 
-// A failed write (a full disk, an I/O error) on any rank: every rank learns it (the failing rank's
-// text is not shared: each rank names its own, the first line says which step), the .tmp folder is
-// removed to give the space back, and nothing earlier was touched.
+// A failed write (a full disk, an I/O error) on any rank: every rank learns it, the .tmp folder is
+// removed to give the space back, and nothing earlier was touched. Rank 0 tells a full disk (its file
+// system has less room than the checkpoint needs, counting the partial folder) from other failures, so
+// every rank says the same; other failures keep each rank's own text (the first line says which step).
 [[noreturn]] void abandon_save(Communicator& comm, const SaveRequest& request, const std::string& tmp,
-                               const std::string& local_error) {
+                               int64_t need_bytes, const std::string& local_error) {
+  std::string verdict;
   run_on_root(comm, [&] {
+    verdict = disk_full_verdict(tmp, request.output_dir, request.progress.step, need_bytes);
     std::error_code ec;
     fs::remove_all(tmp, ec);
   });
+  broadcast_text(comm, verdict);
+  if (!verdict.empty()) throw RuntimeFailure(verdict);
   throw RuntimeFailure("saving the checkpoint of step " + std::to_string(request.progress.step) +
                        " into " + tmp + " failed" + (local_error.empty() ? " on another rank" : ": " + local_error) +
-                       ". The disk may be full (ENOSPC) or failing (EIO); the earlier checkpoints and the output "
-                       "directory are untouched. Free space and resume with --resume_from_checkpoint latest");
+                       ". The disk may be failing (EIO) or full; the earlier checkpoints and the output "
+                       "directory are untouched. Fix the file system and resume with --resume_from_checkpoint latest");
+}
+
+// The bytes this checkpoint will take (disk_space.hpp): its datasets' data, and the manifest as it will
+// be written (checksums are fixed-width, so placeholders give its size).
+int64_t bytes_needed(const SaveRequest& request, const StateLayout& layout, int64_t optimizer_step) {
+  int64_t data_bytes = 0;
+  nlohmann::json datasets = nlohmann::json::object();
+  for (const StatePart& part : layout.parts) {
+    int64_t elements = 1;
+    for (const int64_t d : part.shape) elements *= d;
+    data_bytes += 4 * elements;
+    datasets[part.dataset] = {{"shape", part.shape}, {"checksum", std::string(32, '0')}};
+  }
+  const int64_t manifest_bytes = static_cast<int64_t>(manifest_of(request, datasets, optimizer_step).dump(1).size()) + 1;
+  return checkpoint_bytes_estimate(data_bytes, static_cast<int64_t>(layout.parts.size()), manifest_bytes,
+                                   request.tokenizer_dir);
 }
 
 }  // namespace
@@ -63,28 +86,53 @@ namespace {
 std::string write_checkpoint(const SaveRequest& request, ProcessGroup& group, const StateLayout& layout,
                              const StateSource& source, int64_t optimizer_step) {
   Communicator& comm = group.comm();
-  run_on_root(comm, [&] { begin_save(request.output_dir, request.progress.step); });
   const std::string tmp = checkpoint_dir(request.output_dir, request.progress.step) + ".tmp";  // every rank's path
+  const int64_t need_bytes = bytes_needed(request, layout, optimizer_step);
+  // Room first, while no HDF5 file is open: a full disk is refused here on every rank (run_on_root),
+  // with the partial folder removed.
+  run_on_root(comm, [&] {
+    begin_save(request.output_dir, request.progress.step);
+    try {
+      reserve_space(tmp, request.output_dir, request.progress.step, need_bytes);
+    } catch (...) {
+      std::error_code ec;
+      fs::remove_all(tmp, ec);
+      throw;
+    }
+  });
   std::string error;
   nlohmann::json manifest;
+  std::optional<ParallelHdf5File> file;
   try {
-    ParallelHdf5File file = ParallelHdf5File::create((fs::path(tmp) / kStateFile).string(), group);
-    const nlohmann::json datasets = write_state(file, comm, layout, source);
+    if (comm.rank() == 0) release_space(tmp);  // the space the state file takes next (H5Fcreate is collective)
+    file.emplace(ParallelHdf5File::create((fs::path(tmp) / kStateFile).string(), group));
+    // Past the deadline of an HDF5 collective the job aborts; rank 0 removes the partial folder first.
+    if (comm.rank() == 0)
+      file->set_expiry_hook([tmp] {
+        std::error_code ec;
+        fs::remove_all(tmp, ec);
+      });
+    const nlohmann::json datasets = write_state(*file, comm, layout, source);
     manifest = manifest_of(request, datasets, optimizer_step);
-    file.write_text("trlhpc_manifest", manifest.dump());
-    file.close();
+    file->write_text("trlhpc_manifest", manifest.dump());
+    file->close();
   } catch (const std::exception& e) {
     error = e.what();
   }
+  // Every step above agrees across ranks when it fails (parallel_hdf5.hpp); this covers a local error
+  // (the ranks then part ways only until the HDF5 deadline).
   int32_t failed = error.empty() ? 0 : 1;
   comm.all_reduce(std::span<int32_t>(&failed, 1), ReduceOp::Max);
-  if (failed) abandon_save(comm, request, tmp, error);
+  if (failed) {
+    if (file) file->discard();  // closed without its data, before the folder goes
+    abandon_save(comm, request, tmp, need_bytes, error);
+  }
   try {
     run_on_root(comm, [&] {
       commit_save(request.output_dir, request.progress.step, manifest, request.tokenizer_dir, request.save_total_limit);
     });
   } catch (const std::exception& e) {
-    abandon_save(comm, request, tmp, e.what());
+    abandon_save(comm, request, tmp, need_bytes, e.what());
   }
   return checkpoint_dir(request.output_dir, request.progress.step);
 }
@@ -147,6 +195,30 @@ void require_state_file(const std::string& dir, const nlohmann::json& datasets) 
 }
 }  // namespace
 
+namespace {
+// manifest.json against the manifest state.h5 was written with (every rank reads it: the same verdict
+// everywhere). A file without that copy, or with one that is not JSON, is damaged.
+void require_embedded_manifest(const std::string& dir, const nlohmann::json& manifest, ParallelHdf5File& file) {
+  const char* name = "trlhpc_manifest";
+  if (!file.has_dataset(name))
+    throw UserError("checkpoint " + file.path() + " holds no copy of its manifest (dataset " + name +
+                    "): it was not written by trlhpc or is damaged; resume from another checkpoint");
+  std::string text = file.read_text(name);
+  while (!text.empty() && text.back() == '\0') text.pop_back();
+  // Untrusted like manifest.json: nesting bounded as read_manifest bounds it.
+  bool too_deep = false;
+  const nlohmann::json::parser_callback_t shallow = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+    if (depth > kMaxManifestNesting) too_deep = true;
+    return !too_deep;
+  };
+  const nlohmann::json embedded = nlohmann::json::parse(text, shallow, /*allow_exceptions=*/false);
+  if (embedded.is_discarded() || too_deep)
+    throw UserError("checkpoint " + file.path() + ": its copy of the manifest (dataset " + name +
+                    ") is not JSON: the file is damaged; resume from another checkpoint");
+  require_same_manifest(dir, manifest, embedded);
+}
+}  // namespace
+
 nlohmann::json open_manifest(const std::string& dir, const nlohmann::json& identity) {
   nlohmann::json manifest = read_manifest(dir);
   require_same_identity(dir, manifest.value("identity", nlohmann::json::object()), identity);
@@ -158,6 +230,7 @@ TrainingProgress load_checkpoint(const std::string& dir, const nlohmann::json& m
   const nlohmann::json& datasets = manifest_datasets(dir, manifest);
   require_state_file(dir, datasets);
   ParallelHdf5File file = ParallelHdf5File::open((fs::path(dir) / kStateFile).string(), model.groups().world());
+  require_embedded_manifest(dir, manifest, file);
   read_parameters(file, model, datasets);
   read_optimizer_state(file, model, trainer.optimizer(), datasets);
   file.close();

@@ -124,26 +124,31 @@ nlohmann::json read_manifest(const std::string& dir) {
 
 namespace {
 
-std::string first_difference(const nlohmann::json& saved, const nlohmann::json& current, const std::string& where) {
+// The first difference between `saved` and `current` at path `where`, naming them as saved_name and
+// current_name ("checkpoint", "this run"); "" when equal.
+std::string first_difference(const nlohmann::json& saved, const nlohmann::json& current, const std::string& where,
+                             const char* saved_name = "checkpoint", const char* current_name = "this run") {
   // Numbers compare by value (a parsed 910 is unsigned, a computed one signed).
   if (saved.is_object() != current.is_object() || saved.is_array() != current.is_array() ||
       (!saved.is_structured() && saved != current))
-    return where + ": checkpoint " + saved.dump() + ", this run " + current.dump();
+    return where + ": " + saved_name + " " + saved.dump() + ", " + current_name + " " + current.dump();
   if (saved.is_object()) {
     for (auto it = saved.begin(); it != saved.end(); ++it) {
-      if (!current.contains(it.key())) return where + "." + it.key() + ": missing in this run";
-      const std::string d = first_difference(it.value(), current.at(it.key()), where + "." + it.key());
+      if (!current.contains(it.key())) return where + "." + it.key() + ": missing in " + current_name;
+      const std::string d =
+          first_difference(it.value(), current.at(it.key()), where + "." + it.key(), saved_name, current_name);
       if (!d.empty()) return d;
     }
     for (auto it = current.begin(); it != current.end(); ++it)
-      if (!saved.contains(it.key())) return where + "." + it.key() + ": missing in the checkpoint";
+      if (!saved.contains(it.key())) return where + "." + it.key() + ": missing in " + saved_name;
   }
   if (saved.is_array()) {
     if (saved.size() != current.size())
-      return where + ": " + std::to_string(saved.size()) + " entries in the checkpoint, " +
-             std::to_string(current.size()) + " in this run";
+      return where + ": " + std::to_string(saved.size()) + " entries in " + saved_name + ", " +
+             std::to_string(current.size()) + " in " + current_name;
     for (size_t i = 0; i < saved.size(); ++i) {
-      const std::string d = first_difference(saved[i], current[i], where + "[" + std::to_string(i) + "]");
+      const std::string d =
+          first_difference(saved[i], current[i], where + "[" + std::to_string(i) + "]", saved_name, current_name);
       if (!d.empty()) return d;
     }
   }
@@ -159,18 +164,34 @@ void require_same_identity(const std::string& dir, const nlohmann::json& saved, 
   };
   for (const Part& part : {Part{"parameters", "another model shape"}, Part{"model_config", "another model config"},
                            Part{"tokenizer_fingerprint", "another tokenizer"},
-                           Part{"dataset", "another dataset (or packing / max_length)"},
+                           // Before the dataset: another seed reorders the packing shuffle, so the dataset
+                           // would differ too and be blamed.
+                           Part{"seed", "another --seed (it decides the data order and the packing shuffle)"},
+                           Part{"dataset", "another dataset (its rows, their order, or packing / max_length)"},
                            Part{"global_batch_size", "another global batch (per_device x dp x accumulation)"},
                            Part{"rows_per_epoch",
                                 "another --dataloader_drop_last (or, with it, another per_device x dp)"}}) {
     if (!current.contains(part.key)) continue;
-    const nlohmann::json want = saved.contains(part.key) ? saved.at(part.key) : nlohmann::json();
+    if (!saved.contains(part.key))
+      throw UserError("--resume_from_checkpoint " + dir + ": the checkpoint does not record its " + part.key +
+                      " (it was saved by an earlier trlhpc), so it cannot be checked against this run; resume it "
+                      "with the trlhpc that saved it, or start afresh");
+    const nlohmann::json& want = saved.at(part.key);
     const nlohmann::json& have = current.at(part.key);
     const std::string d = first_difference(want, have, part.key);
     if (!d.empty())
       throw UserError("--resume_from_checkpoint " + dir + ": " + part.what + " than the checkpoint (" + d +
-                      "); resume with the model, tokenizer, dataset and global batch (and --dataloader_drop_last) it was saved with");
+                      "); resume with the model, tokenizer, seed, dataset and global batch (and --dataloader_drop_last) it was saved with");
   }
+}
+
+void require_same_manifest(const std::string& dir, const nlohmann::json& manifest_file, const nlohmann::json& embedded) {
+  const std::string copy = std::string("the copy in ") + kStateFile;
+  const std::string d = first_difference(embedded, manifest_file, "manifest", copy.c_str(), kManifestFile);
+  if (d.empty()) return;
+  throw UserError("checkpoint " + dir + ": " + kManifestFile + " does not match the manifest written inside " +
+                  kStateFile + " with the tensors (" + d + "): " + kManifestFile +
+                  " was edited or belongs to another checkpoint; restore it, or resume from another checkpoint");
 }
 
 std::string tokenizer_fingerprint(const std::string& dir) {

@@ -52,6 +52,11 @@ nlohmann::json read_manifest(const std::string& dir);
 // the dataset after).
 void require_same_identity(const std::string& dir, const nlohmann::json& saved, const nlohmann::json& current);
 
+// UserError naming the first difference when a checkpoint's manifest.json (`manifest_file`) is not the
+// manifest embedded in its state.h5 when it was written (`embedded`): an edited step, sampler position
+// or identity would otherwise be believed while the tensors are another step's.
+void require_same_manifest(const std::string& dir, const nlohmann::json& manifest_file, const nlohmann::json& embedded);
+
 // FNV-1a 64 over the tokenizer files of `dir` (hf_tokenizer_file_names, names and bytes); "" when
 // none is present.
 std::string tokenizer_fingerprint(const std::string& dir);
