@@ -188,7 +188,9 @@ bool glob_matches(std::string_view pattern, std::string_view path) {
   at(P, S) = 1;
   for (size_t i = P; i-- > 0;)
     for (size_t j = S + 1; j-- > 0;) {
-      if (p[i] == "**")
+      if (p[i] == "**" && i + 1 == P)  // a trailing "**" stands for what lies under a folder: 1+ segments
+        at(i, j) = j < S;
+      else if (p[i] == "**")
         at(i, j) = at(i + 1, j) || (j < S && at(i, j + 1));
       else
         at(i, j) = j < S && segment_matches(p[i], s[j]) && at(i + 1, j + 1);
