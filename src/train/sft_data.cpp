@@ -152,9 +152,12 @@ dataset::DatasetSource dataset_source(const SftConfig& c, DatasetRole role) {
     return source;
   }
   source.entries.push_back(eval ? named_entry(c.dataset_name, c.dataset_config, c.dataset_test_split,
-                                              "--dataset_name " + c.dataset_name, "--dataset_test_split, evaluated with --eval_strategy " + c.eval_strategy)
+                                              "--dataset_name " + c.dataset_name, "--dataset_test_split")
                                 : named_entry(c.dataset_name, c.dataset_config, c.dataset_train_split,
                                               "--dataset_name " + c.dataset_name, "--dataset_train_split"));
+  if (eval)
+    source.entries.back().missing_split_hint = "--eval_strategy " + c.eval_strategy +
+                                               " evaluates on it: pass --eval_dataset PATH, or --eval_strategy no";
   return source;
 }
 

@@ -234,6 +234,10 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
 
   // Data: rank 0 tokenizes (or reads the cache), the others read its cache file; every rank packs
   // the same examples the same way (identical rows).
+  // Every rank resolves both datasets' files first (file system only, so alike everywhere): a missing
+  // eval split is reported in seconds, not after the train set has been tokenized.
+  (void)dataset::resolve_source(dataset_source(c, DatasetRole::kTrain));
+  if (evaluates(c)) (void)dataset::resolve_source(dataset_source(c, DatasetRole::kEval));
   const std::optional<tokenizer::Tokenizer> tokenizer = load_tokenizer(plan.tokenizer_dir);
   const tokenizer::Tokenizer* tok = tokenizer ? &*tokenizer : nullptr;
   if (tok) require_tokenizer_fits_model(*tok, plan.tokenizer_dir, plan.model.vocab_size);

@@ -127,7 +127,7 @@ TEST(LoadDataset, MixtureEntryErrorsNameTheFileAndTheEntry) {
   e.path = fixtures() + "/flat";
   const std::string message = user_error([&] { resolve_entry_files(e); });
   EXPECT_NE(message.find("mix.yaml: datasets[0] (path: "), std::string::npos) << message;
-  EXPECT_NE(message.find("no split \"dev\" (split: in mix.yaml: datasets[0]); its splits: train, validation, test"),
+  EXPECT_NE(message.find("no split \"dev\" (its split: key); its splits: train, validation, test"),
             std::string::npos) << message;
   // A data_files name that is not there (no wildcard) is an error, as in datasets.
   e = parse_dataset_mixture(YAML::Load("[{path: flat, data_files: nope.jsonl}]"), "mix.yaml").front();

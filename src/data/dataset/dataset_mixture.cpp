@@ -21,7 +21,7 @@ DatasetEntry parse_entry(const YAML::Node& node, const std::string& config_file,
     throw UserError(where + " must be a mapping with path: and optionally name, data_dir, data_files, split, columns (" +
                     line_of(node) + ")");
   DatasetEntry e;
-  e.split_option = "split: in " + where;
+  e.split_option = "its split: key";
   bool has_path = false;
   for (const auto& kv : node) {
     const std::string key = text(kv.first, where, "a key");

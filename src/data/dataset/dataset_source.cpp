@@ -131,7 +131,8 @@ std::vector<std::string> resolve_entry_files(const DatasetEntry& e) {
                     ", as Hugging Face datasets infers them from the file and folder names of " + base.string() +
                     " (it holds: " + (all.empty() ? std::string("no file") : joined(all)) + "). Pass one of those to " +
                     e.split_option + ", or name the files after the split (" + e.split + ".jsonl, data/" + e.split +
-                    "-00000-of-00001.parquet or a " + e.split + "/ folder)");
+                    "-00000-of-00001.parquet or a " + e.split + "/ folder)" +
+                    (e.missing_split_hint.empty() ? "" : "; " + e.missing_split_hint));
   }
   std::vector<std::string> paths;
   for (const std::string& rel : chosen->files)

@@ -36,7 +36,8 @@ struct DatasetEntry {
   std::string split = "train";
   std::vector<std::string> columns;             // empty: every column
   std::string origin;        // how errors name the entry: "--dataset_name X", "mix.yaml datasets[1] (path: X)"
-  std::string split_option;  // the flag or key that chose the split: "--dataset_train_split", "split"
+  std::string split_option;  // the flag or key that chose the split: "--dataset_train_split", "its split: key"
+  std::string missing_split_hint;  // appended to the missing-split error (another way out), may be empty
   // A folder with a single split (e.g. unnamed files, all "train") gives that split whatever `split`
   // says: --eval_dataset FOLDER reads the folder's --dataset_test_split split, or all of a one-split folder.
   bool single_split_fallback = false;
