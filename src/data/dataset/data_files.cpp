@@ -200,14 +200,19 @@ bool glob_matches(std::string_view pattern, std::string_view path) {
 
 std::vector<std::string> dataset_folder_files(const fs::path& root) {
   std::vector<std::string> out;
-  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator(); ++it) {
+  std::error_code ec;
+  auto it = fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied, ec);
+  if (ec) throw UserError("dataset folder " + root.string() + " cannot be listed: " + ec.message());
+  for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) throw UserError("dataset folder " + root.string() + " cannot be listed: " + ec.message());
     // Lexically: fs::relative would follow a Hub cache snapshot's symlinks into ../../blobs/.
     const fs::path rel = it->path().lexically_relative(root);
+    std::error_code entry_ec;  // a dangling or looping link is no data file, not an error
     if (is_hidden_or_special(rel)) {
-      if (it->is_directory()) it.disable_recursion_pending();
+      if (it->is_directory(entry_ec)) it.disable_recursion_pending();
       continue;
     }
-    if (!it->is_regular_file() || is_ignored_name(rel.filename().string())) continue;
+    if (!it->is_regular_file(entry_ec) || is_ignored_name(rel.filename().string())) continue;
     if (out.size() == kMaxDatasetFiles)
       throw UserError("dataset folder " + root.string() + " holds more than " + std::to_string(kMaxDatasetFiles) +
                       " files; point --dataset_name (or data_files) at the data itself");
