@@ -33,7 +33,7 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
       ("model_config", po::value<std::string>(&c.model_config), "config.json of a randomly initialised model")
       ("tokenizer", po::value<std::string>(&c.tokenizer), "tokenizer directory (default: the model directory)")
       ("dataset_name", po::value<std::string>(&c.dataset_name), ".jsonl/.json/.parquet file, a directory of them, or a hub dataset id in the local cache")
-      ("dataset_config", po::value<std::string>(&c.dataset_config), "subset of a multi-config dataset (its folder NAME/ in the dataset)")
+      ("dataset_config", po::value<std::string>(&c.dataset_config), "config of the dataset card's configs: block (README.md), else the subset folder NAME/")
       ("dataset_train_split", po::value<std::string>(&c.dataset_train_split)->default_value(c.dataset_train_split), "split trained on (file/folder names as datasets infers them)")
       ("dataset_test_split", po::value<std::string>(&c.dataset_test_split)->default_value(c.dataset_test_split), "split evaluated on when --eval_strategy is not no (and of --eval_dataset)")
       ("streaming", flag(&c.streaming), "TRL's mixture streaming (accepted; trlhpc streams rows from disk either way)")

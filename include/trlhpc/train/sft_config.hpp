@@ -16,7 +16,7 @@ struct SftConfig {
   std::string model_config;         // config.json for a randomly initialised model
   std::string tokenizer;            // tokenizer directory (defaults to model_name_or_path)
   std::string dataset_name;         // .jsonl/.json/.parquet file, directory, or hub id in the HF cache
-  std::string dataset_config;       // subset of a multi-config dataset: its <name>/ folder (TRL's --dataset_config)
+  std::string dataset_config;       // TRL's --dataset_config: a config of the dataset card, else its <name>/ folder
   std::string dataset_train_split = "train";
   std::string dataset_test_split = "test";  // the eval rows when eval_strategy is not "no" (TRL's ScriptArguments)
   std::string dataset_text_field = "text";

@@ -6,14 +6,11 @@
 // (a 1 GB JSONL file is read line by line; a JSON array is cut into its elements by a small brace/string
 // scanner and each element is parsed on its own).
 //
-// `--dataset_name PATH --dataset_train_split SPLIT` resolve like Hugging Face `datasets` does for a local
-// folder (a subset of its patterns, see resolve_dataset_files):
-//   PATH is a file                      -> that file, whatever the split
-//   PATH/SPLIT.jsonl, PATH/SPLIT.json   -> that file
-//   PATH/SPLIT-*.jsonl, SPLIT_*.json ... -> those shards, sorted by name (also under PATH/data/)
-//   PATH/SPLIT/                         -> every .jsonl/.json file inside, sorted
-//   none of the above and SPLIT=="train"-> every .jsonl/.json file in PATH (HF: unnamed files are "train")
-// Anything else is a UserError that lists what the folder holds.
+// `--dataset_name PATH --dataset_train_split SPLIT` resolve as Hugging Face `datasets.load_dataset` does
+// for a local folder (data_files.hpp for the split rules, dataset_source.hpp for configs and mixtures):
+// a file is itself whatever the split; a folder's files are split by push_to_hub shard names, split
+// folders, split words in file names, else all "train". A missing split is a UserError that lists the
+// splits there are and what the folder holds.
 #include <cstdint>
 #include <fstream>
 #include <memory>
@@ -49,8 +46,8 @@ struct DatasetReaderOptions {
   bool skip_bad_rows = false;
 };
 
-// The files `--dataset_name PATH` with `--dataset_train_split SPLIT` stands for, in reading order.
-// UserError when PATH does not exist or holds no file for SPLIT.
+// The files `--dataset_name PATH` with `--dataset_train_split SPLIT` stands for, in reading order (one
+// load_dataset entry, dataset_source.hpp). UserError when PATH does not exist or has no split SPLIT.
 std::vector<std::string> resolve_dataset_files(const std::string& dataset_name, const std::string& split = "train");
 
 // Files read one after the other as one dataset, keeping only `columns` of their rows (in that order;
