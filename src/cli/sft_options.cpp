@@ -199,6 +199,8 @@ bool parse_sft_options(const std::vector<std::string>& args, SftConfig& config, 
     os << "--ddp_timeout " << config.ddp_timeout << ": must be a number of seconds >= 0 (0: no limit; default 1800)";
     throw UserError(os.str());
   }
+  // HF's TrainingArguments: with eval_strategy "steps" and no eval_steps, evaluate every logging_steps.
+  if (config.eval_strategy == "steps" && vm["eval_steps"].defaulted()) config.eval_steps = config.logging_steps;
   parse_comm_progress(config.comm_progress);  // UserError naming the flag, on every rank alike
   if (!config.accelerate_config.empty()) {
     std::set<std::string> explicit_flags;  // given on the command line or in --config: they win

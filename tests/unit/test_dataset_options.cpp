@@ -61,6 +61,12 @@ TEST(DatasetOptions, MixtureFromTheConfigFile) {
   fs::remove_all(dir);
 }
 
+TEST(DatasetOptions, EvalStepsDefaultToLoggingStepsAsInTrainingArguments) {
+  EXPECT_EQ(parsed({"--eval_strategy", "steps", "--logging_steps", "3"}).eval_steps, 3);
+  EXPECT_EQ(parsed({"--eval_strategy", "steps", "--logging_steps", "3", "--eval_steps", "5"}).eval_steps, 5);
+  EXPECT_EQ(parsed({"--logging_steps", "3"}).eval_steps, 0);  // eval_strategy no: unchanged
+}
+
 TEST(DatasetOptions, SplitsOfTheRoles) {
   SftConfig c;
   c.dataset_name = "ds";
