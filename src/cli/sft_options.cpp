@@ -11,6 +11,7 @@
 
 #include "trlhpc/cli/accelerate_config.hpp"
 #include "trlhpc/core/error.hpp"
+#include "trlhpc/data/dataset/dataset_mixture.hpp"
 #include "trlhpc/parallel/progress_thread.hpp"
 
 namespace po = boost::program_options;
@@ -32,8 +33,11 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
       ("model_config", po::value<std::string>(&c.model_config), "config.json of a randomly initialised model")
       ("tokenizer", po::value<std::string>(&c.tokenizer), "tokenizer directory (default: the model directory)")
       ("dataset_name", po::value<std::string>(&c.dataset_name), ".jsonl/.json/.parquet file, a directory of them, or a hub dataset id in the local cache")
-      ("dataset_config", po::value<std::string>(&c.dataset_config), "subset of a multi-config dataset (its folder NAME/ in the dataset)")
-      ("dataset_train_split", po::value<std::string>(&c.dataset_train_split)->default_value(c.dataset_train_split), "split inside a dataset directory")
+      ("dataset_config", po::value<std::string>(&c.dataset_config), "config of the dataset card's configs: block (README.md), else the subset folder NAME/")
+      ("dataset_train_split", po::value<std::string>(&c.dataset_train_split)->default_value(c.dataset_train_split), "split trained on (file/folder names as datasets infers them)")
+      ("dataset_test_split", po::value<std::string>(&c.dataset_test_split)->default_value(c.dataset_test_split), "split evaluated on when --eval_strategy is not no (and of --eval_dataset)")
+      ("streaming", flag(&c.streaming), "TRL's mixture streaming (accepted; trlhpc streams rows from disk either way)")
+      ("test_split_size", po::value<double>(&c.test_split_size)->default_value(c.test_split_size), "cut this fraction off a datasets: mixture as its test split (0: none)")
       ("dataset_text_field", po::value<std::string>(&c.dataset_text_field)->default_value(c.dataset_text_field), "field of language-modeling rows")
       ("eval_dataset", po::value<std::string>(&c.eval_dataset), "held-out dataset for eval_loss")
       ("chat_template_path", po::value<std::string>(&c.chat_template_path), "Jinja chat template file overriding the tokenizer's")
@@ -77,6 +81,7 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
        "write checkpoints in the background from a host copy while training continues (needs MPI_THREAD_MULTIPLE)")
       ("resume_from_checkpoint", po::value<std::string>(&c.resume_from_checkpoint), "DIR, latest, or auto (latest if there is one, else start fresh)")
       ("eval_steps", po::value<int64_t>(&c.eval_steps)->default_value(c.eval_steps), "")
+      ("eval_strategy", po::value<std::string>(&c.eval_strategy)->default_value(c.eval_strategy), "no|steps (steps: evaluate on --dataset_test_split every --eval_steps)")
       ("dataloader_drop_last", flag(&c.dataloader_drop_last),
        "drop the incomplete last batch of each epoch (HF's default: false, a smaller last step)")
       ("shuffle_dataset", po::value<bool>(&c.shuffle_dataset)->default_value(c.shuffle_dataset), "")
@@ -109,7 +114,8 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
 }
 
 // YAML scalars become "--key value" tokens so one parser (and one set of error messages) serves both.
-std::vector<std::string> yaml_as_args(const std::string& path) {
+// The one list-valued key, TRL's `datasets:` mixture, is parsed into `mixture` instead.
+std::vector<std::string> yaml_as_args(const std::string& path, std::vector<dataset::DatasetEntry>& mixture) {
   if (!std::filesystem::exists(path)) throw UserError("--config " + path + ": file not found");
   YAML::Node root;
   try {
@@ -122,6 +128,10 @@ std::vector<std::string> yaml_as_args(const std::string& path) {
   if (!root.IsMap()) throw UserError("--config " + path + ": expected a mapping of option: value");
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
+    if (key == "datasets") {
+      mixture = dataset::parse_dataset_mixture(kv.second, path);
+      continue;
+    }
     if (!kv.second.IsScalar())
       throw UserError("--config " + path + ": option '" + key + "' must be a single value (line " +
                       std::to_string(kv.second.Mark().line + 1) + ")");
@@ -177,7 +187,8 @@ bool parse_sft_options(const std::vector<std::string>& args, SftConfig& config, 
     if (vm.count("config")) {
       const std::string file = vm["config"].as<std::string>();
       // Command-line values were stored first, so they win over the file (po::store keeps the first).
-      po::store(parse(yaml_as_args(file), desc), vm);
+      po::store(parse(yaml_as_args(file, config.datasets), desc), vm);
+      if (!config.datasets.empty()) config.datasets_config_file = file;
     }
     po::notify(vm);
   } catch (const po::error& e) {
@@ -188,6 +199,8 @@ bool parse_sft_options(const std::vector<std::string>& args, SftConfig& config, 
     os << "--ddp_timeout " << config.ddp_timeout << ": must be a number of seconds >= 0 (0: no limit; default 1800)";
     throw UserError(os.str());
   }
+  // HF's TrainingArguments: with eval_strategy "steps" and no eval_steps, evaluate every logging_steps.
+  if (config.eval_strategy == "steps" && vm["eval_steps"].defaulted()) config.eval_steps = config.logging_steps;
   parse_comm_progress(config.comm_progress);  // UserError naming the flag, on every rank alike
   if (!config.accelerate_config.empty()) {
     std::set<std::string> explicit_flags;  // given on the command line or in --config: they win

@@ -22,10 +22,30 @@ std::optional<bool> tri_state(const std::string& value, const char* option) {
   throw UserError(std::string("--") + option + " " + value + ": use true, false or auto");
 }
 
-dataset::SftDataOptions data_options(const SftConfig& c, const std::string& dataset, const std::string& tokenizer_dir) {
+dataset::DatasetEntry named_entry(const std::string& path, const std::string& name, const std::string& split,
+                                  const std::string& origin, const std::string& split_option) {
+  dataset::DatasetEntry e;
+  e.path = path;
+  e.name = name;
+  e.split = split;
+  e.origin = origin;
+  e.split_option = split_option;
+  return e;
+}
+
+// How the dataset of a role is named in messages.
+std::string dataset_label(const SftConfig& c, DatasetRole role) {
+  if (role == DatasetRole::kEval && !c.eval_dataset.empty()) return c.eval_dataset;
+  if (!c.datasets.empty())
+    return "mixture of " + std::to_string(c.datasets.size()) + " datasets (" + c.datasets_config_file + ")" +
+           (role == DatasetRole::kEval ? ", test side" : "");
+  return c.dataset_name + (role == DatasetRole::kEval ? " (" + c.dataset_test_split + ")" : "");
+}
+
+dataset::SftDataOptions data_options(const SftConfig& c, DatasetRole role, const std::string& tokenizer_dir) {
   dataset::SftDataOptions o;
-  o.dataset_name = dataset;
-  o.split = c.dataset_train_split;
+  o.dataset_name = dataset_label(c, role);
+  o.source = dataset_source(c, role);
   o.text_field = c.dataset_text_field;
   o.tokenizer_dir = tokenizer_dir;
   o.chat_template_path = c.chat_template_path;
@@ -106,6 +126,41 @@ void share_outcome(Communicator& world, CacheOutcome& outcome) {
 
 }  // namespace
 
+bool evaluates(const SftConfig& c) { return !c.eval_dataset.empty() || c.eval_strategy != "no"; }
+
+dataset::DatasetSource dataset_source(const SftConfig& c, DatasetRole role) {
+  dataset::DatasetSource source;
+  const bool eval = role == DatasetRole::kEval;
+  if (eval && !c.eval_dataset.empty()) {
+    dataset::DatasetEntry e = named_entry(c.eval_dataset, "", c.dataset_test_split, "--eval_dataset " + c.eval_dataset,
+                                          "--dataset_test_split");
+    e.single_split_fallback = true;
+    source.entries.push_back(std::move(e));
+    return source;
+  }
+  if (!c.datasets.empty()) {
+    source.entries = c.datasets;
+    source.origin = c.datasets_config_file + ": datasets";
+    if (c.test_split_size > 0) {
+      source.test_split_size = c.test_split_size;
+      source.test_side = eval;
+    } else if (eval) {
+      throw UserError("--eval_strategy " + c.eval_strategy + " evaluates on the test split, but the datasets: mixture of " +
+                      c.datasets_config_file + " has none: set test_split_size (e.g. 0.05) in that file, pass "
+                      "--eval_dataset PATH, or --eval_strategy no");
+    }
+    return source;
+  }
+  source.entries.push_back(eval ? named_entry(c.dataset_name, c.dataset_config, c.dataset_test_split,
+                                              "--dataset_name " + c.dataset_name, "--dataset_test_split")
+                                : named_entry(c.dataset_name, c.dataset_config, c.dataset_train_split,
+                                              "--dataset_name " + c.dataset_name, "--dataset_train_split"));
+  if (eval)
+    source.entries.back().missing_split_hint = "--eval_strategy " + c.eval_strategy +
+                                               " evaluates on it: pass --eval_dataset PATH, or --eval_strategy no";
+  return source;
+}
+
 std::optional<tokenizer::Tokenizer> load_tokenizer(const std::string& dir) {
   namespace fs = std::filesystem;
   if (dir.empty() || (!fs::exists(fs::path(dir) / "tokenizer.json") && !fs::exists(fs::path(dir) / "vocab.json")))
@@ -124,10 +179,10 @@ void require_tokenizer_fits_model(const tokenizer::Tokenizer& tokenizer, const s
 }
 
 std::optional<dataset::SftDataset> load_sft_dataset(const SftConfig& config, const SftPlan& plan,
-                                                    const std::string& dataset_name,
+                                                    DatasetRole role,
                                                     const tokenizer::Tokenizer* tokenizer, Communicator& world,
                                                     MetricsLogger& logger, const std::function<bool()>& interrupted) {
-  dataset::SftDataOptions o = data_options(config, dataset_name, plan.tokenizer_dir);
+  dataset::SftDataOptions o = data_options(config, role, plan.tokenizer_dir);
   o.interrupted = interrupted;
   o.vocab_size = plan.model.vocab_size;
   try {

@@ -58,7 +58,8 @@ Topology set_up_compute(const SftConfig& c, MpiEnvironment& mpi) {
 
 void log_dataset(const SftConfig& c, const dataset::SftDataset& train, MetricsLogger& logger) {
   const dataset::SftDataStats& st = train.stats();
-  logger.message("dataset " + c.dataset_name + ": " + st.form + ", " + std::to_string(st.examples) + " examples, " +
+  const std::string name = c.datasets.empty() ? c.dataset_name : "mixture (" + c.datasets_config_file + " datasets:)";
+  logger.message("dataset " + name + ": " + st.form + ", " + std::to_string(st.examples) + " examples, " +
                  std::to_string(st.tokens) + " tokens, " + std::to_string(st.packed_rows) + " rows" +
                  (st.rows_skipped ? ", " + std::to_string(st.rows_skipped) + " bad rows skipped" : "") +
                  (st.truncated ? ", " + std::to_string(st.truncated) + " truncated to max_length" : "") +
@@ -244,20 +245,26 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
 
   // Data: rank 0 tokenizes (or reads the cache), the others read its cache file; every rank packs
   // the same examples the same way (identical rows).
+  // Every rank resolves both datasets' files first (file system only, so alike everywhere): a missing
+  // eval split is reported in seconds, not after the train set has been tokenized.
+  (void)dataset::resolve_source(dataset_source(c, DatasetRole::kTrain));
+  if (evaluates(c)) (void)dataset::resolve_source(dataset_source(c, DatasetRole::kEval));
   const std::optional<tokenizer::Tokenizer> tokenizer = load_tokenizer(plan.tokenizer_dir);
   const tokenizer::Tokenizer* tok = tokenizer ? &*tokenizer : nullptr;
   if (tok) require_tokenizer_fits_model(*tok, plan.tokenizer_dir, plan.model.vocab_size);
   // A preemption signal stops the tokenizing (on the rank that got it); the ranks then agree on it.
   const auto interrupted = [&watch] { return watch.local_signal() != 0; };
   const std::optional<dataset::SftDataset> loaded =
-      load_sft_dataset(c, plan, c.dataset_name, tok, groups.world().comm(), logger, interrupted);
+      load_sft_dataset(c, plan, DatasetRole::kTrain, tok, groups.world().comm(), logger, interrupted);
   std::optional<dataset::SftDataset> eval;
-  if (!c.eval_dataset.empty())
-    eval = load_sft_dataset(c, plan, c.eval_dataset, tok, groups.world().comm(), logger, interrupted);
+  if (evaluates(c)) eval = load_sft_dataset(c, plan, DatasetRole::kEval, tok, groups.world().comm(), logger, interrupted);
   if (const int signal = watch.agreed_signal(groups.world().comm()))
     return report_preemption(c, signal, SftLoopOutcome{signal, 0, ""}, 0, logger);
-  TRLHPC_ASSERT(loaded && (c.eval_dataset.empty() || eval), "a dataset load stopped without a signal");
+  TRLHPC_ASSERT(loaded && (!evaluates(c) || eval), "a dataset load stopped without a signal");
   const dataset::SftDataset& train = *loaded;
+  if (!c.datasets.empty() && !c.dataset_name.empty())
+    logger.message("warning: both a datasets: mixture (" + c.datasets_config_file + ") and --dataset_name " + c.dataset_name +
+                   " are given; the mixture is used and --dataset_name ignored, as TRL does");
   log_dataset(c, train, logger);
 
   auto ops = make_cpu_ops();

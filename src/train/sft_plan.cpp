@@ -18,7 +18,8 @@ namespace {
 
 void require_supported(const SftConfig& c) {
   if (c.output_dir.empty()) throw UserError("--output_dir must not be empty");
-  if (c.dataset_name.empty()) throw UserError("no dataset: pass --dataset_name PATH (.jsonl/.json file or directory)");
+  if (c.dataset_name.empty() && c.datasets.empty())
+    throw UserError("no dataset: pass --dataset_name PATH (.jsonl/.json/.parquet file, folder or hub id) or a datasets: list in --config");
   if (c.bf16) throw UserError("--bf16 is not supported yet: this version trains in fp32 only (the bf16 GEMM exists, the bf16 activations do not); drop --bf16");
 }
 

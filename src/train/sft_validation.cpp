@@ -93,6 +93,15 @@ void validate_sft_options(const SftConfig& c) {
   // Logging, evaluation, checkpoints.
   require("--logging_steps", c.logging_steps, c.logging_steps >= 0, "must be >= 0 (0: log the last step only)");
   require("--eval_steps", c.eval_steps, c.eval_steps >= 0, "must be >= 0 (0: evaluate after the last step only)");
+  if (c.eval_strategy != "no" && c.eval_strategy != "steps")
+    throw UserError("--eval_strategy " + c.eval_strategy + ": use no or steps (steps: every --eval_steps and after the "
+                    "last step; epoch is not supported yet, set --eval_steps to the steps of an epoch)");
+  require("--test_split_size", c.test_split_size, c.test_split_size >= 0 && c.test_split_size < 1,
+          "must be a fraction in (0, 1) of the datasets: mixture's rows (0: no test split)");
+  if (c.test_split_size > 0 && c.datasets.empty())
+    throw UserError("--test_split_size cuts a test split off a datasets: mixture in --config (as TRL's "
+                    "DatasetMixtureConfig), and there is none; with --dataset_name use its own test split "
+                    "(--dataset_test_split) or drop test_split_size");
   require("--save_steps", c.save_steps, c.save_steps >= 0, "must be >= 0 (0: no checkpoints)");
   require("--save_total_limit", c.save_total_limit, c.save_total_limit >= 0, "must be >= 0 (0: keep every checkpoint)");
   require("--peak_flops", c.peak_flops, c.peak_flops >= 0, "must be >= 0 and finite (0: measure the GEMM rate)");

@@ -3,7 +3,7 @@
 # pointing at tests/fixtures/hub_cache (laid out by huggingface_hub, make_hub_cache_fixture.py).
 #   - a model by branch (main), by another branch (--model_revision v1) and by commit sha trains;
 #   - a hub dataset (JSONL and Parquet shards under data/) trains, the Parquet one to the same losses
-#     as the same rows as JSON Lines;
+#     as the same rows as JSON Lines; --eval_strategy steps evaluates on its data/test-* shard;
 #   - an id that is not in the cache fails with exit 1 on both ranks, naming the searched paths and the
 #     huggingface-cli command.
 set -u
@@ -45,6 +45,14 @@ if true; then
     a=$(losses "$WORK/parquet.metrics.jsonl"); b=$(losses "$WORK/jsonl.metrics.jsonl")
     [ "$a" = "$b" ] && echo "    parquet == jsonl: $a" || fail "parquet losses $a differ from jsonl $b"
   fi
+fi
+
+# The hub dataset's data/test-00000-of-00001.parquet is its test split (load_dataset's shard rule):
+# --eval_strategy steps evaluates on it (--dataset_test_split, default test).
+train eval_split --model_name_or_path trlhpc-test/tiny-qwen2 --dataset_name trlhpc-test/tiny-chat --eval_strategy steps --eval_steps 2
+if [ -f "$WORK/eval_split.metrics.jsonl" ]; then
+  n=$(grep -c '"eval_loss"' "$WORK/eval_split.metrics.jsonl")
+  [ "$n" -ge 1 ] && echo "    eval on the hub test split: $n evaluations" || fail "--eval_strategy steps: no eval_loss"
 fi
 
 timeout 120 "$MPIRUN" --oversubscribe -np 2 "$TRLHPC" sft --model_name_or_path Qwen/Qwen2.5-0.5B \

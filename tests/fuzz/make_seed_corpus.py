@@ -73,6 +73,8 @@ def main():
         put("fuzz_accelerate_yaml", yaml.name, yaml.read_bytes())
 
     lines = (ROOT / "examples/tiny-chat/train.jsonl").read_text().splitlines()[:2]
+    for readme in sorted((ROOT / "tests/fixtures/load_dataset").glob("*/README.md")):
+        put("fuzz_dataset_card", readme.parent.name + ".md", readme.read_bytes())
     put("fuzz_dataset", "messages.jsonl", "\n" + "\n".join(lines) + "\n")  # leading newline: read as .jsonl
     put("fuzz_dataset", "text.jsonl", ' {"text": "one"}\n{"text": "two"}\n')
     put("fuzz_dataset", "prompt-completion.json", '[{"prompt": "2+2=", "completion": "4"}, {"prompt": "a", "completion": "b"}]')

@@ -131,8 +131,8 @@ TEST(DatasetFiles, FolderWithSplitFiles) {
   EXPECT_EQ(names(resolve_dataset_files(dir, "train")), std::vector<std::string>{"train.jsonl"});
   EXPECT_EQ(names(resolve_dataset_files(dir, "test")), std::vector<std::string>{"test.jsonl"});
   std::string message = user_error([&] { resolve_dataset_files(dir, "validation"); });
-  EXPECT_NE(message.find("no file for split \"validation\""), std::string::npos) << message;
-  EXPECT_NE(message.find("test.jsonl, train.jsonl"), std::string::npos) << message;
+  EXPECT_NE(message.find("no split \"validation\" (--dataset_train_split); its splits: train, test, as"), std::string::npos) << message;
+  EXPECT_NE(message.find("it holds: test.jsonl, train.jsonl"), std::string::npos) << message;
 }
 
 TEST(DatasetFiles, ShardsSubfoldersAndDataFolder) {
@@ -149,7 +149,10 @@ TEST(DatasetFiles, ShardsSubfoldersAndDataFolder) {
   write_file(folder, "train/a.jsonl", "{}\n");
   write_file(folder, "data/validation-0.jsonl", "{}\n");
   EXPECT_EQ(names(resolve_dataset_files(folder, "train")), (std::vector<std::string>{"a.jsonl", "b.json"}));
-  EXPECT_EQ(names(resolve_dataset_files(folder, "validation")), std::vector<std::string>{"validation-0.jsonl"});
+  // As in `datasets`: a split folder decides alone, so data/validation-0.jsonl names no split here.
+  EXPECT_NE(user_error([&] { resolve_dataset_files(folder, "validation"); }).find("its splits: train, as"), std::string::npos);
+  write_file(folder, "validation/v.jsonl", "{}\n");
+  EXPECT_EQ(names(resolve_dataset_files(folder, "validation")), std::vector<std::string>{"v.jsonl"});
 }
 
 TEST(DatasetFiles, UnnamedFilesAreTheTrainSplit) {

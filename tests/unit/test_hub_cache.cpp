@@ -117,21 +117,20 @@ TEST(HubCache, SftConfigNamesResolved) {
   EXPECT_TRUE(fs::is_directory(c.dataset_name));
 }
 
-TEST(HubCache, DatasetConfigPicksTheSubsetFolder) {
-  const std::string dir = testing::make_temp_dir("hub_config");
-  fs::create_directories(fs::path(dir) / "ds" / "en");
+TEST(HubCache, MixtureEntryPathsResolveAndDatasetConfigWaits) {
   SftConfig c;
-  c.dataset_name = dir + "/ds";
-  c.dataset_config = "en";
+  c.dataset_name = "trlhpc-test/not-cached";  // ignored next to a mixture (TRL's rule), so not resolved
+  c.dataset_config = "en";                    // chosen when the dataset is read (dataset_source.hpp)
+  dataset::DatasetEntry e;
+  e.path = "trlhpc-test/tiny-chat";
+  e.origin = "mix.yaml: datasets[0] (path: trlhpc-test/tiny-chat)";
+  c.datasets.push_back(e);
   resolve_hub_names(c, fixture_cache());
-  EXPECT_EQ(c.dataset_name, dir + "/ds/en");
-  SftConfig bad;
-  bad.dataset_name = dir + "/ds";
-  bad.dataset_config = "fr";
-  EXPECT_NE(user_error([&] { resolve_hub_names(bad, fixture_cache()); }).find("--dataset_config fr"), std::string::npos);
-  bad.dataset_config = "..";
-  EXPECT_NE(user_error([&] { resolve_hub_names(bad, fixture_cache()); }), "");
-  fs::remove_all(dir);
+  EXPECT_TRUE(fs::is_directory(c.datasets[0].path)) << c.datasets[0].path;
+  EXPECT_EQ(c.dataset_name, "trlhpc-test/not-cached");
+  EXPECT_EQ(c.dataset_config, "en");
+  c.datasets[0].path = "trlhpc-test/missing";
+  EXPECT_NE(user_error([&] { resolve_hub_names(c, fixture_cache()); }).find("mix.yaml: datasets[0]"), std::string::npos);
 }
 
 }  // namespace

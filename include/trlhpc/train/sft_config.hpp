@@ -3,6 +3,9 @@
 // TrainingArguments. Filled by cli/sft_options from flags and --config YAML; consumed as a value.
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "trlhpc/data/dataset/dataset_source.hpp"
 
 namespace trlhpc {
 
@@ -13,10 +16,17 @@ struct SftConfig {
   std::string model_config;         // config.json for a randomly initialised model
   std::string tokenizer;            // tokenizer directory (defaults to model_name_or_path)
   std::string dataset_name;         // .jsonl/.json/.parquet file, directory, or hub id in the HF cache
-  std::string dataset_config;       // subset of a multi-config dataset: its <name>/ folder (TRL's --dataset_config)
+  std::string dataset_config;       // TRL's --dataset_config: a config of the dataset card, else its <name>/ folder
   std::string dataset_train_split = "train";
+  std::string dataset_test_split = "test";  // the eval rows when eval_strategy is not "no" (TRL's ScriptArguments)
   std::string dataset_text_field = "text";
-  std::string eval_dataset;
+  std::string eval_dataset;         // trlhpc extra: a separate held-out dataset (its dataset_test_split split)
+  // TRL's DatasetMixtureConfig, from the `datasets:` list of the --config YAML (dataset_mixture.hpp):
+  // when set it replaces --dataset_name; test_split_size (0: none) cuts a test side off the mixture.
+  std::vector<dataset::DatasetEntry> datasets;
+  std::string datasets_config_file;  // the YAML file `datasets` came from, for messages
+  bool streaming = false;            // accepted for TRL configs; trlhpc always streams rows from disk
+  double test_split_size = 0;
   std::string chat_template_path;
   std::string output_dir = "trlhpc-output";
   bool overwrite_output_dir = false;  // a fresh run removes an earlier run's files (train/output_dir.hpp)
@@ -59,6 +69,9 @@ struct SftConfig {
   bool async_save = false;          // write checkpoints from a background thread (async_save.hpp)
   std::string resume_from_checkpoint;
   int64_t eval_steps = 0;
+  // TrainingArguments' eval_strategy: "no" (default) or "steps" (every eval_steps, and after the last
+  // step). Evaluation runs when it is "steps" or --eval_dataset is given.
+  std::string eval_strategy = "no";
   bool shuffle_dataset = true;
   // HF's dataloader_drop_last (default false): true drops the incomplete last batch of per_device x dp
   // rows of each epoch; false keeps it as a smaller last step (batching/sampler.hpp).

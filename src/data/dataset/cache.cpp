@@ -117,17 +117,30 @@ uint64_t dataset_cache_key(const SftDataOptions& o, bool has_tokenizer) {
   Hasher h;
   h.field("trlhpc-dataset-cache");
   h.u64(kDatasetCacheVersion);
-  const std::vector<std::string> files = resolve_dataset_files(o.dataset_name, o.split);
-  h.u64(files.size());
-  // By content, not by path or mtime: a dataset copied to another file system (scratch, a node-local
-  // disk) or re-downloaded into a new Hub cache snapshot hits the same cache entry. The file name stays
-  // in the key because it decides the reading order and the form checks' messages.
-  for (const std::string& f : files) {
-    h.field("file", fs::path(f).filename().string());
-    std::error_code ec;
-    const uintmax_t size = fs::file_size(f, ec);
-    h.u64(ec ? ~uint64_t{0} : static_cast<uint64_t>(size));
-    h.u64(content_digest(f));
+  const DatasetSource source = effective_source(o);
+  const std::vector<DatasetPart> parts = resolve_source(source);
+  h.u64(parts.size());
+  for (const DatasetPart& part : parts) {
+    h.u64(part.files.size());
+    // By content, not by path or mtime: a dataset copied to another file system (scratch, a node-local
+    // disk) or re-downloaded into a new Hub cache snapshot hits the same cache entry. The file name stays
+    // in the key because it decides the reading order and the form checks' messages.
+    for (const std::string& f : part.files) {
+      h.field("file", fs::path(f).filename().string());
+      std::error_code ec;
+      const uintmax_t size = fs::file_size(f, ec);
+      h.u64(ec ? ~uint64_t{0} : static_cast<uint64_t>(size));
+      h.u64(content_digest(f));
+    }
+    h.u64(part.columns.size());
+    for (const std::string& column : part.columns) h.field("column", column);
+  }
+  // One side of a train/test cut: the size, the side and the seed choose its rows.
+  h.u64(source.test_split_size ? 1 : 0);
+  if (source.test_split_size) {
+    h.u64(std::bit_cast<uint64_t>(*source.test_split_size));
+    h.u64(source.test_side ? 1 : 0);
+    h.u64(o.seed);
   }
   h.u64(has_tokenizer ? 1 : 0);
   if (!o.tokenizer_dir.empty()) {

@@ -43,7 +43,43 @@ DatasetReader::DatasetReader(std::vector<std::string> files, DatasetReaderOption
   TRLHPC_REQUIRE(!files_.empty(), "no dataset file to read: pass --dataset_name with a .jsonl/.json file");
 }
 
+DatasetReader::DatasetReader(const std::vector<DatasetPart>& parts, DatasetReaderOptions options)
+    : parts_(parts), options_(options) {
+  for (size_t p = 0; p < parts_.size(); ++p)
+    for (const std::string& f : parts_[p].files) {
+      files_.push_back(f);
+      part_of_file_.push_back(p);
+    }
+  TRLHPC_REQUIRE(!files_.empty(), "no dataset file to read: pass --dataset_name with a .jsonl/.json/.parquet file");
+  column_seen_.assign(parts_.front().columns.size(), false);
+}
+
 DatasetReader::~DatasetReader() = default;
+
+void DatasetReader::select_columns(DatasetRow& row) {
+  const std::vector<std::string>& columns = parts_[current_part_].columns;
+  if (columns.empty()) return;
+  nlohmann::ordered_json kept = nlohmann::ordered_json::object();
+  for (size_t c = 0; c < columns.size(); ++c) {
+    auto it = row.value.find(columns[c]);
+    if (it != row.value.end()) {
+      kept[columns[c]] = std::move(*it);
+      column_seen_[c] = true;
+    } else {
+      kept[columns[c]] = nullptr;
+    }
+  }
+  row.value = std::move(kept);
+}
+
+// A selected column no row of the part had: datasets' select_columns refuses it the same way.
+void DatasetReader::finish_part() {
+  if (parts_.empty()) return;
+  const DatasetPart& part = parts_[current_part_];
+  for (size_t c = 0; c < part.columns.size(); ++c)
+    TRLHPC_REQUIRE(column_seen_[c], part.origin + ": columns names \"" + part.columns[c] +
+                                        "\", which no row of its files has; fix the columns: list");
+}
 
 bool DatasetReader::open_next_file() {
   if (next_file_ >= files_.size()) return false;
@@ -164,8 +200,22 @@ bool DatasetReader::next_in_file(DatasetRow& row) {
 
 bool DatasetReader::next(DatasetRow& row) {
   for (;;) {
-    if (current_file_.empty() && !open_next_file()) return false;
-    if (next_in_file(row)) return true;
+    if (current_file_.empty()) {
+      const size_t part = next_file_ < part_of_file_.size() ? part_of_file_[next_file_] : parts_.size();
+      if (!parts_.empty() && part != current_part_) {
+        finish_part();
+        current_part_ = part;
+        if (part < parts_.size()) column_seen_.assign(parts_[part].columns.size(), false);
+      }
+      if (!open_next_file()) {
+        return false;
+      }
+    }
+    if (next_in_file(row)) {
+      row.index = rows_read_ - 1;
+      if (!parts_.empty()) select_columns(row);
+      return true;
+    }
     finish_file();
   }
 }

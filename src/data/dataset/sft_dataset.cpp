@@ -210,10 +210,39 @@ void require_in_vocabulary(const TokenizedExample& ex, int64_t vocab_size, const
 }
 }  // namespace
 
+DatasetSource effective_source(const SftDataOptions& options) {
+  if (!options.source.entries.empty()) return options.source;
+  DatasetSource source;
+  DatasetEntry entry;
+  entry.path = options.dataset_name;
+  entry.split = options.split;
+  entry.origin = "--dataset_name " + options.dataset_name;
+  entry.split_option = "--dataset_train_split";
+  source.entries.push_back(std::move(entry));
+  return source;
+}
+
+namespace {
+// With a train/test cut, the examples of the chosen side in the cut's order. `example_rows[i]` is the
+// reader's row index of example i (rows that tokenized to nothing have no example); `rows` is the
+// number of rows read.
+void keep_split_side(const DatasetSource& source, uint64_t seed, int64_t rows, const std::vector<int64_t>& example_rows,
+                     std::vector<TokenizedExample>& examples) {
+  if (!source.test_split_size) return;
+  std::vector<int64_t> example_of_row(static_cast<size_t>(rows), -1);
+  for (size_t i = 0; i < example_rows.size(); ++i) example_of_row[static_cast<size_t>(example_rows[i])] = static_cast<int64_t>(i);
+  std::vector<TokenizedExample> kept;
+  for (int64_t row : split_rows(rows, *source.test_split_size, seed, source.test_side, source.origin))
+    if (const int64_t e = example_of_row[static_cast<size_t>(row)]; e >= 0) kept.push_back(std::move(examples[static_cast<size_t>(e)]));
+  examples = std::move(kept);
+}
+}  // namespace
+
 SftTokenizedExamples SftDataset::tokenize(const SftDataOptions& options, const tokenizer::Tokenizer* tokenizer) {
   SftTokenizedExamples out;
-  DatasetReader reader(resolve_dataset_files(options.dataset_name, options.split),
-                       DatasetReaderOptions{options.skip_bad_rows});
+  const DatasetSource source = effective_source(options);
+  DatasetReader reader(resolve_source(source), DatasetReaderOptions{options.skip_bad_rows});
+  std::vector<int64_t> example_rows;  // reader row index of each example, for a train/test cut
   std::unique_ptr<RowTokenizer> row_tokenizer;
   const int32_t max_length = static_cast<int32_t>(options.max_length);
   const batching::PackingStrategy strategy = batching::parse_packing_strategy(options.packing_strategy);
@@ -233,8 +262,10 @@ SftTokenizedExamples SftDataset::tokenize(const SftDataOptions& options, const t
       ++out.stats.truncated;
       if (trained_before && !trains_a_token(ex)) ++targets_truncated_away;
     }
+    example_rows.push_back(row.index);
     out.examples.push_back(std::move(ex));
   });
+  keep_split_side(source, options.seed, reader.rows_read(), example_rows, out.examples);
   if (out.examples.empty())
     throw UserError("dataset " + options.dataset_name + " produced no non-empty example: check the rows and --dataset_text_field");
   SftDataStats& st = out.stats;

@@ -6,14 +6,11 @@
 // (a 1 GB JSONL file is read line by line; a JSON array is cut into its elements by a small brace/string
 // scanner and each element is parsed on its own).
 //
-// `--dataset_name PATH --dataset_train_split SPLIT` resolve like Hugging Face `datasets` does for a local
-// folder (a subset of its patterns, see resolve_dataset_files):
-//   PATH is a file                      -> that file, whatever the split
-//   PATH/SPLIT.jsonl, PATH/SPLIT.json   -> that file
-//   PATH/SPLIT-*.jsonl, SPLIT_*.json ... -> those shards, sorted by name (also under PATH/data/)
-//   PATH/SPLIT/                         -> every .jsonl/.json file inside, sorted
-//   none of the above and SPLIT=="train"-> every .jsonl/.json file in PATH (HF: unnamed files are "train")
-// Anything else is a UserError that lists what the folder holds.
+// `--dataset_name PATH --dataset_train_split SPLIT` resolve as Hugging Face `datasets.load_dataset` does
+// for a local folder (data_files.hpp for the split rules, dataset_source.hpp for configs and mixtures):
+// a file is itself whatever the split; a folder's files are split by push_to_hub shard names, split
+// folders, split words in file names, else all "train". A missing split is a UserError that lists the
+// splits there are and what the folder holds.
 #include <cstdint>
 #include <fstream>
 #include <memory>
@@ -38,6 +35,7 @@ struct DatasetRow {
   int64_t line = 0;      // 1-based line where the row starts (Parquet: 1-based row number in the file)
   nlohmann::ordered_json value;  // the parsed JSON object
   bool parquet = false;  // line is a row number
+  int64_t index = 0;     // 0-based position among the rows the reader handed out (all files, all parts)
 
   // "path/to/file.jsonl:17" or "path/to/train.parquet row 17", the prefix of every message about this row.
   std::string where() const { return file + (parquet ? " row " : ":") + std::to_string(line); }
@@ -48,9 +46,18 @@ struct DatasetReaderOptions {
   bool skip_bad_rows = false;
 };
 
-// The files `--dataset_name PATH` with `--dataset_train_split SPLIT` stands for, in reading order.
-// UserError when PATH does not exist or holds no file for SPLIT.
+// The files `--dataset_name PATH` with `--dataset_train_split SPLIT` stands for, in reading order (one
+// load_dataset entry, dataset_source.hpp). UserError when PATH does not exist or has no split SPLIT.
 std::vector<std::string> resolve_dataset_files(const std::string& dataset_name, const std::string& split = "train");
+
+// Files read one after the other as one dataset, keeping only `columns` of their rows (in that order;
+// a column a row lacks is null there, one no row of the part has is a UserError naming `origin`), as
+// `datasets` select_columns does for one entry of a mixture. Empty columns: the rows as they are.
+struct DatasetPart {
+  std::vector<std::string> files;
+  std::vector<std::string> columns;
+  std::string origin;
+};
 
 namespace detail {
 // Cuts the top-level array of a JSON text stream into the text of its elements, one at a time, without
@@ -84,6 +91,8 @@ class JsonArrayElementScanner {
 class DatasetReader {
  public:
   DatasetReader(std::vector<std::string> files, DatasetReaderOptions options = {});
+  // Parts in order (a mixture's entries), each with its column selection.
+  DatasetReader(const std::vector<DatasetPart>& parts, DatasetReaderOptions options = {});
   ~DatasetReader();
   DatasetReader(const DatasetReader&) = delete;
   DatasetReader& operator=(const DatasetReader&) = delete;
@@ -102,8 +111,14 @@ class DatasetReader {
   bool next_in_file(DatasetRow& row);
   bool accept(const std::string& text, int64_t line, DatasetRow& row);
   void finish_file();
+  void select_columns(DatasetRow& row);
+  void finish_part();
 
   std::vector<std::string> files_;
+  std::vector<DatasetPart> parts_;       // empty for the plain files constructor
+  std::vector<size_t> part_of_file_;     // parts_ index of each file
+  size_t current_part_ = 0;
+  std::vector<bool> column_seen_;        // per column of the current part: some row had it
   DatasetReaderOptions options_;
   size_t next_file_ = 0;
   std::ifstream stream_;

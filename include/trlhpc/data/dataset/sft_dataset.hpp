@@ -22,6 +22,7 @@
 
 #include "trlhpc/data/batch.hpp"
 #include "trlhpc/data/batching/packing.hpp"
+#include "trlhpc/data/dataset/dataset_source.hpp"
 #include "trlhpc/data/dataset/end_of_turn.hpp"
 #include "trlhpc/data/dataset/example.hpp"
 #include "trlhpc/data/dataset/form.hpp"
@@ -33,8 +34,11 @@ class Tokenizer;
 namespace trlhpc::dataset {
 
 struct SftDataOptions {
-  std::string dataset_name;
+  std::string dataset_name;        // names the dataset in messages; read as (dataset_name, split) unless `source` is set
   std::string split = "train";
+  // What to read when it has entries: load_dataset entries concatenated, optionally one side of a
+  // train/test cut (dataset_source.hpp), e.g. TRL's `datasets:` mixture or --dataset_test_split.
+  DatasetSource source;
   std::string text_field = "text";
   std::string tokenizer_dir;       // for the chat template and special tokens
   std::string chat_template_path;  // overrides the tokenizer's template
@@ -59,6 +63,9 @@ struct SftDataOptions {
 };
 
 inline constexpr int64_t kInterruptCheckRows = 256;
+
+// The source options read: `source`, or the one entry (dataset_name, split) when it has none.
+DatasetSource effective_source(const SftDataOptions& options);
 
 // Thrown by tokenize (and build) when options.interrupted() said so.
 struct TokenizationInterrupted : std::runtime_error {
