@@ -6,8 +6,9 @@
 // prefers the single file when both exist, and so does this). Opening validates the config, every
 // shard's header, and that every parameter of the config (parameter_names.hpp) is present with the
 // right shape, so a wrong or incomplete checkpoint fails before training starts, naming the tensor,
-// the file, and the expected and found shapes. With tie_word_embeddings there is no lm_head parameter
-// (a stored lm_head.weight is ignored, as transformers ties it to the embedding). Each rank then reads
+// the file, and the expected and found shapes, and that every parameter is finite (a NaN or inf names the
+// file, the tensor and the element; every rank reads all weights once for that). With tie_word_embeddings there is no lm_head parameter
+// (a stored lm_head.weight is ignored, as transformers ties it to the embedding). Each rank then loads
 // only the slices it owns (read_parameter / read_flat_range).
 //
 // Out: `save_hf_model_dir` writes config.json + model.safetensors (F32 or BF16) and copies the tokenizer
@@ -56,6 +57,7 @@ class HfModelDir {
   void open_single(const std::string& file);
   void open_sharded(const std::string& index_file);
   void check_parameters() const;
+  void check_finite() const;  // UserError naming the file, tensor and element of the first NaN/inf
 
   std::string dir_;
   ModelConfig config_;
