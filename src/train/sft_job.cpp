@@ -197,9 +197,7 @@ int report_preemption(const SftConfig& c, int signal, const SftLoopOutcome& outc
   return 3;
 }
 
-}  // namespace
-
-int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
+int run_watched_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   const PreemptionWatch watch;  // SIGTERM / SIGUSR1 set a flag from here on
   const SftPlan plan = plan_sft_job(c, mpi.world_size());  // every check that needs no other rank
   const Topology topology = set_up_compute(c, mpi);
@@ -269,6 +267,14 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   log_saved(c, groups, logger);
   if (c.plot && is_main) plot_at_end(c, logger);
   return 0;
+}
+
+}  // namespace
+
+int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
+  const int code = run_watched_sft_job(c, mpi);
+  ignore_preemption_signals_from_now();  // the job is over: a late signal must not kill a finishing rank
+  return code;
 }
 
 }  // namespace trlhpc
