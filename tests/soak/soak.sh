@@ -234,7 +234,7 @@ keep_if_failed() {
 
 read -r -a NP_LIST <<<"$NPS"
 echo "soak: np {$NPS}, $HOGS CPU hogs, seed $SEED, $( [ "$RUNS" -gt 0 ] && echo "$RUNS episodes" || echo "$MINUTES minutes")"
-deadline=$(awk -v s="$(now)" -v m="$MINUTES" 'BEGIN { print s + 60 * m }')
+deadline=$(awk -v s="$(now)" -v m="$MINUTES" 'BEGIN { printf "%.3f", s + 60 * m }')  # print would round to 6 digits
 while :; do
   if [ "$RUNS" -gt 0 ]; then [ "$episodes" -ge "$RUNS" ] && break
   else awk -v n="$(now)" -v d="$deadline" 'BEGIN { exit !(n >= d) }' && break; fi
