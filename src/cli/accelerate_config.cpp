@@ -76,8 +76,11 @@ class Reader {
     }
     fail("'" + key + "' must be true or false, got '" + (node.IsScalar() ? node.as<std::string>() : "a non-scalar") + "'");
   }
-  void unknown(const std::string& key, AccelerateConfig& out) const {
-    out.warnings.push_back("accelerate config " + origin_ + ": unknown key '" + key + "' ignored");
+  // A warning, not an error: accelerate adds keys between releases, and a file written by a newer one
+  // should still run. The line lets the user find a misspelt key.
+  void unknown(const std::string& key, const YAML::Node& node, AccelerateConfig& out) const {
+    out.warnings.push_back("accelerate config " + origin_ + ": line " + std::to_string(node.Mark().line + 1) +
+                           ": unknown key '" + key + "' ignored");
   }
   const std::string& origin() const { return origin_; }
 
@@ -113,7 +116,7 @@ void read_deepspeed(const Reader& r, const YAML::Node& ds, bool active, Accelera
         out.warnings.push_back("accelerate config " + r.origin() + ": deepspeed_config." + key + " " + device +
                                " ignored (the cpu backend keeps everything in host memory)");
     } else if (!kIgnoredDeepSpeed.count(key)) {
-      r.unknown("deepspeed_config." + key, out);
+      r.unknown("deepspeed_config." + key, kv.first, out);
     }
   }
   if (!active) {
@@ -152,7 +155,7 @@ void read_fsdp(const Reader& r, const YAML::Node& fsdp, bool active, AccelerateC
         out.warnings.push_back("accelerate config " + r.origin() +
                                ": fsdp_config.fsdp_offload_params ignored (the cpu backend keeps everything in host memory)");
     } else if (!kIgnoredFsdp.count(key)) {
-      r.unknown("fsdp_config." + key, out);
+      r.unknown("fsdp_config." + key, kv.first, out);
     }
   }
   if (!active) {
@@ -185,7 +188,7 @@ void read_parallelism(const Reader& r, const YAML::Node& pc, AccelerateConfig& o
         r.fail("parallelism_config." + key + " " + std::to_string(value) + " must be >= 1");
       *target = value;
     }
-    if (!known) r.unknown("parallelism_config." + key, out);
+    if (!known) r.unknown("parallelism_config." + key, kv.first, out);
   }
 }
 
@@ -280,7 +283,7 @@ AccelerateConfig parse_accelerate_config(const std::string& yaml_text, const std
     } else if (key == "num_machines") {
       num_machines = r.integer(value, key);
     } else if (!kIgnoredTop.count(key)) {
-      r.unknown(key, out);
+      r.unknown(key, kv.first, out);
     }
   }
   if (type == "DEEPSPEED" && !deepspeed_read)

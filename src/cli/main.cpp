@@ -83,7 +83,9 @@ int main(int argc, char** argv) {
     std::fflush(stderr);
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "trlhpc: failure: %s%s\n", trlhpc::rank_prefix().c_str(), e.what());
+    // Most runtime failures already start with the rank prefix: print it once.
+    const std::string prefix = trlhpc::rank_prefix(), what = e.what();
+    std::fprintf(stderr, "trlhpc: failure: %s%s\n", what.rfind(prefix, 0) == 0 ? "" : prefix.c_str(), what.c_str());
     std::fflush(stderr);
     mpi.abort(2);
   }

@@ -113,34 +113,6 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
   return all;
 }
 
-// YAML scalars become "--key value" tokens so one parser (and one set of error messages) serves both.
-// The one list-valued key, TRL's `datasets:` mixture, is parsed into `mixture` instead.
-std::vector<std::string> yaml_as_args(const std::string& path, std::vector<dataset::DatasetEntry>& mixture) {
-  if (!std::filesystem::exists(path)) throw UserError("--config " + path + ": file not found");
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::Exception& e) {
-    throw UserError("--config " + path + ": invalid YAML at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
-  }
-  std::vector<std::string> args;
-  if (root.IsNull()) return args;
-  if (!root.IsMap()) throw UserError("--config " + path + ": expected a mapping of option: value");
-  for (const auto& kv : root) {
-    const std::string key = kv.first.as<std::string>();
-    if (key == "datasets") {
-      mixture = dataset::parse_dataset_mixture(kv.second, path);
-      continue;
-    }
-    if (!kv.second.IsScalar())
-      throw UserError("--config " + path + ": option '" + key + "' must be a single value (line " +
-                      std::to_string(kv.second.Mark().line + 1) + ")");
-    args.push_back("--" + key);
-    args.push_back(kv.second.as<std::string>());
-  }
-  return args;
-}
-
 // No prefix guessing: a misspelt flag must be an error, not silently another option.
 constexpr int kStyle = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
 
@@ -169,6 +141,47 @@ po::parsed_options parse(const std::vector<std::string>& args, const po::options
   return keep_last_occurrences(po::command_line_parser(args).options(desc).style(kStyle).run());
 }
 
+// YAML scalars become "--key value" tokens so one parser (and one set of error messages) serves both.
+// Each entry is first parsed on its own, so an unknown key or a bad value names the file and its line
+// (a config file is not a command line: "unrecognised option '--lr'" would send the user to the wrong place).
+// The one list-valued key, TRL's `datasets:` mixture, is parsed into `mixture` instead.
+std::vector<std::string> yaml_as_args(const std::string& path, const po::options_description& desc,
+                                      std::vector<dataset::DatasetEntry>& mixture) {
+  if (!std::filesystem::exists(path)) throw UserError("--config " + path + ": file not found");
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    throw UserError("--config " + path + ": invalid YAML at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+  std::vector<std::string> args;
+  if (root.IsNull()) return args;
+  if (!root.IsMap()) throw UserError("--config " + path + ": expected a mapping of option: value");
+  for (const auto& kv : root) {
+    const std::string where = "--config " + path + ":" + std::to_string(kv.first.Mark().line + 1) + ": ";
+    if (!kv.first.IsScalar()) throw UserError(where + "a key must be an option name, not a list or mapping");
+    const std::string key = kv.first.as<std::string>();
+    if (key == "datasets") {
+      mixture = dataset::parse_dataset_mixture(kv.second, path);
+      continue;
+    }
+    if (!kv.second.IsScalar())
+      throw UserError(where + "option '" + key + "' must be a single value");
+    if (key == "config" || key == "help" || !desc.find_nothrow(key, false))
+      throw UserError(where + "unknown option '" + key + "' (trlhpc sft --help lists the options; a YAML key is the "
+                      "option without its leading --)");
+    std::vector<std::string> entry = {"--" + key, kv.second.as<std::string>()};
+    try {
+      po::variables_map scratch;
+      po::store(parse(entry, desc), scratch);
+    } catch (const po::error& e) {
+      throw UserError(where + e.what());
+    }
+    args.insert(args.end(), entry.begin(), entry.end());
+  }
+  return args;
+}
+
 }  // namespace
 
 bool parse_sft_options(const std::vector<std::string>& args, SftConfig& config, std::string* help_text,
@@ -187,7 +200,7 @@ bool parse_sft_options(const std::vector<std::string>& args, SftConfig& config, 
     if (vm.count("config")) {
       const std::string file = vm["config"].as<std::string>();
       // Command-line values were stored first, so they win over the file (po::store keeps the first).
-      po::store(parse(yaml_as_args(file, config.datasets), desc), vm);
+      po::store(parse(yaml_as_args(file, desc, config.datasets), desc), vm);
       if (!config.datasets.empty()) config.datasets_config_file = file;
     }
     po::notify(vm);

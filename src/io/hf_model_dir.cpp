@@ -2,6 +2,7 @@
 #include "trlhpc/io/hf_model_dir.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -30,6 +31,7 @@ HfModelDir::HfModelDir(const std::string& dir) : dir_(dir) {
     throw UserError(dir + ": no model.safetensors or model.safetensors.index.json; trlhpc reads safetensors "
                           "weights (re-save the model with save_pretrained(..., safe_serialization=True))");
   check_parameters();
+  check_finite();
 }
 
 void HfModelDir::open_single(const std::string& file) {
@@ -87,6 +89,32 @@ void HfModelDir::check_parameters() const {
       throw UserError(file_of(spec.name).path() + ": tensor '" + spec.name + "' has shape " + shape_string(info.shape) +
                       " but config.json implies " + shape_string(spec.shape) +
                       "; the config and the weights do not belong together");
+  }
+}
+
+// Every rank reads every parameter once (transformers' from_pretrained loads all of them on every rank
+// too): a rank that read only its shard would be the only one to see the NaN, and the others would wait
+// for it in the first collective. Weights that are not finite otherwise show up steps later as a NaN
+// loss, whose message suggests a lower learning rate.
+void HfModelDir::check_finite() const {
+  constexpr int64_t kPiece = int64_t{1} << 20;
+  std::vector<float> piece;
+  for (const ParameterSpec& spec : parameters_) {
+    const int64_t n = spec.numel();
+    piece.resize(static_cast<size_t>(std::min(n, kPiece)));
+    for (int64_t begin = 0; begin < n; begin += kPiece) {
+      const int64_t end = std::min(n, begin + kPiece);
+      read_tensor(spec.name, begin, end, piece.data());
+      for (int64_t i = begin; i < end; ++i) {
+        const float v = piece[static_cast<size_t>(i - begin)];
+        if (std::isfinite(v)) continue;
+        throw UserError(file_of(spec.name).path() + ": tensor '" + spec.name + "' holds " +
+                        (std::isnan(v) ? "NaN" : "an infinite value") + " at flat element " + std::to_string(i) +
+                        " of " + std::to_string(n) + " (shape " + shape_string(spec.shape) +
+                        "); these weights cannot be trained or run: use an undamaged copy of the model (a run "
+                        "that diverged saves such weights; so can a broken conversion)");
+      }
+    }
   }
 }
 

@@ -49,12 +49,16 @@ HfModelWriter::HfModelWriter(const std::string& output_dir, const ModelConfig& c
   TRLHPC_ASSERT(options.dtype == DType::F32 || options.dtype == DType::BF16, "model files are saved as F32 or BF16");
   const fs::path target = normalized_dir(output_dir);
   target_ = target.string();
-  temp_ = target_ + ".tmp";
   std::error_code error;
-  if (fs::exists(target, error) && !fs::is_directory(target, error))
+  const bool exists = fs::exists(target, error);
+  if (exists && !fs::is_directory(target, error))
     throw UserError(target_ + ": exists and is not a directory; choose another output directory");
+  // An existing folder may be a file system of its own (a container's bind mount, a scratch mount
+  // point): the files are staged inside it, so renaming them in never crosses file systems (EXDEV) and
+  // the parent need not be writable. A new folder is staged as a sibling and renamed as a whole.
+  temp_ = exists ? (target / ".model.tmp").string() : target_ + ".tmp";
 
-  // A leftover <dir>.tmp is an interrupted earlier save by this writer: start it over.
+  // A leftover staging folder is an interrupted earlier save by this writer: start it over.
   fs::remove_all(temp_, error);
   if (error) throw_fs_failure("removing the stale " + temp_, error);
   fs::create_directories(temp_, error);

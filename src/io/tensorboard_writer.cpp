@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
@@ -82,7 +84,9 @@ TensorBoardWriter::TensorBoardWriter(const std::string& logging_dir) {
                                                  "." + host_name() + "." + std::to_string(getpid())))
               .string();
   file_.reset(std::fopen(path_.c_str(), "ab"));
-  if (!file_) throw UserError("--logging_dir: cannot write " + path_ + "; choose a writable folder or --report_to none");
+  if (!file_)
+    throw UserError("--logging_dir " + logging_dir + ": cannot write " + path_ + " (" + std::strerror(errno) +
+                    "); choose a writable folder or --report_to none");
   write_record(tensorboard::file_version_event(wall_time));
 }
 

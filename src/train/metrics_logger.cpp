@@ -27,7 +27,10 @@ MetricsLogger::MetricsLogger(const std::string& output_dir, bool enabled, bool m
     : enabled_(enabled), tty_(enabled && may_redraw && isatty(STDOUT_FILENO)) {
   if (!enabled_) return;
   if (!tensorboard_dir.empty()) tensorboard_ = std::make_unique<TensorBoardWriter>(tensorboard_dir);
-  std::filesystem::create_directories(output_dir);
+  std::error_code error;
+  std::filesystem::create_directories(output_dir, error);
+  if (error && !std::filesystem::is_directory(output_dir))
+    throw UserError("--output_dir " + output_dir + " cannot be created (" + error.message() + "): choose a writable folder");
   path_ = (std::filesystem::path(output_dir) / "metrics.jsonl").string();
   file_ = std::fopen(path_.c_str(), "a");
   if (!file_) throw UserError("cannot write " + path_ + ": check that --output_dir is writable");

@@ -25,12 +25,37 @@ std::vector<std::string> earlier_run_files(const std::string& output_dir) {
   return found;
 }
 
+namespace {
+
+// checkpoint-N.tmp: a save that never committed (the job died while writing it). It is no checkpoint:
+// --resume_from_checkpoint latest cannot use it and auto starts afresh, so it must not make that fresh
+// start refuse the folder (the requeue of a job killed in its first save would fail with exit 1).
+bool unfinished_save(const std::string& name) {
+  const std::string suffix = ".tmp";
+  return name.rfind("checkpoint-", 0) == 0 && name.size() > suffix.size() &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
 std::vector<std::string> prepare_fresh_output_dir(const std::string& output_dir, bool overwrite) {
-  const std::vector<std::string> files = earlier_run_files(output_dir);
+  std::vector<std::string> files = earlier_run_files(output_dir);
+  const fs::path dir(output_dir);
+  std::error_code ec;
+  std::vector<std::string> log;
+  std::string unfinished;
+  for (const std::string& name : files) {
+    if (!unfinished_save(name)) continue;
+    fs::remove_all(dir / name, ec);
+    if (ec) throw RuntimeFailure(rank_prefix() + "cannot remove " + (dir / name).string() + ": " + ec.message());
+    unfinished += (unfinished.empty() ? "" : ", ") + name;
+  }
+  std::erase_if(files, unfinished_save);
+  if (!unfinished.empty())
+    log.push_back("removed " + unfinished + " from " + output_dir + ": a checkpoint save that did not finish");
   std::vector<std::string> checkpoints;
   for (const std::string& name : files)
     if (name.rfind("checkpoint-", 0) == 0 || name == checkpoint::kLatestFile) checkpoints.push_back(name);
-  std::vector<std::string> log;
   if (!checkpoints.empty() && !overwrite) {
     std::string listed;
     for (size_t i = 0; i < checkpoints.size() && i < 6; ++i) listed += (i ? ", " : "") + checkpoints[i];
@@ -39,8 +64,6 @@ std::vector<std::string> prepare_fresh_output_dir(const std::string& output_dir,
                     "): resume it with --resume_from_checkpoint latest, choose another --output_dir, or pass "
                     "--overwrite_output_dir to remove them (and its metrics.jsonl and model) and start afresh");
   }
-  const fs::path dir(output_dir);
-  std::error_code ec;
   if (overwrite && !files.empty()) {
     std::string names;
     for (const std::string& name : files) {

@@ -43,6 +43,12 @@ int PreemptionWatch::agreed_signal(Communicator& comm) const {
   return signal_number;
 }
 
+void ignore_preemption_signals_from_now() {
+  TRLHPC_ASSERT(!watch_installed, "a PreemptionWatch is still watching");
+  std::signal(SIGTERM, SIG_IGN);
+  std::signal(SIGUSR1, SIG_IGN);
+}
+
 const char* signal_name(int signal_number) {
   switch (signal_number) {
     case SIGTERM: return "SIGTERM";

@@ -203,9 +203,7 @@ int report_preemption(const SftConfig& c, int signal, const SftLoopOutcome& outc
   return 3;
 }
 
-}  // namespace
-
-int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
+int run_watched_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   const PreemptionWatch watch;  // SIGTERM / SIGUSR1 set a flag from here on
   const SftPlan plan = plan_sft_job(c, mpi.world_size());  // every check that needs no other rank
   // The start-up exchanges made before the communicators (and their watchdogs) exist, topology
@@ -227,16 +225,21 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   // Before anything is written under --output_dir: global rank 0 locks it (one run per folder), then a
   // fresh run checks that it holds no earlier run, or removes that run's files with
   // --overwrite_output_dir (output_dir.hpp). Rank 0's verdict is every rank's.
+  // The metrics files (metrics.jsonl, TensorBoard's --logging_dir) are opened there too, so a folder
+  // rank 0 cannot write is every rank's error, not rank 0's alone while the others wait for it.
+  // Redrawing in place (\r\033[K) only on a user's terminal: not under a launcher, whose pseudo-terminal
+  // may well end in a redirected log (mpirun -np 1 ... > log).
+  const bool may_redraw = mpi.world_size() == 1 && !mpi.under_launcher();
   std::optional<OutputDirLock> lock;
   std::vector<std::string> output_dir_log;
+  std::optional<MetricsLogger> metrics;
   run_on_root(groups.world().comm(), [&] {
     lock.emplace(c.output_dir);
     if (plan.resume_dir.empty()) output_dir_log = prepare_fresh_output_dir(c.output_dir, c.overwrite_output_dir);
+    metrics.emplace(c.output_dir, is_main, may_redraw, plan.tensorboard_dir);
   });
-  // Redrawing in place (\r\033[K) only on a user's terminal: not under a launcher, whose pseudo-terminal
-  // may well end in a redirected log (mpirun -np 1 ... > log).
-  MetricsLogger logger(c.output_dir, is_main, /*may_redraw=*/mpi.world_size() == 1 && !mpi.under_launcher(),
-                       plan.tensorboard_dir);
+  if (!metrics) metrics.emplace(c.output_dir, is_main, may_redraw, plan.tensorboard_dir);
+  MetricsLogger& logger = *metrics;
   groups.set_phase("dataset preparation");
   if (!progress_fallback.empty()) logger.message("warning: " + progress_fallback);
   if (lock && !lock->replaced_stale().empty())
@@ -286,6 +289,14 @@ int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   log_saved(c, groups, logger);
   if (c.plot && is_main) plot_at_end(c, logger);
   return 0;
+}
+
+}  // namespace
+
+int run_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
+  const int code = run_watched_sft_job(c, mpi);
+  ignore_preemption_signals_from_now();  // the job is over: a late signal must not kill a finishing rank
+  return code;
 }
 
 }  // namespace trlhpc

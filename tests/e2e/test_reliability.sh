@@ -2,11 +2,16 @@
 # Issue 30 ("nothing lost, nothing hung"): the probes a hostile-but-realistic user tried, each as a
 # regression case. Every run is bounded by `timeout`, so a hang is a failure, not a stuck CI job.
 set -u
+# The read-only output dir cases mount read-only tmpfs folders: in a private mount namespace (root)
+# they vanish with the test, however it ends.
+if [ -z "${TRLHPC_RELIABILITY_NS:-}" ] && [ "$(id -u)" = 0 ] && unshare -m --propagation private true 2>/dev/null; then
+  TRLHPC_RELIABILITY_NS=1 exec unshare -m --propagation private bash "$0" "$@"
+fi
 TRLHPC=$1
 MPIRUN=${2:-mpirun}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+trap 'umount "$WORK/ro" "$WORK/e7r" 2>/dev/null; chmod -R u+w "$WORK"; rm -rf "$WORK"' EXIT
 failures=0
 cases=0
 TINY="--model_config $ROOT/examples/tiny-chat/config.json --tokenizer $ROOT/examples/tiny-chat
@@ -169,6 +174,77 @@ expect generate-huge 1 1 "--max_new_tokens 1000000000: more than the model's con
   generate "$DATA/stories260K" --prompt "Once upon a time" --max_new_tokens 1000000000
 expect generate-past-context 1 0 "exceed the model's maximum length (max_position_embeddings $CTX)" \
   generate "$DATA/stories260K" --prompt "Once upon a time" --max_new_tokens "$CTX"
+
+# Item 7: a read-only output dir (or --logging_dir) is exit 1 naming the folder on every rank, not a raw
+# "filesystem error", and not rank 0 alone failing while the others wait for it (the TensorBoard
+# folder hung every other rank). Root ignores permission bits, so as root the folder is a read-only
+# tmpfs; otherwise a chmod 555 folder.
+mkdir -p "$WORK/ro" "$WORK/e7r"
+read_only=""
+if [ "$(id -u)" != 0 ]; then
+  chmod 555 "$WORK/ro" && read_only=chmod
+elif mount -t tmpfs -o ro,size=1m tmpfs "$WORK/ro" 2>/dev/null; then
+  read_only=mount
+fi
+if [ -z "$read_only" ]; then
+  echo "SKIP read-only output dir: cannot make a read-only folder here (root without mount rights)"
+else
+  expect ro-output-dir 2 1 "--output_dir $WORK/ro is not writable" sft $TINY --max_steps 1 --output_dir "$WORK/ro"
+  [ "$(grep -c "is not writable" "$WORK/ro-output-dir.log")" -ge 2 ] || fail "ro-output-dir: not on every rank"
+  expect ro-output-parent 2 1 "--output_dir $WORK/ro/run cannot be created" sft $TINY --max_steps 1 --output_dir "$WORK/ro/run"
+  expect ro-logging-dir 2 1 "--logging_dir $WORK/ro: cannot write" sft $TINY --max_steps 1 --report_to tensorboard \
+    --logging_dir "$WORK/ro" --output_dir "$WORK/e7t"
+  expect ro-logging-subdir 2 1 "--logging_dir $WORK/ro/tb: cannot create it" sft $TINY --max_steps 1 --report_to tensorboard \
+    --logging_dir "$WORK/ro/tb" --output_dir "$WORK/e7u"
+  grep -qi "filesystem error" "$WORK"/ro-*.log && fail "read-only: a raw filesystem error was printed"
+  # Resuming a run whose folder became read-only (a remount, a quota, a chmod). The folder is a mount
+  # point of its own (as a container's bind mount): the final model save used to stage in the parent
+  # and fail renaming across file systems (EXDEV, exit 2).
+  if [ "$read_only" = mount ] && mount -t tmpfs -o size=64m tmpfs "$WORK/e7r"; then
+    expect ro-base 2 0 "checkpoint saved" sft $TINY --max_steps 2 --save_steps 2 --output_dir "$WORK/e7r"
+    mount -o remount,ro "$WORK/e7r"
+    expect ro-resume 2 1 "--output_dir $WORK/e7r is not writable" sft $TINY --max_steps 3 --save_steps 2 \
+      --output_dir "$WORK/e7r" --resume_from_checkpoint latest
+  fi
+fi
+
+# Item 7: NaN or inf in the weights of --model_name_or_path is refused when the model is opened (every
+# rank, naming file, tensor and element), not found steps later as a NaN loss ("lower --learning_rate").
+expect nan-base 1 0 "saved the model" sft $TINY --max_steps 1 --output_dir "$WORK/e7n"
+python3 - "$WORK/e7n/model.safetensors" <<'PY' || fail "nan-weights: could not patch the fixture"
+import json, struct, sys
+path = sys.argv[1]
+data = bytearray(open(path, "rb").read())
+header_size = struct.unpack("<Q", data[:8])[0]
+tensor = json.loads(data[8:8 + header_size])["model.layers.1.mlp.down_proj.weight"]
+assert tensor["dtype"] == "F32"
+at = 8 + header_size + tensor["data_offsets"][0] + 4 * 5  # element 5
+data[at:at + 4] = struct.pack("<f", float("nan"))
+open(path, "wb").write(bytes(data))
+PY
+expect nan-weights 2 1 "model.safetensors: tensor 'model.layers.1.mlp.down_proj.weight' holds NaN at flat element 5" \
+  sft --model_name_or_path "$WORK/e7n" --dataset_name "$ROOT/examples/tiny-chat/train.jsonl" --max_length 128 --packing \
+  --max_steps 1 --sharding zero3 --comm_progress none --output_dir "$WORK/e7m"
+[ "$(grep -c "holds NaN" "$WORK/nan-weights.log")" -ge 2 ] || fail "nan-weights: not on every rank"
+grep -q "learning_rate" "$WORK/nan-weights.log" && fail "nan-weights: the message still points at --learning_rate"
+expect nan-generate 1 1 "holds NaN at flat element 5" generate "$WORK/e7n" --prompt "hi" --max_new_tokens 2
+
+# Item 7: an unknown key (or a bad value) in --config YAML names the file and its line, not an unknown
+# command-line option.
+printf 'max_steps: 1\n# learning rate, misspelt\nlearning_rat: 1e-4\n' > "$WORK/bad_key.yaml"
+expect yaml-unknown-key 2 1 "--config $WORK/bad_key.yaml:3: unknown option 'learning_rat'" \
+  sft $TINY --config "$WORK/bad_key.yaml" --output_dir "$WORK/e7y"
+grep -q "unrecognised option '--learning_rat'" "$WORK/yaml-unknown-key.log" && fail "yaml-unknown-key: still a -- option error"
+printf 'max_steps: 1\nseed: twelve\n' > "$WORK/bad_value.yaml"
+expect yaml-bad-value 1 1 "--config $WORK/bad_value.yaml:2: " sft $TINY --config "$WORK/bad_value.yaml" --output_dir "$WORK/e7y"
+
+# Soak finding: a job killed while writing its first checkpoint leaves checkpoint-N.tmp only. That is
+# no checkpoint, so the rerun (or --resume_from_checkpoint auto, as the SLURM requeue jobs do) starts
+# afresh and removes it, instead of being refused as "holds checkpoints of an earlier run".
+mkdir -p "$WORK/ek/checkpoint-2.tmp" && echo partial > "$WORK/ek/checkpoint-2.tmp/state.h5"
+expect unfinished-save 2 0 "removed checkpoint-2.tmp from $WORK/ek: a checkpoint save that did not finish" \
+  sft $TINY --max_steps 2 --save_steps 2 --output_dir "$WORK/ek" --resume_from_checkpoint auto
+[ -f "$WORK/ek/checkpoint-2/manifest.json" ] || fail "unfinished-save: the rerun's checkpoint-2 is missing"
 
 echo "$cases cases, $failures failed checks"
 [ "$failures" -eq 0 ]

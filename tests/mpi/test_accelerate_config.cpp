@@ -103,7 +103,9 @@ TEST(AccelerateConfig, HandWrittenFileWithParallelismConfigTrains) {
                          "num_processes: " << world << "\n";
   const AccelerateConfig accelerate = read_accelerate_config(path, world);
   ASSERT_EQ(accelerate.warnings.size(), 1u);
-  EXPECT_NE(accelerate.warnings[0].find("fsdp_made_up_setting"), std::string::npos) << accelerate.warnings[0];
+  EXPECT_NE(accelerate.warnings[0].find(path + ": line 8: unknown key 'fsdp_config.fsdp_made_up_setting'"),
+            std::string::npos)
+      << accelerate.warnings[0];
 
   SftConfig config;
   parse_sft_options({"--accelerate_config", path}, config, nullptr, SftOptionContext{world, false});

@@ -1,6 +1,8 @@
 // Hugging Face model directories: loading stories260K (single file and re-sharded), validation errors,
 // and save -> reload.
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 
@@ -197,6 +199,22 @@ TEST_F(HfModelDirTest, SaveAndReloadIsBitIdentical) {
   save_hf_model_dir(dir_ + "/again", bf16.config(), from_bf16, {DType::BF16, ""});
   HfModelDir again(dir_ + "/again");
   expect_same_parameters(bf16, again);
+}
+
+// Weights that are not finite are refused when the directory is opened, naming the file, the tensor and
+// the element (before, they loaded and the first step failed with "lower --learning_rate").
+TEST_F(HfModelDirTest, ReportsNonFiniteWeights) {
+  HfModelDir source(stories_dir());
+  for (const float bad : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+    const std::string out = dir_ + (std::isnan(bad) ? "/nan" : "/inf");
+    const std::string damaged = "model.layers.1.mlp.down_proj.weight";
+    save_hf_model_dir(out, source.config(), [&](const ParameterSpec& spec, float* o) {
+      source.read_parameter(spec, 0, spec.numel(), o);
+      if (spec.name == damaged) o[37] = bad;
+    }, {DType::BF16, ""});
+    expect_user_error(out, {out + "/model.safetensors", "'" + damaged + "'", std::isnan(bad) ? "NaN" : "infinite",
+                            "flat element 37 of"});
+  }
 }
 
 TEST_F(HfModelDirTest, RefusesToReplaceAFile) {

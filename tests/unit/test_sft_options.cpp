@@ -62,5 +62,21 @@ TEST(SftOptions, UnknownAndMisspeltFlagsAreStillErrors) {
                UserError);  // an overridden value is still checked, as argparse converts every occurrence
 }
 
+// A --config file is not a command line: an unknown key or a bad value names the file and the line
+// (it used to be "unrecognised option '--learning_rat'", sending the user to the command line).
+TEST(SftOptions, ConfigFileErrorsNameTheFileAndLine) {
+  SftConfig config;
+  const std::string unknown = yaml_file("max_steps: 4\n# a comment\nlearning_rat: 1e-4\n");
+  const std::string e = testing::user_error([&] { parse_sft_options({"--config", unknown}, config, nullptr, {1, false}); });
+  EXPECT_NE(e.find("--config " + unknown + ":3: unknown option 'learning_rat'"), std::string::npos) << e;
+  const std::string bad_value = yaml_file("max_steps: four\n");
+  const std::string v = testing::user_error([&] { parse_sft_options({"--config", bad_value}, config, nullptr, {1, false}); });
+  EXPECT_NE(v.find("--config " + bad_value + ":1: "), std::string::npos) << v;
+  EXPECT_NE(v.find("max_steps"), std::string::npos) << v;
+  const std::string nested = yaml_file("config: other.yaml\n");
+  const std::string n = testing::user_error([&] { parse_sft_options({"--config", nested}, config, nullptr, {1, false}); });
+  EXPECT_NE(n.find(":1: unknown option 'config'"), std::string::npos) << n;
+}
+
 }  // namespace
 }  // namespace trlhpc

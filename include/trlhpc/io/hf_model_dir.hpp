@@ -6,13 +6,15 @@
 // prefers the single file when both exist, and so does this). Opening validates the config, every
 // shard's header, and that every parameter of the config (parameter_names.hpp) is present with the
 // right shape, so a wrong or incomplete checkpoint fails before training starts, naming the tensor,
-// the file, and the expected and found shapes. With tie_word_embeddings there is no lm_head parameter
-// (a stored lm_head.weight is ignored, as transformers ties it to the embedding). Each rank then reads
+// the file, and the expected and found shapes, and that every parameter is finite (a NaN or inf names the
+// file, the tensor and the element; every rank reads all weights once for that). With tie_word_embeddings there is no lm_head parameter
+// (a stored lm_head.weight is ignored, as transformers ties it to the embedding). Each rank then loads
 // only the slices it owns (read_parameter / read_flat_range).
 //
 // Out: `save_hf_model_dir` writes config.json + model.safetensors (F32 or BF16) and copies the tokenizer
 // files, loadable by transformers' AutoModelForCausalLM/AutoTokenizer.from_pretrained. It writes
-// everything into `<dir>.tmp` first. A new `<dir>` is then created by renaming the whole folder; an
+// everything into `<dir>.tmp` first (`<dir>/.model.tmp` when `<dir>` exists: it may be a mount point, and a
+// rename must not cross file systems). A new `<dir>` is then created by renaming the whole folder; an
 // existing `<dir>` (e.g. a training output_dir holding metrics.jsonl and checkpoints) is never removed:
 // each finished file is renamed into it, replacing any older one atomically. Call it on one rank.
 #include <cstdint>
@@ -56,6 +58,7 @@ class HfModelDir {
   void open_single(const std::string& file);
   void open_sharded(const std::string& index_file);
   void check_parameters() const;
+  void check_finite() const;  // UserError naming the file, tensor and element of the first NaN/inf
 
   std::string dir_;
   ModelConfig config_;
@@ -76,7 +79,7 @@ struct HfSaveOptions {
 // parameters unit by unit never holds the whole model: the constructor starts `<dir>.tmp` with
 // config.json (torch_dtype follows options.dtype) and the model.safetensors header; append() streams the
 // parameters in parameter_specs(config) order; finish() copies the tokenizer files and moves everything
-// into place. Destroyed without finish(), it leaves no model.safetensors (a stale `<dir>.tmp` is
+// into place. Destroyed without finish(), it leaves no model.safetensors (a stale staging folder is
 // cleared by the next save).
 class HfModelWriter {
  public:
@@ -90,7 +93,7 @@ class HfModelWriter {
   void finish();
 
  private:
-  std::string target_, temp_;  // the directory and its "<dir>.tmp" sibling
+  std::string target_, temp_;  // the directory and its staging folder ("<dir>.tmp", or "<dir>/.model.tmp")
   HfSaveOptions options_;
   std::vector<ParameterSpec> specs_;
   size_t next_ = 0;  // index into specs_ of the parameter append() expects

@@ -22,8 +22,8 @@
 // Agreed failure and a deadline (issue 30): HDF5's own error paths inside a collective are not collective
 // (a metadata write that fails on one rank in H5Fclose makes it skip a broadcast the others wait in
 // forever), so
-//   - every collective call that can fail on some ranks only (dataset create, write) is followed by an
-//     all-reduce of its status: all ranks throw, or none;
+//   - every call that can fail on some ranks only (dataset create, write, close) is followed by an
+//     all-reduce of its status (batched: agree_pending above): all ranks throw, or none;
 //   - after an agreed failure of a file being written, discard() closes it without the data the failure
 //     left (rank 0 truncates it first, giving a full disk's space back to the close's metadata writes);
 //   - every collective HDF5 call runs under a DeadlineTimer (deadline_timer.hpp) of the group's

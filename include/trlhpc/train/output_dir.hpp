@@ -12,6 +12,9 @@
 //   - a folder with an earlier run's metrics.jsonl but no checkpoint (a finished run without
 //     --save_steps, or a re-run over the dataset cache): the fresh run starts its own metrics.jsonl; the
 //     old one is kept as metrics.jsonl.old and the log says so (lines of two runs never interleave);
+//   - a checkpoint-N.tmp folder (a save that did not finish: the job died writing it) is no checkpoint;
+//     a fresh run removes it and says so, so `--resume_from_checkpoint auto` after a job killed in its
+//     first save starts afresh instead of being refused;
 //   - --resume_from_checkpoint latest|auto|DIR continues the run the folder holds (its metrics.jsonl
 //     is cut back to the checkpoint's step).
 // The dataset cache (.dataset_cache) and TensorBoard runs/ are kept: they are reusable, not results.

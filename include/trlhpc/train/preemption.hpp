@@ -31,6 +31,12 @@ class PreemptionWatch {
   struct sigaction previous_term_ {}, previous_usr1_ {};
 };
 
+// After the job has ended (its model or checkpoint written): SIGTERM and SIGUSR1 are ignored for the
+// rest of the process. A scheduler's signal that lands while a rank waits in MPI_Finalize for the
+// others has nothing left to stop, and with the default action it killed the rank (mpirun exit 138
+// instead of 0; found by tests/soak/soak.sh).
+void ignore_preemption_signals_from_now();
+
 // "SIGTERM", "SIGUSR1", or "signal N".
 const char* signal_name(int signal_number);
 
