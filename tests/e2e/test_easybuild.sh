@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # easybuild/trlhpc-<version>.eb as an HPC centre's staff would use it, with EasyBuild 5 from PyPI:
+#  0. every easyconfig variant parses with EasyBuild and agrees with the tested one where it should;
 #  1. the source tarball is made from this working tree (easybuild/make-source-tarball.sh) and its sha256,
 #     computed here, is recorded in a copy of the easyconfig; with a wrong sha256 eb refuses the source;
 #  2. eb builds and installs it with the SYSTEM toolchain (osdependencies checked, the sanity checks
@@ -50,6 +51,11 @@ fi
 source "$LMOD_INIT"
 module purge >/dev/null 2>&1 || true
 export MODULEPATH=
+
+# 0. The centre variants (not built here) parse and agree with the tested one (tests/e2e/easyconfig_variants.py).
+python "$ROOT/tests/e2e/easyconfig_variants.py" "$VERSION" "$ROOT"/easybuild/trlhpc-*.eb >"$WORK/variants.log" 2>&1 \
+  || { cat "$WORK/variants.log"; fail "the easyconfig variants disagree (above)"; }
+tail -n 1 "$WORK/variants.log"
 
 # 1. The source tarball and its checksum, recorded in a copy of the easyconfig.
 mapfile -t tarball < <("$ROOT/easybuild/make-source-tarball.sh" "$WORK/sources/t/trlhpc")
