@@ -27,6 +27,9 @@ WORK=$(mktemp -d "$BUILD/easybuild-test.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 fail() { echo "FAILED: $*"; exit 1; }
 skip() { echo "SKIPPED: $*"; exit 77; }
+# All the CPUs for eb's build: GNU nproc would answer OMP_NUM_THREADS, which ctest (and this script, for
+# the example's ranks) sets to 1.
+BUILD_JOBS=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 export OMP_NUM_THREADS=1
 if [[ $(id -u) -eq 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 VERSION=$(sed -n 's/^project(trlhpc VERSION \([0-9.]*\).*/\1/p' "$ROOT/CMakeLists.txt")
@@ -68,7 +71,7 @@ sed "s/^checksums = \[\]\$/checksums = ['$(printf '0%.0s' {1..64})']/" "$EASYCON
 
 EB_ARGS=(--installpath="$WORK/install" --buildpath="$WORK/build" --sourcepath="$WORK/sources"
          --repositorypath="$WORK/ebfiles_repo" --tmpdir="$WORK/tmp" --modules-tool=Lmod --module-syntax=Lua
-         --parallel="$(nproc)" --disable-cleanup-tmpdir --disable-rpath)
+         --parallel="$BUILD_JOBS" --disable-cleanup-tmpdir --disable-rpath)
 # --disable-rpath: the libraries are the OS's, in the linker's default path (and CMake records the one
 # outside it, OpenBLAS's OpenMP build); EasyBuild's RPATH mode would compile through a compiler wrapper
 # it writes anew in each run, which ccache cannot recognise as the compiler of the main build.
@@ -94,9 +97,12 @@ eb "${EB_ARGS[@]}" "$WORK/ec/trlhpc-$VERSION.eb" >"$WORK/eb.log" 2>&1 || {
 EB_SECONDS=$((SECONDS - start))
 INSTALLDIR=$WORK/install/software/trlhpc/$VERSION
 [[ -x $INSTALLDIR/bin/trlhpc ]] || fail "no $INSTALLDIR/bin/trlhpc after eb"
-grep -q "sanity check.*trlhpc env" "$WORK"/tmp/eb-*/easybuild-trlhpc-*.log 2>/dev/null \
-  || grep -rqs "trlhpc env" "$INSTALLDIR/easybuild/" || fail "eb's log does not show the 'trlhpc env' sanity check"
-echo "eb built and installed trlhpc $VERSION (SYSTEM toolchain) in $EB_SECONDS s (-j $(nproc), ${CMAKE_CXX_COMPILER_LAUNCHER:-no compiler launcher})"
+# eb keeps its log in the install folder; both sanity-check commands must have run there.
+for cmd in 'trlhpc --version' 'trlhpc env'; do
+  grep -qs "sanity check command $cmd.* ran successfully" "$INSTALLDIR"/easybuild/easybuild-trlhpc-*.log \
+    || fail "eb's log ($INSTALLDIR/easybuild) does not show the sanity check '$cmd' succeeding"
+done
+echo "eb built and installed trlhpc $VERSION (SYSTEM toolchain) in $EB_SECONDS s (-j $BUILD_JOBS, ${CMAKE_CXX_COMPILER_LAUNCHER:-no compiler launcher})"
 if [[ -s $WORK/ccache-stats.log ]]; then
   echo "ccache during eb (base_dir $(ccache -k base_dir)):"; ccache --show-log-stats 2>&1 | sed -n '/Hits/,/Misses/p'
 fi
