@@ -47,7 +47,7 @@ if ! "$VENV/bin/eb" --version 2>/dev/null | grep -q 'EasyBuild 5\.'; then
   rm -rf "$VENV"
   python3 -m venv "$VENV" >"$WORK/venv.log" 2>&1 || { cat "$WORK/venv.log"; skip "python3 -m venv failed: no pip for EasyBuild"; }
   start=$SECONDS
-  timeout 600 "$VENV/bin/pip" install --disable-pip-version-check -q 'easybuild-framework>=5,<6' 'easybuild-easyblocks>=5,<6' \
+  timeout 300 "$VENV/bin/pip" install --disable-pip-version-check --timeout 20 --retries 2 -q 'easybuild-framework>=5,<6' 'easybuild-easyblocks>=5,<6' \
     >"$WORK/pip.log" 2>&1 || { tail -n 5 "$WORK/pip.log"; rm -rf "$VENV"; skip "pip install easybuild failed (PyPI unreachable?)"; }
   echo "pip installed $("$VENV/bin/eb" --version 2>&1) in $((SECONDS - start)) s"
 fi
