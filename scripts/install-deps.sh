@@ -5,6 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config git
+  ccache                                # CI: the EasyBuild test's build reuses the main build's objects
   libopenmpi-dev openmpi-bin            # MPI (MPI::MPI_CXX)
   libhdf5-openmpi-dev                   # parallel HDF5, openmpi flavour
   libboost-program-options-dev libyaml-cpp-dev nlohmann-json3-dev
