@@ -217,14 +217,22 @@ void ParallelHdf5File::write(const std::string& name, std::span<const Hdf5Block>
 }
 
 void ParallelHdf5File::note_failure(const std::string& what) {
-  if (failure_.empty()) failure_ = what + ": " + hdf5_error_string();
+  if (!failure_.empty()) return;
+  failure_ = what;
+  failure_detail_ = hdf5_error_string();
 }
 
 void ParallelHdf5File::agree_pending(const std::string& what) {
   const bool ok = failure_.empty();
-  const std::string local = failure_;
+  int32_t failed = ok ? 0 : 1;
+  comm_->all_reduce(std::span<int32_t>(&failed, 1), ReduceOp::Max);
+  if (!failed) return;
+  // This rank's own failure when it had one ("write of dataset X in FILE failed: ..."), else the batch's.
+  const std::string message = ok ? what + " in " + path_ + " failed on another rank"
+                                 : failure_ + " in " + path_ + " failed: " + failure_detail_;
   failure_.clear();
-  agree(ok, what + (ok ? "" : " (" + local + ")"));
+  failure_detail_.clear();
+  throw RuntimeFailure(rank_prefix() + message);
 }
 
 void ParallelHdf5File::agree(bool ok, const std::string& what) {

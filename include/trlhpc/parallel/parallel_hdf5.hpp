@@ -146,7 +146,8 @@ class ParallelHdf5File {
   Communicator* comm_ = nullptr;  // the group's
   std::unique_ptr<DeadlineTimer> deadline_;  // the group's --ddp_timeout, for every collective HDF5 call
   std::map<std::string, Hdf5Id> datasets_;
-  std::string failure_;  // this rank's first create/write failure since the last agreement
+  std::string failure_;         // this rank's first create/write failure since the last agreement
+  std::string failure_detail_;  // HDF5's error stack for it
 };
 
 }  // namespace trlhpc
