@@ -173,14 +173,16 @@ kill_during_save() {  # kill_during_save NAME FLAGS...
   shift
   big "$WORK/$name" "$WORK/$name.log" --save_steps 1 "$@" &
   local runner=$!
-  python3 - "$WORK/$name/checkpoint-2.tmp/state.h5" "$TRLHPC" <<'PY'
-import os, signal, subprocess, sys, time
-target, binary = sys.argv[1], sys.argv[2]
+  python3 - "$WORK/$name/checkpoint-2.tmp/state.h5" "$TRLHPC" "$WORK/$name" <<'PY'
+import os, re, signal, subprocess, sys, time
+target, binary, out = sys.argv[1], sys.argv[2], sys.argv[3]
 deadline = time.time() + 300
 while time.time() < deadline:
     if os.path.exists(target):
-        # the ranks' command lines start with the binary (mpirun's and timeout's do not)
-        pids = subprocess.run(["pgrep", "-f", "^" + binary + " sft"], capture_output=True, text=True).stdout.split()
+        # this run's ranks: command lines that start with the binary (mpirun's and timeout's do not) and
+        # name this output dir (another run of the same binary on the machine is not this test's)
+        pattern = "^" + re.escape(binary) + " sft .*--output_dir " + re.escape(out) + "( |$)"
+        pids = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
         if pids:
             os.kill(int(pids[-1]), signal.SIGKILL)
             print(f"    killed rank pid {pids[-1]} while {target} was being written")
