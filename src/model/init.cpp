@@ -4,16 +4,10 @@
 #include <cmath>
 
 #include "trlhpc/core/error.hpp"
+#include "trlhpc/core/splitmix64.hpp"
 
 namespace trlhpc {
 namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // Philox4x32 with 10 rounds (Random123's constants).
 struct Philox4x32 {

@@ -10,6 +10,7 @@
 #include <iterator>
 #include <system_error>
 
+#include "trlhpc/core/splitmix64.hpp"
 #include "trlhpc/data/batching/packing.hpp"
 #include "trlhpc/data/chat_template/chat_template.hpp"
 #include "trlhpc/data/dataset/reader.hpp"
@@ -44,10 +45,7 @@ class Hasher {
   }
   uint64_t value() const {
     // Final avalanche (splitmix64) so near-identical inputs spread over the whole key.
-    uint64_t z = h_ + 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return splitmix64(h_);
   }
 
  private:

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <span>
 
+#include "trlhpc/core/splitmix64.hpp"
+
 namespace trlhpc::dataset {
 namespace {
 
@@ -32,10 +34,7 @@ class Digest {
     u64(tail);
   }
   uint64_t value() const {
-    uint64_t z = h_ + 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return splitmix64(h_);
   }
 
  private:
