@@ -4,6 +4,7 @@
     python3 bench/cpu_peer_bench.py [--trlhpc build/trlhpc] [--threads 2] [--steps 12]
                                     [--shapes 384,512,896] [--no-compile] [--openblas]
                                     [--also NAME=PATH ...]   (more trlhpc binaries, e.g. older commits)
+                                    [--bf16]   (trlhpc --bf16 against PyTorch under torch.autocast bf16)
 
 For each shape (Qwen2, fp32, tied embeddings, vocab 8192, 4 rows x 512 tokens per step):
   384: hidden 384, 6 layers, 6 heads / 2 kv heads, intermediate 1024   (issue 17's measurement)
@@ -26,6 +27,11 @@ trlhpc runs with its default GEMM (its own AVX-512 kernel on CPUs that have it) 
 with TRLHPC_CPU_GEMM=openblas: as the environment sets OPENBLAS_CORETYPE (this VM pins Haswell
 machine-wide, which leaves AVX-512 unused) and, when it is set, with the variable removed. PyTorch
 ignores the variable. Each run is its own subprocess so that peak RSS is its own.
+
+--bf16: trlhpc runs with --bf16 and each PyTorch loop computes its forward (and so its backward) under
+torch.autocast("cpu", dtype=torch.bfloat16) with fp32 parameters and optimizer, which is what TRL's
+`bf16=True, use_cpu=True` sets up through accelerate. MFU is then against the best bf16 GEMM rate
+measured in the run (PyTorch's 2048^3 bf16 matmul, and trlhpc's start-up measurement of its bf16 GEMM).
 """
 import argparse
 import json
@@ -48,6 +54,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 
 model_dir, data, steps, threads, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+bf16 = len(sys.argv) > 6 and sys.argv[6] == "bf16"
 torch.set_num_threads(threads)
 cfg = json.load(open(model_dir + "/config.json"))
 C, L, NH, KVH = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
@@ -115,7 +122,8 @@ for step in range(steps):
     s = (step * 4) % len(rows)
     ids = torch.tensor(rows[s:s + 4])
     t = time.perf_counter()
-    loss = fwd(ids)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        loss = fwd(ids)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=True)
     opt.step()
@@ -129,7 +137,8 @@ print(json.dumps(dict(losses=losses, times=times, rss=rss, opt=opt_kind)))
 GEMM_PEAK = r'''
 import sys, time, torch
 torch.set_num_threads(int(sys.argv[1]))
-a = torch.randn(2048, 2048); a @ a
+dtype = torch.bfloat16 if len(sys.argv) > 2 and sys.argv[2] == "bf16" else torch.float32
+a = torch.randn(2048, 2048, dtype=dtype); a @ a
 best = min((lambda t: (a @ a, time.perf_counter() - t)[1])(time.perf_counter()) for _ in range(5))
 print(2 * 2048**3 / best)
 '''
@@ -143,8 +152,8 @@ def flops_per_token(shape):
     return 6 * n + 12 * L * NH * HS * SEQ
 
 
-def run_peer(model_dir, data, steps, threads, mode):
-    p = subprocess.run([sys.executable, "-c", PEER, model_dir, data, str(steps), str(threads), mode],
+def run_peer(model_dir, data, steps, threads, mode, bf16):
+    p = subprocess.run([sys.executable, "-c", PEER, model_dir, data, str(steps), str(threads), mode] + (["bf16"] if bf16 else []),
                        capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
     if p.returncode != 0:
         sys.exit(f"pytorch {mode} failed:\n{p.stderr[-4000:]}")
@@ -184,14 +193,17 @@ def main():
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--openblas", action="store_true", help="also run trlhpc with TRLHPC_CPU_GEMM=openblas")
     ap.add_argument("--trlhpc-arg", action="append", default=[], help="extra argument for trlhpc sft")
+    ap.add_argument("--bf16", action="store_true", help="trlhpc --bf16 against PyTorch under bf16 autocast")
     ap.add_argument("--also", action="append", default=[], metavar="NAME=PATH",
                     help="another trlhpc binary to run in the same comparison (before/after a change)")
     args = ap.parse_args()
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    torch_peak = float(subprocess.run([sys.executable, "-c", GEMM_PEAK, str(args.threads)], capture_output=True,
-                                      text=True, check=True).stdout)
+    torch_peak = float(subprocess.run([sys.executable, "-c", GEMM_PEAK, str(args.threads)] + (["bf16"] if args.bf16 else []),
+                                      capture_output=True, text=True, check=True).stdout)
+    if args.bf16:
+        args.trlhpc_arg = args.trlhpc_arg + ["--bf16"]
     pinned = os.environ.get("OPENBLAS_CORETYPE")
     variants = [("trlhpc", {}, args.trlhpc)]
     if args.openblas:
@@ -204,7 +216,11 @@ def main():
         variants.append((name, {}, path))
     load = os.getloadavg()[0]
     print(f"torch {torch.__version__}, {args.threads} threads, {args.steps} steps (first 2 excluded), "
-          f"load average {load:.2f}, PyTorch sgemm 2048^3 {torch_peak / 1e9:.0f} GFLOP/s")
+          f"load average {load:.2f}, PyTorch {'bf16' if args.bf16 else 'fp32'} GEMM 2048^3 {torch_peak / 1e9:.0f} GFLOP/s")
+    import platform
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
+    flags = next((l for l in open("/proc/cpuinfo") if l.startswith("flags")), "")
+    print(f"CPU: {cpu}; amx_bf16: {'amx_bf16' in flags}, avx512_bf16: {'avx512_bf16' in flags}")
     for key in [int(s) for s in args.shapes.split(",")]:
         shape = SHAPES[key]
         torch.manual_seed(0)
@@ -227,8 +243,9 @@ def main():
             results.append((name, losses, tps, rss, own_peak * fpt))
         peers = []
         for mode in ["eager"] + ([] if args.no_compile else ["compile"]):
-            losses, tps, rss, opt = run_peer(model_dir, data, args.steps, args.threads, mode)
-            peers.append((f"pytorch {mode} (sdpa, {opt} AdamW)", losses, tps, rss, mode))
+            losses, tps, rss, opt = run_peer(model_dir, data, args.steps, args.threads, mode, args.bf16)
+            peers.append((f"pytorch {mode}{' bf16 autocast' if args.bf16 else ''} (sdpa, {opt} AdamW)", losses, tps, rss,
+                          mode))
         peak = max([torch_peak] + [r[4] for r in results])
         best_peer = max(p[2] for p in peers)
         print(f"\nhidden {shape['hidden_size']}, {shape['num_hidden_layers']} layers, {shape['num_attention_heads']}/"

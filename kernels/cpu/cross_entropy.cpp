@@ -80,7 +80,12 @@ double row_loss(float* z, int64_t V, int32_t y, bool want_grad, float grad_scale
 
 double cross_entropy_fwd_bwd(const float* hidden, const float* weight, const int32_t* targets, int64_t N, int64_t C,
                              int64_t V, float grad_scale, float* dhidden, float* dweight, int64_t chunk_tokens,
-                             int64_t* valid_tokens, CrossEntropyMetrics* metrics) {
+                             int64_t* valid_tokens, CrossEntropyMetrics* metrics, bool bf16_gemm) {
+  const auto gemm = [bf16_gemm](const float* a, bool ta, const float* b, bool tb, float* c, int64_t M, int64_t Nc,
+                                int64_t K, float beta) {
+    if (bf16_gemm) matmul_bf16({a, false}, ta, {b, false}, tb, {c, false}, M, Nc, K, 1.0f, beta);
+    else matmul(a, ta, b, tb, c, M, Nc, K, 1.0f, beta);
+  };
   TRLHPC_REQUIRE(chunk_tokens > 0,
                  "cross_entropy_fwd_bwd: chunk_tokens must be positive, got " + std::to_string(chunk_tokens));
   const bool want_grad = dhidden != nullptr;
@@ -120,7 +125,7 @@ double cross_entropy_fwd_bwd(const float* hidden, const float* weight, const int
     for (int64_t r = 0; r < cm; ++r)
       std::copy(hidden + chunk_rows[r] * C, hidden + (chunk_rows[r] + 1) * C, h_chunk.data() + r * C);
     // logits (cm, V) = h_chunk (cm, C) @ weight^T (C, V)
-    matmul(h_chunk.data(), false, weight, true, logits.get(), cm, V, C, 1.0f, 0.0f);
+    gemm(h_chunk.data(), false, weight, true, logits.get(), cm, V, C, 0.0f);
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < cm; ++r)
       loss_rows[static_cast<size_t>(r)] = row_loss(logits.get() + r * V, V, targets[chunk_rows[r]], want_grad, grad_scale,
@@ -133,12 +138,12 @@ double cross_entropy_fwd_bwd(const float* hidden, const float* weight, const int
       }
     if (!want_grad) continue;
     // dh_chunk (cm, C) = dlogits (cm, V) @ weight (V, C), then scattered to the token rows.
-    matmul(logits.get(), false, weight, false, dh_chunk.data(), cm, C, V, 1.0f, 0.0f);
+    gemm(logits.get(), false, weight, false, dh_chunk.data(), cm, C, V, 0.0f);
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < cm; ++r)
       std::copy(dh_chunk.data() + r * C, dh_chunk.data() + (r + 1) * C, dhidden + chunk_rows[r] * C);
     // dweight (V, C) += dlogits^T (V, cm) @ h_chunk (cm, C)
-    if (dweight) matmul(logits.get(), true, h_chunk.data(), false, dweight, V, C, cm, 1.0f, 1.0f);
+    if (dweight) gemm(logits.get(), true, h_chunk.data(), false, dweight, V, C, cm, 1.0f);
   }
   return total;
 }

@@ -324,6 +324,14 @@ void apply_accelerate_config(const AccelerateConfig& a, const std::set<std::stri
   for (const auto& [flag, pair] : sizes)
     if (*pair.first && !given(flag)) *pair.second = **pair.first;
   if (a.activation_checkpointing && !given("gradient_checkpointing")) c.gradient_checkpointing = *a.activation_checkpointing;
+  // accelerate launch exports mixed_precision and transformers' TrainingArguments keeps it unless
+  // --bf16/--fp16 say otherwise: the flag wins, the file fills in.
+  if (!given("bf16")) {
+    if (a.mixed_precision == "bf16") c.bf16 = true;
+    if (a.mixed_precision == "fp16" || a.mixed_precision == "fp8")
+      throw UserError(a.path + ": mixed_precision: " + a.mixed_precision +
+                      " is not supported (trlhpc trains in fp32 or bf16 mixed precision): set it to bf16 or no, or pass --bf16 true|false");
+  }
 }
 
 }  // namespace trlhpc

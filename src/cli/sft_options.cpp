@@ -70,7 +70,9 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
       ("completion_only_loss", po::value<std::string>(&c.completion_only_loss)->default_value(c.completion_only_loss), "true|false|auto (auto: on for prompt-completion data)")
       ("assistant_only_loss", flag(&c.assistant_only_loss), "train only on assistant turns")
       ("gradient_checkpointing", flag(&c.gradient_checkpointing), "recompute layers in backward")
-      ("bf16", flag(&c.bf16), "bf16 mixed precision (not supported yet: refused with a message)")
+      ("save_dtype", po::value<std::string>(&c.save_dtype),
+       "dtype of the final model.safetensors: auto (the input config's torch_dtype) | float32 | bfloat16")
+      ("bf16", flag(&c.bf16), "bf16 mixed precision: bf16 GEMMs and activations, fp32 master weights, optimizer and loss (README \"Precision\")")
       ("logging_steps", po::value<int64_t>(&c.logging_steps)->default_value(c.logging_steps), "")
       ("report_to", po::value<std::string>(&c.report_to)->default_value(c.report_to), "tensorboard|all|none: also write the metrics as TensorBoard event files")
       ("logging_dir", po::value<std::string>(&c.logging_dir), "TensorBoard folder (default: <output_dir>/runs/<date>_<host>)")

@@ -131,7 +131,8 @@ LossResult Decoder::run(const DeviceBatch& batch, float grad_scale, bool backwar
     hooks().after_backward(unit);
   }
   hooks().before_backward(0);
-  const Tensor dx_all = gather_tokens(s.dx, s.dx_full);  // (N, C): every token's row of the lookup
+  // (N, C): every token's row of the lookup, F32 (the embedding gradient never sees a bf16 rounding).
+  const Tensor dx_all = gather_tokens(s.dx, s.row_out);
   ops_.embedding_bwd(batch.input_ids, dx_all, params_.grad("model.embed_tokens.weight"), tp_.rank * local_.vocab_size);
   hooks().after_backward(0);
   return result;

@@ -25,19 +25,24 @@ struct Decoder::LayerActivations {
 
 // Work buffers shared by all layers. Under tp sequence parallel the *_local / (Nl, C) buffers hold this
 // rank's rows and the (N, C) ones the gathered or partial whole; otherwise each alias pair is one tensor.
+// Dtypes: the GEMM inputs (h_*, dattn, dact, dgate, dup, dx_compute) are in Ops::compute_dtype(), the
+// rest F32 (docs/ARCHITECTURE.md "Mixed precision").
 struct Decoder::Scratch {
   Tensor x_final;          // (Nl, C) output of the last layer
   Tensor h_final_local;    // (Nl, C) final norm output (= h_final without tp sequence parallel)
   Tensor h_final;          // (N, C) final norm output of every token (the LM head's input)
   Tensor rstd_final;       // (Nl)
   Tensor dx;               // (Nl, C) gradient flowing down the residual stream
+  Tensor dx_compute;       // (Nl, C) dx cast to the compute dtype for the o/down backward GEMMs (= dx in fp32)
   Tensor dh;               // (N, C) gradient w.r.t. a norm output (partial over tp before reduction)
   Tensor dh_local;         // (Nl, C) its reduced rows (= dh without tp sequence parallel)
   Tensor dtmp;             // (Nl, C)
-  // Tp sequence parallel: three names for one (N, C) buffer, each use consumed before the next begins.
+  // Tp sequence parallel: three names for one (N, C) buffer, each use consumed before the next begins
+  // (two buffers under a BF16 compute dtype: h_full = dx_full in it, row_out F32).
   Tensor h_full;           // (N, C) all-gathered norm output (q/k/v, gate/up inputs; their weight grads)
-  Tensor dx_full;          // (N, C) all-gathered residual gradient (o/down weight grads and input grads)
-  Tensor row_out;          // (N, C) partial row-parallel / embedding output before its reduce-scatter
+  Tensor dx_full;          // (N, C) all-gathered dx_compute (o/down weight grads and input grads)
+  Tensor row_out;          // (N, C) partial row-parallel / embedding output before its reduce-scatter;
+                           //        the all-gathered F32 dx for the embedding backward
   Tensor dq, dk, dv;       // (N, NH*HS), (N, KVH*HS), (N, KVH*HS)
   Tensor dattn;            // (N, NH*HS)
   Tensor dact, dgate, dup; // (N, F)

@@ -83,48 +83,61 @@ void linear_weight_grad(Ops& ops, const Tensor& dy, const Tensor& x, const Tenso
 void allocate_layer_activations(Ops& ops, const ModelConfig& c, int64_t N, int64_t Nl, Decoder::LayerActivations& a) {
   const int64_t C = c.hidden_size, F = c.intermediate_size, QD = c.num_attention_heads * c.head_dim,
                 KD = c.num_key_value_heads * c.head_dim;
-  a.h1 = ops.allocate({Nl, C});
+  const DType cd = ops.compute_dtype();  // the GEMM inputs; statistics and the residual stream stay F32
+  a.h1 = ops.allocate({Nl, C}, cd);
   a.rstd1 = ops.allocate({Nl});
-  a.q = ops.allocate({N, QD});
-  a.k = ops.allocate({N, KD});
-  a.v = ops.allocate({N, KD});
-  a.attn = ops.allocate({N, QD});
+  a.q = ops.allocate({N, QD}, cd);
+  a.k = ops.allocate({N, KD}, cd);
+  a.v = ops.allocate({N, KD}, cd);
+  a.attn = ops.allocate({N, QD}, cd);
   a.lse = ops.allocate({N * c.num_attention_heads});
   a.x_mid = ops.allocate({Nl, C});
-  a.h2 = ops.allocate({Nl, C});
+  a.h2 = ops.allocate({Nl, C}, cd);
   a.rstd2 = ops.allocate({Nl});
-  a.gate = ops.allocate({N, F});
-  a.up = ops.allocate({N, F});
-  a.act = ops.allocate({N, F});
+  a.gate = ops.allocate({N, F}, cd);
+  a.up = ops.allocate({N, F}, cd);
+  a.act = ops.allocate({N, F}, cd);
 }
 
 void Decoder::Scratch::allocate(Ops& ops, const ModelConfig& c, int64_t N, int64_t Nl, bool checkpointing) {
   const int64_t C = c.hidden_size, F = c.intermediate_size, QD = c.num_attention_heads * c.head_dim,
                 KD = c.num_key_value_heads * c.head_dim;
   const bool sharded = Nl < N;
+  const DType cd = ops.compute_dtype();
+  const bool mixed = cd != DType::F32;
   x_final = ops.allocate({Nl, C});
-  h_final = ops.allocate({N, C});
-  h_final_local = sharded ? ops.allocate({Nl, C}) : h_final;
+  h_final = ops.allocate({N, C}, cd);
+  h_final_local = sharded ? ops.allocate({Nl, C}, cd) : h_final;
   rstd_final = ops.allocate({Nl});
   dx = ops.allocate({Nl, C});
+  dx_compute = mixed ? ops.allocate({Nl, C}, cd) : dx;
   dh = ops.allocate({N, C});
   dh_local = sharded ? ops.allocate({Nl, C}) : dh;
   dtmp = ops.allocate({Nl, C});
-  // Never live at the same time (each is consumed before the next gather or row-parallel product).
-  h_full = dx_full = row_out = sharded ? ops.allocate({N, C}) : Tensor();
-  dq = ops.allocate({N, QD});
+  // Never live at the same time (each is consumed before the next gather or row-parallel product);
+  // the gathered GEMM inputs are in the compute dtype, the partial sums F32.
+  row_out = sharded ? ops.allocate({N, C}) : Tensor();
+  h_full = dx_full = sharded ? (mixed ? ops.allocate({N, C}, cd) : row_out) : Tensor();
+  dq = ops.allocate({N, QD});  // F32: attention_bwd accumulates into them (ring attention: per K/V block)
   dk = ops.allocate({N, KD});
   dv = ops.allocate({N, KD});
-  dattn = ops.allocate({N, QD});
-  dact = ops.allocate({N, F});
-  dgate = ops.allocate({N, F});
-  dup = ops.allocate({N, F});
+  dattn = ops.allocate({N, QD}, cd);
+  dact = ops.allocate({N, F}, cd);
+  dgate = ops.allocate({N, F}, cd);
+  dup = ops.allocate({N, F}, cd);
   recompute = LayerActivations();
   x_recompute_out = Tensor();
   if (checkpointing) {
     allocate_layer_activations(ops, c, N, Nl, recompute);
     x_recompute_out = ops.allocate({Nl, C});
   }
+}
+
+Tensor Decoder::compute_copy(const Tensor& dx) {
+  Scratch& s = *scratch_;
+  if (s.dx_compute.data() == dx.data()) return dx;  // fp32 compute: the residual gradient itself
+  ops_.cast(s.dx_compute, dx);
+  return s.dx_compute;
 }
 
 void Decoder::layer_forward(int layer, const DeviceBatch& batch, const Tensor& x_in, LayerActivations& a,
@@ -171,9 +184,9 @@ void Decoder::layer_backward(int layer, const DeviceBatch& batch, const LayerAct
   Scratch& s = *scratch_;
   const Tensor dln1 = norm_grad_target(g.ln1, 0), dln2 = norm_grad_target(g.ln2, 1);
 
-  // MLP block. dxf: the residual gradient of all N tokens (whole on every rank without sequence
-  // parallel; all-gathered with it), so the down_proj bias gradient is whole too.
-  Tensor dxf = gather_tokens(dx, s.dx_full);  // (N, C)
+  // MLP block. dxf: the residual gradient of all N tokens in the compute dtype (whole on every rank
+  // without sequence parallel; all-gathered with it), so the down_proj bias gradient is whole too.
+  Tensor dxf = gather_tokens(compute_copy(dx), s.dx_full);  // (N, C)
   linear_weight_grad(ops_, dxf, a.act, g.wd, g.bd);
   ops_.matmul(dxf, false, w.wd, false, s.dact);
   ops_.swiglu_bwd(a.gate, a.up, s.dact, s.dgate, s.dup);
@@ -187,7 +200,7 @@ void Decoder::layer_backward(int layer, const DeviceBatch& batch, const LayerAct
   ops_.add_inplace(dx, s.dtmp);
 
   // Attention block.
-  dxf = gather_tokens(dx, s.dx_full);  // (N, C)
+  dxf = gather_tokens(compute_copy(dx), s.dx_full);  // (N, C)
   linear_weight_grad(ops_, dxf, a.attn, g.wo, g.bo);
   ops_.matmul(dxf, false, w.wo, false, s.dattn);
   attention().backward(ops_, a.q, a.k, a.v, a.attn, a.lse, s.dattn, batch.positions, batch.doc_ids, s.dq, s.dk, s.dv,

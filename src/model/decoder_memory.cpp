@@ -26,7 +26,7 @@ int64_t Decoder::activation_bytes() const {
   // Some scratch names share one buffer (h_final_local / dh_local without tp sequence parallel;
   // h_full / dx_full / row_out with it): count each buffer once.
   std::set<const void*> counted;
-  for (const Tensor* t : {&s.x_final, &s.h_final, &s.h_final_local, &s.rstd_final, &s.dx, &s.dh, &s.dh_local, &s.dtmp,
+  for (const Tensor* t : {&s.x_final, &s.h_final, &s.h_final_local, &s.rstd_final, &s.dx, &s.dx_compute, &s.dh, &s.dh_local, &s.dtmp,
                           &s.h_full, &s.dx_full, &s.row_out, &s.dq, &s.dk, &s.dv, &s.dattn, &s.dact, &s.dgate, &s.dup,
                           &s.x_recompute_out})
     if (counted.insert(t->data()).second) n += bytes_of(*t);

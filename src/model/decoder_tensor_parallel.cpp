@@ -66,7 +66,9 @@ int64_t Decoder::local_tokens(int64_t N) const {
 
 Tensor Decoder::gather_tokens(const Tensor& local, const Tensor& full) {
   if (!tp_sp_) return local;
-  tp_comm_->all_gather(span_of<const float>(local), span_of<float>(full));
+  TRLHPC_ASSERT(local.dtype() == full.dtype(), "gather_tokens: local and full dtypes differ");
+  if (local.dtype() == DType::BF16) tp_comm_->all_gather(span_of<const uint16_t>(local), span_of<uint16_t>(full));
+  else tp_comm_->all_gather(span_of<const float>(local), span_of<float>(full));
   return full;
 }
 

@@ -1,18 +1,39 @@
 // The CPU implementation of Ops: checks shapes/dtypes, then calls the kernels in kernels/cpu.
+// BF16 activations (--bf16) reach the fp32 kernels through Fp32Window (src/ops/fp32_window.hpp).
 #include <cstring>
 
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/kernels/cpu.hpp"
 #include "trlhpc/ops/ops.hpp"
+#include "src/ops/fp32_window.hpp"
 
 namespace trlhpc {
 namespace {
 
 const int32_t* ids_of(const Tensor& t) { return t.i32(); }
 
+using W = Fp32Window;
+
 class CpuOps final : public Ops {
  public:
+  explicit CpuOps(DType compute_dtype) : compute_dtype_(compute_dtype) {
+    TRLHPC_REQUIRE(compute_dtype == DType::F32 || compute_dtype == DType::BF16,
+                   std::string("CPU backend: compute dtype must be F32 or BF16, got ") + dtype_name(compute_dtype));
+  }
   Device device() const override { return Device::CPU; }
+  DType compute_dtype() const override { return compute_dtype_; }
+
+  void cast(const Tensor& dst, const Tensor& src) override {
+    TRLHPC_ASSERT(dst.numel() == src.numel(), "cast of " + shape_string(src.shape()) + " into " + shape_string(dst.shape()));
+    if (dst.dtype() == src.dtype()) return copy(dst, src);
+    if (src.dtype() == DType::BF16) {
+      W in(src, W::In);
+      std::memcpy(dst.f32(), in.get(), dst.nbytes());
+    } else {
+      W out(dst, W::Out);
+      std::memcpy(out.get(), src.f32(), src.nbytes());
+    }
+  }
 
   Tensor allocate(const Shape& shape, DType dtype) override {
     size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
@@ -59,71 +80,88 @@ class CpuOps final : public Ops {
       return t.dtype() == DType::BF16;
     };
     const bool a16 = is_bf16(a), b16 = is_bf16(b), c16 = is_bf16(c);
-    if (!a16 && !b16 && !c16) {
+    // Under a BF16 compute dtype every GEMM is the bf16 one, as under torch.autocast, also where both
+    // operands are F32 (the residual stream's gradient against a master weight, for instance).
+    if (!a16 && !b16 && !c16 && compute_dtype_ == DType::F32) {
       cpu::matmul(a.f32(), trans_a, b.f32(), trans_b, c.f32(), M, N, K, alpha, beta);
       return;
     }
     cpu::matmul_bf16({a.data(), a16}, trans_a, {b.data(), b16}, trans_b, {c.data(), c16}, M, N, K, alpha, beta);
   }
   void bias_add(const Tensor& y, const Tensor& bias) override {
-    cpu::bias_add(y.f32(), bias.f32(), y.numel() / bias.numel(), bias.numel());
+    W yw(y, W::InOut);
+    cpu::bias_add(yw.get(), bias.f32(), y.numel() / bias.numel(), bias.numel());
   }
   void bias_bwd(const Tensor& dy, const Tensor& dbias) override {
-    cpu::bias_bwd(dy.f32(), dbias.f32(), dy.numel() / dbias.numel(), dbias.numel());
+    W dyw(dy, W::In);
+    cpu::bias_bwd(dyw.get(), dbias.f32(), dy.numel() / dbias.numel(), dbias.numel());
   }
   void add_inplace(const Tensor& y, const Tensor& x) override {
     TRLHPC_ASSERT(y.numel() == x.numel(), "add_inplace size mismatch");
-    cpu::add_inplace(y.f32(), x.f32(), y.numel());
+    W yw(y, W::InOut), xw(x, W::In);
+    cpu::add_inplace(yw.get(), xw.get(), y.numel());
   }
   void scale_inplace(const Tensor& y, float s) override { cpu::scale_inplace(y.f32(), s, y.numel()); }
   double sum_of_squares(const Tensor& x) override { return cpu::sum_of_squares(x.f32(), x.numel()); }
 
   void embedding_fwd(const Tensor& ids, const Tensor& table, const Tensor& out, int64_t vocab_start) override {
-    cpu::embedding_fwd(ids_of(ids), table.f32(), out.f32(), ids.numel(), table.dim(1), table.dim(0), vocab_start);
+    W outw(out, W::Out);
+    cpu::embedding_fwd(ids_of(ids), table.f32(), outw.get(), ids.numel(), table.dim(1), table.dim(0), vocab_start);
   }
   void embedding_bwd(const Tensor& ids, const Tensor& dout, const Tensor& dtable, int64_t vocab_start) override {
-    cpu::embedding_bwd(ids_of(ids), dout.f32(), dtable.f32(), ids.numel(), dtable.dim(1), dtable.dim(0), vocab_start);
+    W doutw(dout, W::In);
+    cpu::embedding_bwd(ids_of(ids), doutw.get(), dtable.f32(), ids.numel(), dtable.dim(1), dtable.dim(0), vocab_start);
   }
   void rmsnorm_fwd(const Tensor& x, const Tensor& weight, const Tensor& y, const Tensor& rstd, float eps) override {
-    cpu::rmsnorm_fwd(x.f32(), weight.f32(), y.f32(), rstd.f32(), x.numel() / weight.numel(), weight.numel(), eps);
+    W xw(x, W::In), yw(y, W::Out);
+    cpu::rmsnorm_fwd(xw.get(), weight.f32(), yw.get(), rstd.f32(), x.numel() / weight.numel(), weight.numel(), eps);
   }
   void rmsnorm_bwd(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy, const Tensor& dx,
                    const Tensor& dweight) override {
-    cpu::rmsnorm_bwd(x.f32(), weight.f32(), rstd.f32(), dy.f32(), dx.f32(), dweight.f32(), x.numel() / weight.numel(),
+    W xw(x, W::In), dyw(dy, W::In), dxw(dx, W::Out);
+    cpu::rmsnorm_bwd(xw.get(), weight.f32(), rstd.f32(), dyw.get(), dxw.get(), dweight.f32(), x.numel() / weight.numel(),
                      weight.numel());
   }
   void rope_fwd(const Tensor& x, const Tensor& pos, const Tensor& inv_freq) override {
     const int64_t HS = inv_freq.numel() * 2, N = pos.numel();
-    cpu::rope_fwd(x.f32(), ids_of(pos), inv_freq.f32(), N, x.numel() / (N * HS), HS);
+    W xw(x, W::InOut);
+    cpu::rope_fwd(xw.get(), ids_of(pos), inv_freq.f32(), N, x.numel() / (N * HS), HS);
   }
   void rope_bwd(const Tensor& dx, const Tensor& pos, const Tensor& inv_freq) override {
     const int64_t HS = inv_freq.numel() * 2, N = pos.numel();
-    cpu::rope_bwd(dx.f32(), ids_of(pos), inv_freq.f32(), N, dx.numel() / (N * HS), HS);
+    W dxw(dx, W::InOut);
+    cpu::rope_bwd(dxw.get(), ids_of(pos), inv_freq.f32(), N, dx.numel() / (N * HS), HS);
   }
   void attention_fwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos, const Tensor& k_pos,
                      const Tensor& q_doc, const Tensor& k_doc, const Tensor& o, const Tensor& lse,
                      const AttentionShape& s) override {
-    cpu::attention_fwd(q.f32(), k.f32(), v.f32(), ids_of(q_pos), ids_of(k_pos), ids_of(q_doc), ids_of(k_doc), o.f32(),
-                       lse.f32(), s.B, s.Tq, s.Tk, s.NH, s.KVH, s.HS, s.scale);
+    W qw(q, W::In), kw(k, W::In), vw(v, W::In), ow(o, W::Out);
+    cpu::attention_fwd(qw.get(), kw.get(), vw.get(), ids_of(q_pos), ids_of(k_pos), ids_of(q_doc), ids_of(k_doc),
+                       ow.get(), lse.f32(), s.B, s.Tq, s.Tk, s.NH, s.KVH, s.HS, s.scale);
   }
   void attention_bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& lse,
                      const Tensor& dout, const Tensor& q_pos, const Tensor& k_pos, const Tensor& q_doc,
                      const Tensor& k_doc, const Tensor& dq, const Tensor& dk, const Tensor& dv,
                      const AttentionShape& s) override {
-    cpu::attention_bwd(q.f32(), k.f32(), v.f32(), o.f32(), lse.f32(), dout.f32(), ids_of(q_pos), ids_of(k_pos),
-                       ids_of(q_doc), ids_of(k_doc), dq.f32(), dk.f32(), dv.f32(), s.B, s.Tq, s.Tk, s.NH, s.KVH, s.HS,
-                       s.scale);
+    W qw(q, W::In), kw(k, W::In), vw(v, W::In), ow(o, W::In), doutw(dout, W::In);
+    W dqw(dq, W::InOut), dkw(dk, W::InOut), dvw(dv, W::InOut);
+    cpu::attention_bwd(qw.get(), kw.get(), vw.get(), ow.get(), lse.f32(), doutw.get(), ids_of(q_pos), ids_of(k_pos),
+                       ids_of(q_doc), ids_of(k_doc), dqw.get(), dkw.get(), dvw.get(), s.B, s.Tq, s.Tk, s.NH, s.KVH,
+                       s.HS, s.scale);
   }
   void attention_merge(const Tensor& o_acc, const Tensor& lse_acc, const Tensor& o_blk, const Tensor& lse_blk,
                        const AttentionShape& s) override {
-    cpu::attention_merge(o_acc.f32(), lse_acc.f32(), o_blk.f32(), lse_blk.f32(), s.B, s.Tq, s.NH, s.HS);
+    W accw(o_acc, W::InOut), blkw(o_blk, W::In);
+    cpu::attention_merge(accw.get(), lse_acc.f32(), blkw.get(), lse_blk.f32(), s.B, s.Tq, s.NH, s.HS);
   }
   void swiglu_fwd(const Tensor& gate, const Tensor& up, const Tensor& out) override {
-    cpu::swiglu_fwd(gate.f32(), up.f32(), out.f32(), gate.numel());
+    W gw(gate, W::In), uw(up, W::In), ow(out, W::Out);
+    cpu::swiglu_fwd(gw.get(), uw.get(), ow.get(), gate.numel());
   }
   void swiglu_bwd(const Tensor& gate, const Tensor& up, const Tensor& dout, const Tensor& dgate,
                   const Tensor& dup) override {
-    cpu::swiglu_bwd(gate.f32(), up.f32(), dout.f32(), dgate.f32(), dup.f32(), gate.numel());
+    W gw(gate, W::In), uw(up, W::In), dw(dout, W::In), dgw(dgate, W::Out), duw(dup, W::Out);
+    cpu::swiglu_bwd(gw.get(), uw.get(), dw.get(), dgw.get(), duw.get(), gate.numel());
   }
   void vocab_parallel_ce_max(const Tensor& logits, const Tensor& row_max) override {
     cpu::vocab_parallel_ce_max(logits.f32(), logits.dim(0), logits.dim(1), row_max.f32());
@@ -149,10 +187,13 @@ class CpuOps final : public Ops {
                                int64_t* valid_tokens, TokenMetrics* metrics = nullptr) override {
     const bool backward = dhidden.data() != nullptr;
     cpu::CrossEntropyMetrics m;
-    const double loss = cpu::cross_entropy_fwd_bwd(hidden.f32(), weight.f32(), ids_of(targets), targets.numel(),
+    W hw(hidden, W::In);
+    std::unique_ptr<W> dhw = backward ? std::make_unique<W>(dhidden, W::Out) : nullptr;
+    const double loss = cpu::cross_entropy_fwd_bwd(hw.get(), weight.f32(), ids_of(targets), targets.numel(),
                                                    weight.dim(1), weight.dim(0), grad_scale,
-                                                   backward ? dhidden.f32() : nullptr, backward ? dweight.f32() : nullptr,
-                                                   chunk_tokens, valid_tokens, metrics ? &m : nullptr);
+                                                   backward ? dhw->get() : nullptr, backward ? dweight.f32() : nullptr,
+                                                   chunk_tokens, valid_tokens, metrics ? &m : nullptr,
+                                                   compute_dtype_ == DType::BF16);
     if (metrics) *metrics = TokenMetrics{true, m.entropy_sum, m.top1};
     return loss;
   }
@@ -161,10 +202,13 @@ class CpuOps final : public Ops {
     cpu::adamw_step(param.f32(), grad.f32(), m.f32(), v.f32(), param.numel(), h.lr, h.beta1, h.beta2, h.eps,
                     h.weight_decay, h.step);
   }
+
+ private:
+  DType compute_dtype_;
 };
 
 }  // namespace
 
-std::unique_ptr<Ops> make_cpu_ops() { return std::make_unique<CpuOps>(); }
+std::unique_ptr<Ops> make_cpu_ops(DType compute_dtype) { return std::make_unique<CpuOps>(compute_dtype); }
 
 }  // namespace trlhpc

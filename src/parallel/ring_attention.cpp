@@ -7,6 +7,10 @@
 //   meta[2]    (2, B, Tl) I32       its positions then doc ids
 //   dkv_*      (2, B, Tl, KVH, HS)  dK then dV: this step's contribution, the sum being sent, the sum received
 //   o_blk      (1, Tc, NH, HS), lse_blk (1, NH, Tc): one block's result before it is merged
+//   o_acc      (B, Tl, NH, HS) F32: the running output when o is BF16 (--bf16), cast into o once at the
+//              end, so merging P blocks rounds once as the 1-process kernel does (empty when o is F32)
+// K/V travel in their own dtype (BF16 under --bf16: half the bytes, and exact, since they are stored
+// so); o_blk, lse and the dK/dV accumulators are F32.
 // Each message is one send_recv_async to rank r+1 with the receive from r-1; every rank issues them in
 // the same order, so MPI's non-overtaking rule pairs them even though they share a tag.
 #include "trlhpc/parallel/ring_attention.hpp"
@@ -18,27 +22,32 @@
 #include "src/parallel/ring_attention_blocks.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/core/tensor_span.hpp"
+#include "trlhpc/parallel/tensor_collectives.hpp"
 
 namespace trlhpc {
 
 struct RingAttention::Workspace {
   int64_t B = 0, Tl = 0, NH = 0, KVH = 0, HS = 0;
+  DType kv_dtype = DType::F32, o_dtype = DType::F32;
   Tensor kv[2];    // (2, B, Tl, KVH, HS) each
   Tensor meta[2];  // (2, B, Tl) I32 each
   Tensor dkv_block, dkv_send, dkv_recv;  // (2, B, Tl, KVH, HS) each
   Tensor o_blk;    // (1, Tc, NH, HS)
   Tensor lse_blk;  // (1, NH, Tc)
+  Tensor o_acc;    // (B, Tl, NH, HS) F32, only when o is not F32
   std::vector<int32_t> host_meta;  // (2, B, Tl) positions then doc ids, host copy for planning
 
   int64_t Tc() const { return Tl / 2; }
   int64_t kv_numel() const { return B * Tl * KVH * HS; }  // one of K or V
-  bool fits(const AttentionShape& s) const {
-    return B == s.B && Tl == s.Tq && NH == s.NH && KVH == s.KVH && HS == s.HS;
+  bool fits(const AttentionShape& s, DType kv_type, DType o_type) const {
+    return B == s.B && Tl == s.Tq && NH == s.NH && KVH == s.KVH && HS == s.HS && kv_dtype == kv_type &&
+           o_dtype == o_type;
   }
   int64_t bytes() const {
     int64_t n = 0;
-    for (const Tensor* t : {&kv[0], &kv[1], &meta[0], &meta[1], &dkv_block, &dkv_send, &dkv_recv, &o_blk, &lse_blk})
-      n += static_cast<int64_t>(t->nbytes());
+    for (const Tensor* t : {&kv[0], &kv[1], &meta[0], &meta[1], &dkv_block, &dkv_send, &dkv_recv, &o_blk, &lse_blk,
+                          &o_acc})
+      n += t->data() ? static_cast<int64_t>(t->nbytes()) : 0;
     return n;
   }
 
@@ -87,16 +96,17 @@ RingAttention::~RingAttention() = default;
 
 int64_t RingAttention::workspace_bytes() const { return ws_ ? ws_->bytes() : 0; }
 
-RingAttention::Workspace& RingAttention::workspace(Ops& ops, const AttentionShape& s) {
+RingAttention::Workspace& RingAttention::workspace(Ops& ops, const AttentionShape& s, DType kv_dtype, DType o_dtype) {
   TRLHPC_ASSERT(s.Tq == s.Tk && s.Tq % 2 == 0,
                 "ring attention needs the two zigzag chunks of equal length: local T " + std::to_string(s.Tq) +
                     " (shard the batch with shard_sequence)");
-  if (ws_ && ws_->fits(s)) return *ws_;
+  if (ws_ && ws_->fits(s, kv_dtype, o_dtype)) return *ws_;
   ws_ = std::make_unique<Workspace>();
   Workspace& w = *ws_;
   w.B = s.B, w.Tl = s.Tq, w.NH = s.NH, w.KVH = s.KVH, w.HS = s.HS;
+  w.kv_dtype = kv_dtype, w.o_dtype = o_dtype;
   for (int i = 0; i < 2; ++i) {
-    w.kv[i] = ops.allocate({2 * w.kv_numel()});
+    w.kv[i] = ops.allocate({2 * w.kv_numel()}, kv_dtype);
     w.meta[i] = ops.allocate({2 * w.B * w.Tl}, DType::I32);
   }
   w.dkv_block = ops.allocate({2 * w.kv_numel()});
@@ -104,6 +114,7 @@ RingAttention::Workspace& RingAttention::workspace(Ops& ops, const AttentionShap
   w.dkv_recv = ops.allocate({2 * w.kv_numel()});
   w.o_blk = ops.allocate({1, w.Tc(), w.NH, w.HS});
   w.lse_blk = ops.allocate({1, w.NH, w.Tc()});
+  if (o_dtype != DType::F32) w.o_acc = ops.allocate({w.B, w.Tl, w.NH, w.HS});
   w.host_meta.resize(static_cast<size_t>(2 * w.B * w.Tl));
   return w;
 }
@@ -130,7 +141,7 @@ std::vector<ring::ChunkSummary> summarize(Ops& ops, RingAttention::Workspace& w,
 BlockTransfer pass_block(Communicator& comm, RingAttention::Workspace& w, int cur, int next, int prev,
                          RingAttentionStats& stats) {
   BlockTransfer t;
-  t.kv = comm.send_recv_async(span_of<float>(w.kv[cur]), next, span_of<float>(w.kv[cur ^ 1]), prev);
+  t.kv = send_recv_tensor_async(comm, w.kv[cur], next, w.kv[cur ^ 1], prev);
   t.meta = comm.send_recv_async(span_of<int32_t>(w.meta[cur]), next, span_of<int32_t>(w.meta[cur ^ 1]), prev);
   t.bytes = static_cast<int64_t>(w.kv[cur].nbytes() + w.meta[cur].nbytes());
   stats.transfers += 2;
@@ -141,8 +152,9 @@ BlockTransfer pass_block(Communicator& comm, RingAttention::Workspace& w, int cu
 }  // namespace
 
 void RingAttention::forward(Ops& ops, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& pos,
-                            const Tensor& doc, const Tensor& o, const Tensor& lse, const AttentionShape& s) {
-  Workspace& w = workspace(ops, s);
+                            const Tensor& doc, const Tensor& o_out, const Tensor& lse, const AttentionShape& s) {
+  Workspace& w = workspace(ops, s, k.dtype(), o_out.dtype());
+  const Tensor o = w.o_acc.data() ? w.o_acc : o_out;  // where the blocks merge (F32)
   const int P = comm_.size(), next = (comm_.rank() + 1) % P, prev = (comm_.rank() + P - 1) % P;
   ++stats_.forward_calls;
   load_local_block(ops, w, k, v, pos, doc);
@@ -182,12 +194,13 @@ void RingAttention::forward(Ops& ops, const Tensor& q, const Tensor& k, const Te
     stats_.wait_seconds += since(t1);
     cur ^= 1;
   }
+  if (o.data() != o_out.data()) ops.cast(o_out, o);
 }
 
 void RingAttention::backward(Ops& ops, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                              const Tensor& lse, const Tensor& dout, const Tensor& pos, const Tensor& doc,
                              const Tensor& dq, const Tensor& dk, const Tensor& dv, const AttentionShape& s) {
-  Workspace& w = workspace(ops, s);
+  Workspace& w = workspace(ops, s, k.dtype(), o.dtype());
   const int P = comm_.size(), next = (comm_.rank() + 1) % P, prev = (comm_.rank() + P - 1) % P;
   ++stats_.backward_calls;
   ops.fill_zero(dq);
@@ -242,8 +255,8 @@ void RingAttention::backward(Ops& ops, const Tensor& q, const Tensor& k, const T
   const auto t4 = Clock::now();
   dkv_request.wait();
   stats_.wait_seconds += since(t4);
-  ops.copy(dk.view({w.kv_numel()}), w.dkv_recv.view({w.kv_numel()}, 0));
-  ops.copy(dv.view({w.kv_numel()}), w.dkv_recv.view({w.kv_numel()}, w.kv_numel()));
+  ops.cast(dk.view({w.kv_numel()}), w.dkv_recv.view({w.kv_numel()}, 0));
+  ops.cast(dv.view({w.kv_numel()}), w.dkv_recv.view({w.kv_numel()}, w.kv_numel()));
 }
 
 }  // namespace trlhpc

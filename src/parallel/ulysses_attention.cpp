@@ -10,6 +10,9 @@
 //   heads -> sequence   the same three steps backwards; unpacking ADDS into the zeroed x, which sums
 //                       the dk/dv of repeated kv heads and is a plain copy otherwise.
 // Packing copies contiguous runs through Ops::copy / Ops::add_inplace, so it works on any device.
+// Dtypes: q, k, v, o and dout travel in the activations' dtype (BF16 under --bf16: half the bytes, and
+// exact, since they are stored so; the head-sharded attention output is rounded once, as the
+// 1-process kernel rounds it); dq, dk, dv in theirs (F32), so they are never rounded on the way.
 #include "trlhpc/parallel/ulysses_attention.hpp"
 
 #include <algorithm>
@@ -18,6 +21,7 @@
 
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/core/tensor_span.hpp"
+#include "trlhpc/parallel/tensor_collectives.hpp"
 
 namespace trlhpc {
 
@@ -55,23 +59,31 @@ struct UlyssesAttention::Workspace {
   int P = 1;
   int64_t rep = 1;             // copies of each kv head (KVH < P)
   int64_t NHl = 0, KVHl = 0;   // heads per rank after the all-to-all
-  Tensor send, recv;           // (P, B, Tl, max(NHl, KVHl), HS) staging for one all-to-all
-  Tensor qh, oh, doh, dqh;     // (B, T, NHl, HS)
-  Tensor kh, vh, dkh, dvh;     // (B, T, KVHl, HS)
+  DType act_dtype = DType::F32;  // of q, k, v, o, dout
+  Tensor send, recv;           // (P, B, Tl, max(NHl, KVHl), HS) F32 staging for one all-to-all
+  Tensor send_act, recv_act;   // the same in act_dtype when it is not F32 (else empty)
+  Tensor qh, oh, doh;          // (B, T, NHl, HS) act_dtype
+  Tensor dqh;                  // (B, T, NHl, HS) F32
+  Tensor kh, vh;               // (B, T, KVHl, HS) act_dtype
+  Tensor dkh, dvh;             // (B, T, KVHl, HS) F32
   Tensor ids_all;              // (P, B, Tl) I32 all-gathered positions or doc ids
   Tensor pos_full, doc_full;   // (B, T) I32
   std::vector<std::vector<HeadRun>> q_runs, kv_runs;  // (P) each
 
   int64_t T() const { return Tl * P; }
-  bool fits(const AttentionShape& s, int p) const {
-    return B == s.B && Tl == s.Tq && NH == s.NH && KVH == s.KVH && HS == s.HS && P == p;
+  bool fits(const AttentionShape& s, int p, DType act) const {
+    return B == s.B && Tl == s.Tq && NH == s.NH && KVH == s.KVH && HS == s.HS && P == p && act_dtype == act;
   }
   int64_t bytes() const {
     int64_t n = 0;
-    for (const Tensor* t : {&send, &recv, &qh, &oh, &doh, &dqh, &kh, &vh, &dkh, &dvh, &ids_all, &pos_full, &doc_full})
-      n += static_cast<int64_t>(t->nbytes());
+    for (const Tensor* t : {&send, &recv, &send_act, &recv_act, &qh, &oh, &doh, &dqh, &kh, &vh, &dkh, &dvh, &ids_all,
+                            &pos_full, &doc_full})
+      n += t->data() ? static_cast<int64_t>(t->nbytes()) : 0;
     return n;
   }
+  // The staging pair for tensors of dtype `d`.
+  const Tensor& send_for(DType d) const { return d == DType::F32 ? send : send_act; }
+  const Tensor& recv_for(DType d) const { return d == DType::F32 ? recv : recv_act; }
 };
 
 UlyssesAttention::UlyssesAttention(Communicator& sp, std::unique_ptr<SequenceAttention> inner)
@@ -80,9 +92,9 @@ UlyssesAttention::~UlyssesAttention() = default;
 
 int64_t UlyssesAttention::workspace_bytes() const { return ws_ ? ws_->bytes() : 0; }
 
-UlyssesAttention::Workspace& UlyssesAttention::workspace(Ops& ops, const AttentionShape& s) {
+UlyssesAttention::Workspace& UlyssesAttention::workspace(Ops& ops, const AttentionShape& s, DType act_dtype) {
   const int P = comm_.size();
-  if (ws_ && ws_->fits(s, P)) return *ws_;
+  if (ws_ && ws_->fits(s, P, act_dtype)) return *ws_;
   TRLHPC_ASSERT(s.Tq == s.Tk, "Ulysses attention takes self-attention of the local tokens");
   TRLHPC_ASSERT(s.NH % P == 0 && (s.KVH % P == 0 || P % s.KVH == 0),
                 "Ulysses over sp " + std::to_string(P) + " needs num_attention_heads " + std::to_string(s.NH) +
@@ -91,14 +103,21 @@ UlyssesAttention::Workspace& UlyssesAttention::workspace(Ops& ops, const Attenti
   ws_ = std::make_unique<Workspace>();
   Workspace& w = *ws_;
   w.B = s.B, w.Tl = s.Tq, w.NH = s.NH, w.KVH = s.KVH, w.HS = s.HS, w.P = P;
+  w.act_dtype = act_dtype;
   w.rep = s.KVH % P == 0 ? 1 : P / s.KVH;
   w.NHl = s.NH / P;
   w.KVHl = s.KVH * w.rep / P;
   const int64_t T = w.T();
   w.send = ops.allocate({int64_t{P} * w.B * w.Tl * std::max(w.NHl, w.KVHl) * w.HS});
   w.recv = ops.allocate(w.send.shape());
-  for (Tensor* t : {&w.qh, &w.oh, &w.doh, &w.dqh}) *t = ops.allocate({w.B, T, w.NHl, w.HS});
-  for (Tensor* t : {&w.kh, &w.vh, &w.dkh, &w.dvh}) *t = ops.allocate({w.B, T, w.KVHl, w.HS});
+  if (act_dtype != DType::F32) {
+    w.send_act = ops.allocate(w.send.shape(), act_dtype);
+    w.recv_act = ops.allocate(w.send.shape(), act_dtype);
+  }
+  for (Tensor* t : {&w.qh, &w.oh, &w.doh}) *t = ops.allocate({w.B, T, w.NHl, w.HS}, act_dtype);
+  w.dqh = ops.allocate({w.B, T, w.NHl, w.HS});
+  for (Tensor* t : {&w.kh, &w.vh}) *t = ops.allocate({w.B, T, w.KVHl, w.HS}, act_dtype);
+  for (Tensor* t : {&w.dkh, &w.dvh}) *t = ops.allocate({w.B, T, w.KVHl, w.HS});
   w.ids_all = ops.allocate({int64_t{P} * w.B * w.Tl}, DType::I32);
   w.pos_full = ops.allocate({w.B, T}, DType::I32);
   w.doc_full = ops.allocate({w.B, T}, DType::I32);
@@ -117,18 +136,19 @@ void sequence_to_heads(Ops& ops, Communicator& comm, Workspace& w, const Tensor&
                        const std::vector<std::vector<HeadRun>>& runs, int64_t Hl, const Tensor& y,
                        UlyssesAttentionStats& stats) {
   const int64_t HS = w.HS, block = w.B * w.Tl * Hl * HS, n = w.P * block;
+  const Tensor &send = w.send_for(x.dtype()), &recv = w.recv_for(x.dtype());
   for (int d = 0; d < w.P; ++d)
     for (int64_t b = 0; b < w.B; ++b)
       for (int64_t t = 0; t < w.Tl; ++t)
         for (const HeadRun& r : runs[static_cast<size_t>(d)])
-          ops.copy(w.send.view({r.count * HS}, d * block + ((b * w.Tl + t) * Hl + r.local) * HS),
+          ops.copy(send.view({r.count * HS}, d * block + ((b * w.Tl + t) * Hl + r.local) * HS),
                    x.view({r.count * HS}, ((b * w.Tl + t) * H + r.source) * HS));
-  comm.all_to_all(span_of<const float>(w.send, n), span_of<float>(w.recv, n));
-  stats.bytes_sent += (w.P - 1) * block * static_cast<int64_t>(sizeof(float));
+  all_to_all_tensor(comm, send, recv, n);
+  stats.bytes_sent += (w.P - 1) * block * static_cast<int64_t>(dtype_size(x.dtype()));
   const int64_t rows = w.Tl * Hl * HS;  // one (s, b) run: Tl tokens of Hl heads
   for (int s = 0; s < w.P; ++s)
     for (int64_t b = 0; b < w.B; ++b)
-      ops.copy(y.view({rows}, (b * w.T() + s * w.Tl) * Hl * HS), w.recv.view({rows}, (s * w.B + b) * rows));
+      ops.copy(y.view({rows}, (b * w.T() + s * w.Tl) * Hl * HS), recv.view({rows}, (s * w.B + b) * rows));
 }
 
 // y (B, T, Hl, HS) head-sharded -> x (B, Tl, H, HS) sequence-sharded; source heads that `runs` repeats
@@ -137,18 +157,20 @@ void heads_to_sequence(Ops& ops, Communicator& comm, Workspace& w, const Tensor&
                        const std::vector<std::vector<HeadRun>>& runs, int64_t Hl, const Tensor& x,
                        UlyssesAttentionStats& stats) {
   const int64_t HS = w.HS, block = w.B * w.Tl * Hl * HS, n = w.P * block, rows = w.Tl * Hl * HS;
+  TRLHPC_ASSERT(x.dtype() == y.dtype(), "Ulysses heads_to_sequence: the head-sharded and local dtypes differ");
+  const Tensor &send = w.send_for(y.dtype()), &recv = w.recv_for(y.dtype());
   for (int d = 0; d < w.P; ++d)
     for (int64_t b = 0; b < w.B; ++b)
-      ops.copy(w.send.view({rows}, (d * w.B + b) * rows), y.view({rows}, (b * w.T() + d * w.Tl) * Hl * HS));
-  comm.all_to_all(span_of<const float>(w.send, n), span_of<float>(w.recv, n));
-  stats.bytes_sent += (w.P - 1) * block * static_cast<int64_t>(sizeof(float));
+      ops.copy(send.view({rows}, (d * w.B + b) * rows), y.view({rows}, (b * w.T() + d * w.Tl) * Hl * HS));
+  all_to_all_tensor(comm, send, recv, n);
+  stats.bytes_sent += (w.P - 1) * block * static_cast<int64_t>(dtype_size(y.dtype()));
   ops.fill_zero(x);
   for (int s = 0; s < w.P; ++s)
     for (int64_t b = 0; b < w.B; ++b)
       for (int64_t t = 0; t < w.Tl; ++t)
         for (const HeadRun& r : runs[static_cast<size_t>(s)])
           ops.add_inplace(x.view({r.count * HS}, ((b * w.Tl + t) * H + r.source) * HS),
-                          w.recv.view({r.count * HS}, s * block + ((b * w.Tl + t) * Hl + r.local) * HS));
+                          recv.view({r.count * HS}, s * block + ((b * w.Tl + t) * Hl + r.local) * HS));
 }
 
 // Positions or doc ids of the whole row: all-gather (P, B, Tl) and reorder to (B, T).
@@ -184,7 +206,7 @@ AttentionShape head_sharded_shape(const Workspace& w, const AttentionShape& s) {
 
 void UlyssesAttention::forward(Ops& ops, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& pos,
                                const Tensor& doc, const Tensor& o, const Tensor& lse, const AttentionShape& s) {
-  Workspace& w = workspace(ops, s);
+  Workspace& w = workspace(ops, s, q.dtype());
   ++stats_.forward_calls;
   auto t0 = Clock::now();
   gather_inputs(ops, comm_, w, q, k, v, pos, doc, stats_);
@@ -202,7 +224,7 @@ void UlyssesAttention::forward(Ops& ops, const Tensor& q, const Tensor& k, const
 void UlyssesAttention::backward(Ops& ops, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                                 const Tensor& lse, const Tensor& dout, const Tensor& pos, const Tensor& doc,
                                 const Tensor& dq, const Tensor& dk, const Tensor& dv, const AttentionShape& s) {
-  Workspace& w = workspace(ops, s);
+  Workspace& w = workspace(ops, s, q.dtype());
   ++stats_.backward_calls;
   auto t0 = Clock::now();
   gather_inputs(ops, comm_, w, q, k, v, pos, doc, stats_);

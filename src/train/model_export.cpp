@@ -33,7 +33,7 @@ void gather_tp_tensor(const ParameterSlot& slot, ParameterStore& store, Ops& ops
 }  // namespace
 
 void export_hf_model(ParallelModel& model, const std::string& output_dir, const std::string& tokenizer_dir,
-                     bool writer) {
+                     bool writer, DType dtype) {
   ProcessGroups& groups = model.groups();
   DataParallelStrategy& strategy = model.strategy();
   ParameterStore& store = model.store();
@@ -55,6 +55,7 @@ void export_hf_model(ParallelModel& model, const std::string& output_dir, const 
   attempt([&] {
     HfSaveOptions options;
     options.tokenizer_source_dir = tokenizer_dir;
+    options.dtype = dtype;
     out.emplace(output_dir, model.config(), options);
   });
   std::vector<float> full;  // (numel of the largest full tensor) one parameter at a time

@@ -39,6 +39,13 @@ extern "C" void openblas_set_num_threads(int);
 namespace trlhpc {
 namespace {
 
+// --save_dtype: auto keeps a bfloat16 input model bfloat16 (as save_pretrained of a model loaded in its
+// config's dtype does) and saves everything else, float16 included, as float32.
+DType final_save_dtype(const SftConfig& c, const ModelConfig& model) {
+  if (c.save_dtype == "auto") return model.torch_dtype == "bfloat16" ? DType::BF16 : DType::F32;
+  return c.save_dtype == "bfloat16" ? DType::BF16 : DType::F32;
+}
+
 std::string mib(int64_t bytes) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%.2f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
@@ -114,7 +121,9 @@ nlohmann::json run_record(const SftConfig& c, const SftPlan& plan, int64_t total
           {"max_length", c.max_length}, {"packing", c.packing}, {"dataset_name", c.dataset_name},
           {"per_device_train_batch_size", c.per_device_train_batch_size},
           {"gradient_accumulation_steps", c.gradient_accumulation_steps},
-          {"dataloader_drop_last", c.dataloader_drop_last}};
+          {"dataloader_drop_last", c.dataloader_drop_last},
+          // The tensors are fp32 masters and moments either way: a resume may switch precision.
+          {"precision", c.bf16 ? "bf16" : "fp32"}};
 }
 
 // --save_steps and --resume_from_checkpoint: the loop saves with this run's identity; a resumed run
@@ -147,12 +156,14 @@ void log_start(const SftConfig& c, const SftPlan& plan, const Trainer& trainer, 
   const ShardingKind sharding = plan.trainer.parallel.data_parallel.sharding;
   const StepMemoryPlan step = plan_step_memory(
       plan.model, plan.dims, sharding,
-      MicroBatchShape{c.per_device_train_batch_size, c.max_length, c.gradient_checkpointing, c.loss_chunk_tokens});
+      MicroBatchShape{c.per_device_train_batch_size, c.max_length, c.gradient_checkpointing, c.loss_chunk_tokens,
+                      c.bf16 ? DType::BF16 : DType::F32});
   const int64_t floor = memory.parameter_bytes + memory.gradient_bytes + memory.optimizer_bytes +
                         step.gathered_unit_bytes + step.activation_bytes + step.loss_bytes;
   logger.message("model " + std::string(plan.model.architecture_name()) + " " +
                  std::to_string(plan.model.parameter_count()) + " parameters; mesh " + plan.dims.to_string() +
-                 "; sharding " + sharding_name(sharding) + "; per rank: parameters " + mib(memory.parameter_bytes) +
+                 "; sharding " + sharding_name(sharding) +
+                 (c.bf16 ? "; bf16 mixed precision" : "; fp32") + "; per rank: parameters " + mib(memory.parameter_bytes) +
                  ", gradients " + mib(memory.gradient_bytes) + ", optimizer " + mib(memory.optimizer_bytes) +
                  ", largest gathered unit + gradient " + mib(step.gathered_unit_bytes) + ", activations " +
                  mib(step.activation_bytes) + ", loss chunk " + mib(step.loss_bytes) + ", floor " + mib(floor) + "; " +
@@ -270,7 +281,7 @@ int run_watched_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
                    " are given; the mixture is used and --dataset_name ignored, as TRL does");
   log_dataset(c, train, logger);
 
-  auto ops = make_cpu_ops();
+  auto ops = make_cpu_ops(c.bf16 ? DType::BF16 : DType::F32);
   Trainer trainer(plan.model, *ops, groups, plan.trainer);
   std::optional<checkpoint::AsyncCheckpointSaver> async;  // --async_save: outlives the loop's saves
   if (c.async_save) {
@@ -285,7 +296,7 @@ int run_watched_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   if (outcome.signal) return report_preemption(c, outcome.signal, outcome, loop.total_steps(), logger);
   logger.finish();
 
-  export_hf_model(trainer.model(), c.output_dir, plan.tokenizer_dir, is_main);
+  export_hf_model(trainer.model(), c.output_dir, plan.tokenizer_dir, is_main, final_save_dtype(c, plan.model));
   log_saved(c, groups, logger);
   if (c.plot && is_main) plot_at_end(c, logger);
   return 0;

@@ -20,7 +20,8 @@ void require_supported(const SftConfig& c) {
   if (c.output_dir.empty()) throw UserError("--output_dir must not be empty");
   if (c.dataset_name.empty() && c.datasets.empty())
     throw UserError("no dataset: pass --dataset_name PATH (.jsonl/.json/.parquet file, folder or hub id) or a datasets: list in --config");
-  if (c.bf16) throw UserError("--bf16 is not supported yet: this version trains in fp32 only (the bf16 GEMM exists, the bf16 activations do not); drop --bf16");
+  if (c.save_dtype != "auto" && c.save_dtype != "float32" && c.save_dtype != "bfloat16")
+    throw UserError("--save_dtype " + c.save_dtype + " is not one of auto, float32, bfloat16");
 }
 
 ModelConfig load_model_config(const SftConfig& c) {

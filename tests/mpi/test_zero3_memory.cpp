@@ -187,16 +187,19 @@ TEST(Zero3Memory, PlannedActivationsEqualTheDecoders) {
   const ModelConfig config = deep_config();
   const ParallelDims dims = ParallelDims{}.resolved(world);
   ProcessGroups groups(Mesh(dims), MPI_COMM_WORLD);
-  auto ops = make_cpu_ops();
+  for (const DType compute : {DType::F32, DType::BF16})  // --bf16 stores the GEMM-input activations in bf16
   for (const bool checkpointing : {false, true}) {
+    auto ops = make_cpu_ops(compute);
     Trainer trainer(config, *ops, groups, zero3_options(checkpointing));
     trainer.model().load_weights(weights_from_init(config, kSeed));
     const int64_t d = groups.dp().rank();
     std::vector<Batch> rows;
     for (int64_t i = 0; i < 2; ++i) rows.push_back(testing::synthetic_row(16, config.vocab_size, 5, 0, d * 2 + i));
     trainer.step({testing::concat_rows(rows)}, 1e-3);
-    const StepMemoryPlan plan = plan_step_memory(config, dims, ShardingKind::Zero3, MicroBatchShape{2, 16, checkpointing, 1024});
-    EXPECT_EQ(plan.activation_bytes, trainer.model().decoder().activation_bytes()) << "checkpointing " << checkpointing;
+    const StepMemoryPlan plan =
+        plan_step_memory(config, dims, ShardingKind::Zero3, MicroBatchShape{2, 16, checkpointing, 1024, compute});
+    EXPECT_EQ(plan.activation_bytes, trainer.model().decoder().activation_bytes())
+        << "checkpointing " << checkpointing << ", " << dtype_name(compute);
     EXPECT_EQ(plan.persistent_bytes(), state_bytes(trainer.memory()));
   }
 }

@@ -15,7 +15,8 @@
 //   HYBRID_SHARD* without parallelism_config: dp_replicate = num_machines (shard within a node)
 //   num_processes     user files only: must equal the world size (named profiles leave the process
 //                     count to the launcher, and their dp_shard to "the rest of the world")
-//   mixed_precision   validated (no | fp16 | bf16 | fp8); as in TRL, --bf16 decides the precision
+//   mixed_precision   no | bf16 -> --bf16 false | true unless --bf16 is given (the flag wins, as in
+//                     transformers); fp16 | fp8 without --bf16: a UserError (not supported)
 //
 // Decisions where accelerate is lenient or the schema is ambiguous (each a UserError naming the file,
 // the key and the values): DEEPSPEED without deepspeed_config.zero_stage (accelerate would silently

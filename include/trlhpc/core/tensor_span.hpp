@@ -10,13 +10,15 @@
 
 namespace trlhpc {
 
-// The DType that stores elements of type T.
+// The DType that stores elements of type T (uint16_t: bf16 bits).
 template <class T>
 constexpr DType dtype_of() {
   using U = std::remove_const_t<T>;
-  static_assert(std::is_same_v<U, float> || std::is_same_v<U, int32_t> || std::is_same_v<U, int64_t>,
+  static_assert(std::is_same_v<U, float> || std::is_same_v<U, int32_t> || std::is_same_v<U, int64_t> ||
+                    std::is_same_v<U, uint16_t>,
                 "span_of: no DType for this element type");
   if constexpr (std::is_same_v<U, float>) return DType::F32;
+  else if constexpr (std::is_same_v<U, uint16_t>) return DType::BF16;  // bf16 bit patterns, as Communicator takes them
   else if constexpr (std::is_same_v<U, int32_t>) return DType::I32;
   else return DType::I64;
 }

@@ -133,13 +133,16 @@ void swiglu_bwd(const float* gate, const float* up, const float* dout, float* dg
 // *metrics (optional) receives TRL's per-token metrics summed over valid tokens: the entropy of
 // softmax(logits_t) in nats, and how many targets are the first index of the row's maximum logit
 // (torch.argmax's tie rule: TRL's is_top1).
+// bf16_gemm: the three GEMMs (logits, dhidden, dweight) are matmul_bf16 (hidden, weight and dlogits
+// rounded to bf16, fp32 accumulation; --bf16); the softmax, loss and dlogits stay fp32.
 struct CrossEntropyMetrics {
   double entropy_sum = 0;
   int64_t top1 = 0;
 };
 double cross_entropy_fwd_bwd(const float* hidden, const float* weight, const int32_t* targets, int64_t N,
                              int64_t C, int64_t V, float grad_scale, float* dhidden, float* dweight,
-                             int64_t chunk_tokens, int64_t* valid_tokens, CrossEntropyMetrics* metrics = nullptr);
+                             int64_t chunk_tokens, int64_t* valid_tokens, CrossEntropyMetrics* metrics = nullptr,
+                             bool bf16_gemm = false);
 
 // ---- vocab_parallel_cross_entropy.cpp ------------------------------------------------------------
 // The pieces of a vocabulary-split cross-entropy over a chunk of local logits (M, V) for vocabulary

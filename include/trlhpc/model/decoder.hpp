@@ -143,6 +143,8 @@ class Decoder {
   void layer_forward(int layer, const DeviceBatch& batch, const Tensor& x_in, LayerActivations& act,
                      const Tensor& x_out);
   void layer_backward(int layer, const DeviceBatch& batch, const LayerActivations& act, const Tensor& dx);
+  // dx (Nl, C) in the compute dtype: dx itself in fp32, else cast into the scratch dx_compute.
+  Tensor compute_copy(const Tensor& dx);
   void forward_to_final_hidden(const DeviceBatch& batch);
   // The tensor-parallel part of construction: this rank's share of the model and the buffers tp needs.
   void init_tensor_parallel(const DecoderParallelism& parallelism);

@@ -25,25 +25,13 @@
 //   cross_entropy_fwd_bwd  hidden and weight the same dtype; dhidden F32|BF16; dweight F32
 //   adamw_step             F32 (the master copy); see compute weights below
 //   cast (CudaOps)         F32 <-> BF16, round to nearest even
-// The ParameterStore keeps fp32 parameters, gradients and Adam moments; the decoder would run in bf16
-// as follows (this needs a decoder change, owned by src/model/, not made here):
-//   1. Ops gains `compute_dtype()` (F32 on the CPU backend), `compute_weight(master)` (identity on the
-//      CPU backend) and `cast(dst, src)`; CudaOps below already has all three.
-//   2. The decoder allocates the matmul inputs and outputs that are not on the residual stream in
-//      compute_dtype(): h1, q, k, v, attn, h2, gate, up, act, h_final, and their gradients dq, dk, dv,
-//      dattn, dact, dgate, dup. The residual stream and its gradient (x_in, x_mid, x_final, dx, dh,
-//      dtmp) stay F32, as under torch autocast: o_proj/down_proj write into the F32 residual with
-//      beta = 1, rmsnorm reads F32 and writes bf16, dh accumulates the three input-gradient GEMMs in F32.
-//   3. Every weight matrix (q/k/v/o/gate/up/down, the LM head or tied embedding) is read through
-//      compute_weight(param): a BF16 shadow of the same shape owned by the backend, created on first
-//      request. adamw_step refreshes it in the same pass that updates the master (the kernel writes
-//      bf16(p_new) next to p_new), so shadows never go stale; refresh_compute_weights() re-casts all
-//      of them after the masters change some other way (weights loaded, ZeRO-3 all-gather).
-//      Norm weights and biases are read in F32 directly (they are tiny).
-//   4. Before the o_proj and down_proj backward GEMMs the decoder casts dx to a BF16 scratch (cuBLASLt
-//      needs both operands in one dtype); weight gradients are GEMMs with BF16 operands and the F32
-//      master gradient as c (beta = 1), so accumulation across micro-batches stays fp32.
-// Until then a Decoder on this backend trains in fp32 (optionally with TF32 GEMMs, CudaOpsOptions).
+// The decoder runs this recipe under --bf16 on the CPU backend (docs/ARCHITECTURE.md "Mixed precision":
+// the activations above in compute_dtype(), the residual stream, dq/dk/dv and all gradients F32, dx cast
+// to the compute dtype before the o_proj/down_proj backward GEMMs). It hands the F32 master weights, and
+// F32 dq/dk/dv and dlogits, to matmul, which the CPU GEMM rounds as it packs. Before a Decoder can run
+// bf16 on this backend, CudaOps::matmul must do the same (cast an F32 operand into a BF16 scratch, or
+// use compute_weight() for the masters: a BF16 shadow refreshed by adamw_step /
+// refresh_compute_weights()); until then sft builds only the CPU backend with a BF16 compute dtype.
 #if defined(TRLHPC_HAVE_CUDA)
 
 #include <cstdint>
@@ -91,10 +79,10 @@ struct AdamWSegment {
 class CudaOps : public Ops {
  public:
   virtual int device_index() const = 0;
-  DType compute_dtype() const { return compute_dtype_; }
+  DType compute_dtype() const override { return compute_dtype_; }
 
   // dst = src converted (F32 <-> BF16, or a plain copy for equal dtypes); equal numel.
-  virtual void cast(const Tensor& dst, const Tensor& src) = 0;
+  void cast(const Tensor& dst, const Tensor& src) override = 0;
   // The BF16 shadow of an F32 parameter (same shape), kept equal to bf16(master) (see above). With
   // compute_dtype F32 it returns `master` itself.
   virtual Tensor compute_weight(const Tensor& master) = 0;

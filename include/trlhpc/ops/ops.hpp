@@ -37,6 +37,16 @@ class Ops {
   virtual ~Ops() = default;
   virtual Device device() const = 0;
 
+  // ---- Mixed precision (--bf16; the recipe is docs/ARCHITECTURE.md "Mixed precision") ----
+  // The dtype the decoder allocates its matmul-input activations in: F32, or BF16 under --bf16.
+  // Master weights, gradients, optimizer state and the residual stream are F32 whatever it is.
+  virtual DType compute_dtype() const { return DType::F32; }
+  // GEMMs take the F32 master weights directly: under a BF16 compute dtype a backend's matmul rounds
+  // F32 operands to bf16 as it reads them (the CPU GEMM does so while packing), so every GEMM computes
+  // on bf16 operands with fp32 accumulation whatever dtype each operand is stored in.
+  // dst = src converted F32 <-> BF16 (round to nearest even), or copied for equal dtypes; equal numel.
+  virtual void cast(const Tensor& dst, const Tensor& src) = 0;
+
   // Memory. `allocate` leaves contents undefined; `zeros` clears them.
   virtual Tensor allocate(const Shape& shape, DType dtype = DType::F32) = 0;
   virtual Tensor zeros(const Shape& shape, DType dtype = DType::F32) = 0;
@@ -104,7 +114,10 @@ class Ops {
                           const AdamWHyper& h) = 0;
 };
 
-// The CPU backend (fp32, OpenBLAS + OpenMP).
-std::unique_ptr<Ops> make_cpu_ops();
+// The CPU backend (OpenMP; fp32 GEMMs on trlhpc's AVX-512 kernel or OpenBLAS). compute_dtype BF16
+// (--bf16): every GEMM is the mixed-precision one (operands rounded to bf16, fp32 accumulation,
+// kernels/cpu/gemm_bf16.cpp) and the other ops take the BF16 activations of the table in
+// include/trlhpc/ops/cuda_ops.hpp, computing in fp32.
+std::unique_ptr<Ops> make_cpu_ops(DType compute_dtype = DType::F32);
 
 }  // namespace trlhpc

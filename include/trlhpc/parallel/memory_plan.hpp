@@ -17,6 +17,7 @@
 //                more (communication buffers, units prefetched or still reducing, the process itself).
 #include <cstdint>
 
+#include "trlhpc/core/dtype.hpp"
 #include "trlhpc/model/model_config.hpp"
 #include "trlhpc/parallel/data_parallel.hpp"
 #include "trlhpc/parallel/parallel_dims.hpp"
@@ -31,6 +32,7 @@ struct MicroBatchShape {
   int64_t rows = 1, seq_len = 1024;  // before sequence sharding (seq_len padded to dims.sequence_multiple())
   bool gradient_checkpointing = false;
   int64_t loss_chunk_tokens = 1024;
+  DType compute_dtype = DType::F32;  // BF16 under --bf16 (the decoder's GEMM-input activations)
 };
 
 struct StepMemoryPlan {
@@ -49,6 +51,7 @@ StepMemoryPlan plan_step_memory(const ModelConfig& config, const ParallelDims& d
 
 // Decoder::activation_bytes for N tokens on this rank (Nl of them outside the tp regions: N/tp under tp
 // sequence parallel, else N) of a tp-local config.
-int64_t plan_activation_bytes(const ModelConfig& local_config, int64_t N, int64_t Nl, bool gradient_checkpointing);
+int64_t plan_activation_bytes(const ModelConfig& local_config, int64_t N, int64_t Nl, bool gradient_checkpointing,
+                              DType compute_dtype = DType::F32);
 
 }  // namespace trlhpc

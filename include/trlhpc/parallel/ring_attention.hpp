@@ -68,7 +68,7 @@ class RingAttention final : public SequenceAttention {
   struct Workspace;  // the ring buffers, defined in src/parallel/ring_attention.cpp
 
  private:
-  Workspace& workspace(Ops& ops, const AttentionShape& s);
+  Workspace& workspace(Ops& ops, const AttentionShape& s, DType kv_dtype, DType o_dtype);
 
   Communicator& comm_;
   RingAttentionStats stats_;

@@ -61,7 +61,7 @@ class UlyssesAttention final : public SequenceAttention {
   struct Workspace;  // defined in src/parallel/ulysses_attention.cpp
 
  private:
-  Workspace& workspace(Ops& ops, const AttentionShape& s);
+  Workspace& workspace(Ops& ops, const AttentionShape& s, DType act_dtype);
 
   Communicator& comm_;
   std::unique_ptr<SequenceAttention> inner_;  // null: local_

@@ -4,12 +4,15 @@
 // writes. transformers' AutoModelForCausalLM.from_pretrained loads the result.
 #include <string>
 
+#include "trlhpc/core/dtype.hpp"
+
 namespace trlhpc {
 
 class ParallelModel;
 
 // Collective over every rank of the model's groups; `writer` (one rank) writes `output_dir`.
+// dtype: model.safetensors' element type (F32 or BF16; config.json's torch_dtype follows it).
 void export_hf_model(ParallelModel& model, const std::string& output_dir, const std::string& tokenizer_dir,
-                     bool writer);
+                     bool writer, DType dtype = DType::F32);
 
 }  // namespace trlhpc

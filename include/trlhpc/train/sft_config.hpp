@@ -55,6 +55,9 @@ struct SftConfig {
   bool assistant_only_loss = false;
   bool gradient_checkpointing = false;
   bool bf16 = false;
+  // model.safetensors of the final save: "auto" (the input config's torch_dtype: bfloat16 stays
+  // bfloat16, anything else float32), "float32" or "bfloat16". Checkpoints always hold fp32.
+  std::string save_dtype = "auto";
   int64_t logging_steps = 10;
   // Where the logged metrics also go besides metrics.jsonl: "tensorboard" (event files under
   // logging_dir, written by rank 0) or "none". HF's report_to, with transformers 5's default (4.x

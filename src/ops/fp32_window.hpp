@@ -1,0 +1,61 @@
+#pragma once
+// Fp32Window: an fp32 view of an F32 or BF16 host tensor for a CPU kernel that computes in fp32.
+//
+// Under --bf16 the activations that feed GEMMs are stored BF16 (half the memory and bandwidth) while
+// the CPU kernels of attention, RMSNorm, RoPE, SwiGLU, biases and the loss compute in fp32. A window
+// on an F32 tensor is the tensor's own memory (no copy: the fp32 path is untouched). On a BF16
+// tensor it is a converted fp32 copy: In widens on construction, Out rounds back to nearest even on
+// destruction, InOut does both. The copy is exact on the way in (every bf16 is an fp32), so a kernel
+// reading bf16 sees exactly the values it would read from an fp32 tensor holding bf16-rounded numbers,
+// and its output is rounded once, where the fp32 kernel would have stored it.
+#include <cstdint>
+#include <memory>
+
+#include "trlhpc/core/error.hpp"
+#include "trlhpc/core/tensor.hpp"
+#include "trlhpc/kernels/elementwise_math.hpp"
+
+namespace trlhpc {
+
+class Fp32Window {
+ public:
+  enum Mode { In, Out, InOut };
+
+  Fp32Window(const Tensor& t, Mode mode) : tensor_(t), mode_(mode) {
+    TRLHPC_ASSERT(t.dtype() == DType::F32 || t.dtype() == DType::BF16,
+                  std::string("an fp32 kernel takes F32 or BF16 tensors, got ") + dtype_name(t.dtype()));
+    if (t.dtype() == DType::F32) {
+      data_ = t.f32();
+      return;
+    }
+    const int64_t n = t.numel();
+    copy_ = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(n));
+    data_ = copy_.get();
+    if (mode != Out) {
+      const uint16_t* src = t.ptr<const uint16_t>();
+      float* dst = data_;
+#pragma omp parallel for schedule(static) if (n > 65536)
+      for (int64_t i = 0; i < n; ++i) dst[i] = math::float_from_bf16_bits(src[i]);
+    }
+  }
+  ~Fp32Window() {
+    if (!copy_ || mode_ == In) return;
+    const int64_t n = tensor_.numel();
+    uint16_t* dst = tensor_.ptr<uint16_t>();
+    const float* src = data_;
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; ++i) dst[i] = math::bf16_bits_from_float(src[i]);
+  }
+  Fp32Window(const Fp32Window&) = delete;
+  Fp32Window& operator=(const Fp32Window&) = delete;
+
+  float* get() const { return data_; }
+
+ private:
+  Tensor tensor_;
+  Mode mode_;
+  std::unique_ptr<float[]> copy_;
+  float* data_ = nullptr;
+};
+
+}  // namespace trlhpc
