@@ -100,7 +100,8 @@ echo "1 rank, accumulation 2"
 resume one 1 --gradient_accumulation_steps 2
 compare "$WORK/full" "$WORK/one" 1e-5 noepoch || fail "1 rank: losses differ"
 echo "2 ranks ZeRO-3, 1 row each x accumulation 2"
-resume zero3 2 --accelerate_config zero3 --per_device_train_batch_size 1 --gradient_accumulation_steps 2
+# The zero3 profile says mixed_precision: bf16 (as TRL's file): --bf16 false keeps this an fp32 comparison.
+resume zero3 2 --accelerate_config zero3 --bf16 false --per_device_train_batch_size 1 --gradient_accumulation_steps 2
 compare "$WORK/full" "$WORK/zero3" 1e-5 noepoch || fail "zero3: losses differ"
 echo "4 ranks tp 2 x cp 2, 4 rows"
 resume tpcp 4 --tp_size 2 --cp_size 2 --per_device_train_batch_size 4

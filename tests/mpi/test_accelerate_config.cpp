@@ -81,6 +81,46 @@ TEST(AccelerateConfig, ExplicitFlagsWinOverTheProfile) {
                      "false"}, d, nullptr, context);
   EXPECT_EQ(d.cp_size, 1);
   EXPECT_FALSE(d.gradient_checkpointing);
+  // mixed_precision: bf16 (every profile's) turns --bf16 on, as accelerate launch + TrainingArguments do;
+  // an explicit --bf16 false keeps fp32.
+  EXPECT_TRUE(a.bf16);
+  SftConfig e;
+  parse_sft_options({"--accelerate_config", "zero2", "--bf16", "false"}, e, nullptr, context);
+  EXPECT_FALSE(e.bf16);
+}
+
+TEST(AccelerateConfig, MixedPrecisionNoKeepsFp32AndFp16IsRefused) {
+  const int world = world_size();
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  // One folder for all ranks (rank 0 makes it): the message names the file, and every rank must give
+  // the same message.
+  std::string dir = rank == 0 ? testing::make_temp_dir("accelerate_precision") : std::string();
+  int length = static_cast<int>(dir.size());
+  MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  dir.resize(static_cast<size_t>(length));
+  MPI_Bcast(dir.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
+  const SftOptionContext context{world, false};
+  for (const char* precision : {"no", "fp16"}) {
+    const std::string path = dir + "/" + precision + ".yaml";
+    if (rank == 0) std::ofstream(path) << "distributed_type: MULTI_GPU\nmixed_precision: " << precision << "\n";
+    MPI_Barrier(MPI_COMM_WORLD);
+    SftConfig c;
+    const std::string error = user_error_of([&] { parse_sft_options({"--accelerate_config", path}, c, nullptr, context); });
+    if (std::string(precision) == "no") {
+      EXPECT_EQ(error, "");
+      EXPECT_FALSE(c.bf16);
+    } else {
+      EXPECT_NE(error.find(path), std::string::npos) << error;
+      EXPECT_NE(error.find("mixed_precision: fp16"), std::string::npos) << error;
+      SftConfig flag_wins;  // --bf16 decides, the file's fp16 is then not used
+      EXPECT_EQ(user_error_of([&] {
+                  parse_sft_options({"--accelerate_config", path, "--bf16"}, flag_wins, nullptr, context);
+                }),
+                "");
+      EXPECT_TRUE(flag_wins.bf16);
+    }
+  }
 }
 
 TEST(AccelerateConfig, HandWrittenFileWithParallelismConfigTrains) {
