@@ -2,19 +2,21 @@
 # trlhpc against TRL SFTTrainer itself: the loss curve TRL 1.16 gives on a tiny random Qwen2 and 40 real
 # conversations (tests/fixtures/trl_curves/, written by tests/fixtures/make_trl_curves.py with torch,
 # transformers and trl; their versions are in curves.json), and the same rows as JSON Lines and as Parquet.
-#  1. The fixture's recorded SFTConfig settings are exactly the flags given to trlhpc here.
+#  1. The fixture's recorded SFTConfig settings are exactly the flags given to trlhpc here (the packed run:
+#     the same plus packing).
 #  2. `trlhpc tokenize` gives, for the JSONL and the Parquet file, the token ids and trained positions
 #     TRL trained on (trl_tokenized.jsonl): the two runs see the same tokens.
 #  3. TRL's curve on the Parquet file equals its curve on the JSONL bit for bit (the same rows).
 #  4. trlhpc (1 rank, fp32) on the JSONL and on the Parquet file: the same metrics bit for bit.
-#  5. trlhpc's fp32 curve against TRL's fp32 curves (JSONL and Parquet), per step, within:
+#  5. trlhpc's fp32 curves against TRL's fp32 curves (JSONL, Parquet, and packed: TRL's bfd bins in
+#     padding-free micro-batches against trlhpc's --packing), per step, within:
 #       loss, entropy 1e-6 relative; grad_norm 2e-5 relative; mean_token_accuracy: at most one argmax
 #       flip (1 / (accumulation steps x target tokens) of the step's smallest micro-step);
 #       learning_rate 1e-9 relative; num_tokens and epoch exact.
 #     Why these bounds: both sides train the same tokens from the same weights with the same update, so
 #     they differ only in fp32 summation order (GEMM blocking, reductions, fused AdamW) and in how the logged
 #     value is rounded (PyTorch logs float32, trlhpc accumulates in double). Measured on 1 and 2 threads,
-#     with trlhpc's AVX-512 GEMM and with OpenBLAS: loss <= 1.1e-7, entropy <= 6.4e-8, grad_norm <= 2.4e-6
+#     with trlhpc's AVX-512 GEMM and with OpenBLAS: loss <= 1.1e-7, entropy <= 6.7e-8, grad_norm <= 2.5e-6
 #     (1.4e-6 already at step 1, where the weights are bitwise equal: a norm over 150k gradient entries,
 #     each carrying reduction-order noise), accuracy equal. The bounds sit about 10x above that and well
 #     below the smallest real change we could find: training without weight decay moves the loss by 2e-5
@@ -48,7 +50,9 @@ for key, value in settings.items():
     same = flags[key] == str(value).lower() if isinstance(value, bool) else float(flags[key]) == float(value) \
         if isinstance(value, (int, float)) else flags[key] == value
     assert same, (key, flags[key], value)
-print(f"    {len(flags)} settings")
+overrides = {name: run["overrides"] for name, run in json.load(open(sys.argv[1]))["runs"].items()}
+assert overrides == {"fp32_jsonl": {}, "fp32_parquet": {}, "bf16_jsonl": {}, "fp32_packed_jsonl": {"packing": True}}, overrides
+print(f"    {len(flags)} settings; the packed run adds packing")
 PY
 
 echo "2. trlhpc tokenizes both files as TRL did"
@@ -97,11 +101,10 @@ record = json.load(open(f"{fixture}/curves.json"))
 trl = record["runs"][run]["steps"]
 ours = [json.loads(line) for line in open(metrics) if '"loss"' in line]
 assert [r["step"] for r in ours] == [r["step"] for r in trl], ([r["step"] for r in ours], [r["step"] for r in trl])
-# Target tokens (shifted labels) of each micro-step, rows in file order: one argmax flip in micro-step m moves
-# the step's mean_token_accuracy (mean over its micro-steps) by 1 / (accumulation steps x targets of m).
-rows = [json.loads(line) for line in open(f"{fixture}/trl_tokenized.jsonl")]
-batch, accumulation = record["settings"]["per_device_train_batch_size"], record["settings"]["gradient_accumulation_steps"]
-targets = [sum(label != -100 for r in rows[i:i + batch] for label in r["labels"][1:]) for i in range(0, len(rows), batch)]
+# One argmax flip in micro-step m moves the step's mean_token_accuracy (the mean over its micro-steps) by
+# 1 / (accumulation steps x target tokens of m); the fixture records TRL's target tokens per micro-step.
+targets = record["runs"][run]["micro_step_targets"]
+accumulation = record["settings"]["gradient_accumulation_steps"]
 def relative(x, y):
     return abs(x - y) / abs(y) if y else abs(x)
 worst, failed = {}, []
@@ -139,7 +142,8 @@ print(f"    {len(a)} steps equal")
 PY
 
 echo "5. trlhpc fp32 against TRL fp32"
-for run in fp32_jsonl fp32_parquet; do
+sft fp32_packed_jsonl conversations.jsonl --packing=true
+for run in fp32_jsonl fp32_parquet fp32_packed_jsonl; do
   echo "  trlhpc $run vs TRL $run"
   compare_curve "$WORK/$run/metrics.jsonl" "$run" $FP32_BOUNDS || fail "trlhpc $run: outside the bounds of TRL's curve"
 done
