@@ -19,7 +19,8 @@
 #     (2026-12-03): loss 1.2e-4 (cp), grad_norm 4.0e-4 (DDP/ZeRO), metrics 4.8e-4; 1e-3 / 2e-3 leave a
 #     2.5-4x margin. The curves of this tiny model are too close to the fp32 ones to tell the precision
 #     apart by value (1.7e-3 on grad_norm), so every layout's start line must also name bf16.
-#  3. Resume under --bf16 is exact on the same layout (checkpoints hold the fp32 masters and moments),
+#  3. The final model is saved in --save_dtype (auto: the input config's torch_dtype, float32 here).
+#  4. Resume under --bf16 is exact on the same layout (checkpoints hold the fp32 masters and moments),
 #     and a checkpoint of an fp32 run resumes under --bf16 (the manifest records the precision).
 set -u
 TRLHPC=$1
@@ -65,7 +66,21 @@ PY
 
 echo "fp32 and bf16 on 1 rank"
 sft 1 "$WORK/fp32"
-sft 1 "$WORK/bf16" --bf16
+sft 1 "$WORK/bf16" --bf16 --save_dtype bfloat16
+# The final model: --save_dtype bfloat16 writes BF16 tensors and torch_dtype bfloat16; the default
+# (auto) keeps the input config's float32, also for a --bf16 run (checked on the layouts below).
+saved_dtype() {  # saved_dtype DIR: "<safetensors dtypes> <config torch_dtype>"
+  python3 - "$1" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1] + "/model.safetensors", "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+dtypes = sorted({v["dtype"] for k, v in header.items() if k != "__metadata__"})
+print(",".join(dtypes), json.load(open(sys.argv[1] + "/config.json")).get("torch_dtype"))
+PY
+}
+[ "$(saved_dtype "$WORK/bf16")" = "BF16 bfloat16" ] || fail "--save_dtype bfloat16 saved $(saved_dtype "$WORK/bf16")"
+[ "$(saved_dtype "$WORK/fp32")" = "F32 float32" ] || fail "the default save of a float32 model is $(saved_dtype "$WORK/fp32")"
 grep -q "bf16 mixed precision" "$WORK/bf16.log" || fail "the start line does not name bf16 mixed precision"
 compare "$WORK/fp32" "$WORK/bf16" 3e-2 1 min || fail "bf16 against fp32"
 
@@ -86,6 +101,7 @@ for layout in "2 ddp" "2 zero1 --sharding zero1" "2 zero2 --sharding zero2" "2 z
   sft "$np" "$WORK/$name" --bf16 --per_device_train_batch_size "$rows" "$@"
   compare "$WORK/bf16" "$WORK/$name" 1e-3 2e-3 || fail "$name: --bf16 metrics differ from the 1-rank --bf16 run"
   grep -q "bf16 mixed precision" "$WORK/$name.log" || fail "$name: the start line does not name bf16 mixed precision"
+  [ "$(saved_dtype "$WORK/$name")" = "F32 float32" ] || fail "$name: --save_dtype auto of a float32 model saved $(saved_dtype "$WORK/$name")"
 done
 
 echo "resume under --bf16 is exact; an fp32 checkpoint resumes under --bf16"

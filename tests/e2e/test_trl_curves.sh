@@ -148,14 +148,21 @@ for run in fp32_jsonl fp32_parquet fp32_packed_jsonl; do
   compare_curve "$WORK/$run/metrics.jsonl" "$run" $FP32_BOUNDS || fail "trlhpc $run: outside the bounds of TRL's curve"
 done
 
-# --- bf16 (issue 23): when `trlhpc sft --bf16` exists, compare it with TRL's bf16=True curve here, e.g.
-#   sft bf16_jsonl conversations.jsonl --bf16
-#   compare_curve "$WORK/bf16_jsonl/metrics.jsonl" bf16_jsonl loss=0.02 || fail "trlhpc --bf16: loss not within 2 % of TRL bf16"
-# TRL's own bf16=True loss is within 1.1e-4 (relative) of its fp32 loss here, per step, grad_norm within 3.9 %:
-# a 2 % loss bound alone cannot tell a bf16 run from an fp32 one on this model (trlhpc's fp32 run passes it).
-# grad_norm can: main's --bf16 at 5ef2b37 measured loss <= 4.5e-5 and grad_norm <= 0.69 % from TRL bf16
-# (AVX512-BF16 engine; 0.11 % with the fp32-on-bf16-inputs one), trlhpc fp32 is 3.8 % from it in grad_norm:
-# e.g. add grad_norm=0.015 to the bf16 bounds.
+echo "6. trlhpc --bf16 against TRL bf16=True (torch.autocast on the CPU)"
+# Issue 23's bound is 2 % on the loss per step; it cannot tell bf16 from fp32 on this model (TRL's own
+# bf16 loss is within 1.1e-4 of its fp32 loss), so grad_norm is bounded too: TRL bf16 vs fp32 differ
+# by 3.9 % in grad_norm here, trlhpc --bf16 vs TRL bf16 measured <= 0.69 % (AVX512-BF16 engine; 0.11 %
+# with the fp32-on-bf16-inputs one; the recipes differ: trlhpc keeps weight gradients and logits fp32
+# where autocast rounds them to bf16). 1.5 % sits between: about 2x the measured gap, half the
+# fp32-vs-bf16 one, and the fp32 run below must fail it.
+BF16_BOUNDS="loss=0.02 grad_norm=0.015"
+sft bf16_jsonl conversations.jsonl --bf16
+compare_curve "$WORK/bf16_jsonl/metrics.jsonl" bf16_jsonl $BF16_BOUNDS ||
+  fail "trlhpc --bf16: outside the bounds of TRL's bf16=True curve"
+echo "  control: trlhpc fp32 must fall outside the bf16 bounds"
+if compare_curve "$WORK/fp32_jsonl/metrics.jsonl" bf16_jsonl $BF16_BOUNDS >/dev/null; then
+  fail "trlhpc fp32 passes the bf16 bounds: they cannot tell the precisions apart"
+fi
 
 echo "negative controls: changes a bug could make must fall outside the fp32 bounds"
 sft no_weight_decay conversations.jsonl --weight_decay 0
