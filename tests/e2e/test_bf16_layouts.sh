@@ -19,6 +19,8 @@
 #     (2026-12-03): loss 1.2e-4 (cp), grad_norm 4.0e-4 (DDP/ZeRO), metrics 4.8e-4; 1e-3 / 2e-3 leave a
 #     2.5-4x margin. The curves of this tiny model are too close to the fp32 ones to tell the precision
 #     apart by value (1.7e-3 on grad_norm), so every layout's start line must also name bf16.
+#     The same bound holds for --bf16 on the engine of CPUs without bf16 instructions
+#     (TRLHPC_CPU_BF16_GEMM=f32): the engines differ by fp32 summation order only.
 #  3. The final model is saved in --save_dtype (auto: the input config's torch_dtype, float32 here).
 #  4. Resume under --bf16 is exact on the same layout (checkpoints hold the fp32 masters and moments),
 #     and a checkpoint of an fp32 run resumes under --bf16 (the manifest records the precision).
@@ -83,6 +85,10 @@ PY
 [ "$(saved_dtype "$WORK/fp32")" = "F32 float32" ] || fail "the default save of a float32 model is $(saved_dtype "$WORK/fp32")"
 grep -q "bf16 mixed precision" "$WORK/bf16.log" || fail "the start line does not name bf16 mixed precision"
 compare "$WORK/fp32" "$WORK/bf16" 3e-2 1 min || fail "bf16 against fp32"
+
+echo "bf16 on a CPU without bf16 instructions (the fp32 GEMM on bf16-rounded operands) against 1 rank"
+TRLHPC_CPU_BF16_GEMM=f32 sft 1 "$WORK/f32engine" --bf16
+compare "$WORK/bf16" "$WORK/f32engine" 1e-3 2e-3 || fail "--bf16 on the f32 engine differs from the default engine"
 
 for layout in "2 ddp" "2 zero1 --sharding zero1" "2 zero2 --sharding zero2" "2 zero3 --sharding zero3" \
               "4 hsdp --sharding zero3 --dp_replicate_size 2 --dp_shard_size 2" "2 tp2 --tp_size 2" \
