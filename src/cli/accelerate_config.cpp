@@ -25,7 +25,7 @@ const std::set<std::string> kIgnoredTop = {
 const std::set<std::string> kIgnoredDeepSpeed = {
     "deepspeed_multinode_launcher", "deepspeed_hostfile", "deepspeed_exclusion_filter", "deepspeed_inclusion_filter",
     "gradient_accumulation_steps", "gradient_clipping", "zero3_init_flag", "zero3_save_16bit_model",
-    "offload_optimizer_nvme_path", "offload_param_nvme_path", "seq_parallel_communication_data_type"};
+    "offload_optimizer_nvme_path", "offload_param_nvme_path"};
 const std::set<std::string> kIgnoredFsdp = {
     "fsdp_auto_wrap_policy", "fsdp_backward_prefetch", "fsdp_backward_prefetch_policy", "fsdp_cpu_ram_efficient_loading",
     "fsdp_forward_prefetch", "fsdp_min_num_params", "fsdp_state_dict_type", "fsdp_sync_module_states",
@@ -115,6 +115,13 @@ void read_deepspeed(const Reader& r, const YAML::Node& ds, bool active, Accelera
       if (device != "none")
         out.warnings.push_back("accelerate config " + r.origin() + ": deepspeed_config." + key + " " + device +
                                " ignored (the cpu backend keeps everything in host memory)");
+    } else if (key == "seq_parallel_communication_data_type") {
+      std::string dtype = r.text(kv.second, "deepspeed_config." + key);
+      if (dtype == "bfloat16" || dtype == "torch.bfloat16") dtype = "bf16";
+      if (dtype == "float32" || dtype == "torch.float32") dtype = "fp32";
+      if (dtype != "bf16" && dtype != "fp32")
+        r.fail("deepspeed_config.seq_parallel_communication_data_type '" + dtype + "' is not bf16 or fp32");
+      out.sp_communication_dtype = dtype;
     } else if (!kIgnoredDeepSpeed.count(key)) {
       r.unknown("deepspeed_config." + key, kv.first, out);
     }
@@ -326,6 +333,8 @@ void apply_accelerate_config(const AccelerateConfig& a, const std::set<std::stri
   if (a.activation_checkpointing && !given("gradient_checkpointing")) c.gradient_checkpointing = *a.activation_checkpointing;
   // accelerate launch exports mixed_precision and transformers' TrainingArguments keeps it unless
   // --bf16/--fp16 say otherwise: the flag wins, the file fills in.
+  if (a.sp_communication_dtype && !given("seq_parallel_communication_data_type"))
+    c.seq_parallel_communication_data_type = *a.sp_communication_dtype;
   if (!given("bf16")) {
     if (a.mixed_precision == "bf16") c.bf16 = true;
     if (a.mixed_precision == "fp16" || a.mixed_precision == "fp8")

@@ -70,6 +70,8 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
       ("completion_only_loss", po::value<std::string>(&c.completion_only_loss)->default_value(c.completion_only_loss), "true|false|auto (auto: on for prompt-completion data)")
       ("assistant_only_loss", flag(&c.assistant_only_loss), "train only on assistant turns")
       ("gradient_checkpointing", flag(&c.gradient_checkpointing), "recompute layers in backward")
+      ("seq_parallel_communication_data_type", po::value<std::string>(&c.seq_parallel_communication_data_type),
+       "fp32|bf16: under --bf16, the dtype of Ulysses' attention-gradient all-to-alls (activations travel in bf16)")
       ("save_dtype", po::value<std::string>(&c.save_dtype),
        "dtype of the final model.safetensors: auto (the input config's torch_dtype) | float32 | bfloat16")
       ("bf16", flag(&c.bf16), "bf16 mixed precision: bf16 GEMMs and activations, fp32 master weights, optimizer and loss (README \"Precision\")")

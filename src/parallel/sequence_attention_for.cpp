@@ -6,12 +6,13 @@
 
 namespace trlhpc {
 
-std::unique_ptr<SequenceAttention> sequence_attention_for(ProcessGroups& groups) {
+std::unique_ptr<SequenceAttention> sequence_attention_for(ProcessGroups& groups, DType ulysses_gradient_dtype) {
   const bool ring = groups.cp().size() > 1, ulysses = groups.sp().size() > 1;
   if (ring && ulysses)
-    return std::make_unique<UlyssesAttention>(groups.sp().comm(), std::make_unique<RingAttention>(groups.cp().comm()));
+    return std::make_unique<UlyssesAttention>(groups.sp().comm(), std::make_unique<RingAttention>(groups.cp().comm()),
+                                              ulysses_gradient_dtype);
   if (ring) return std::make_unique<RingAttention>(groups.cp().comm());
-  if (ulysses) return std::make_unique<UlyssesAttention>(groups.sp().comm());
+  if (ulysses) return std::make_unique<UlyssesAttention>(groups.sp().comm(), nullptr, ulysses_gradient_dtype);
   return std::make_unique<LocalAttention>();
 }
 

@@ -86,8 +86,11 @@ struct UlyssesAttention::Workspace {
   const Tensor& recv_for(DType d) const { return d == DType::F32 ? recv : recv_act; }
 };
 
-UlyssesAttention::UlyssesAttention(Communicator& sp, std::unique_ptr<SequenceAttention> inner)
-    : comm_(sp), inner_(std::move(inner)) {}
+UlyssesAttention::UlyssesAttention(Communicator& sp, std::unique_ptr<SequenceAttention> inner, DType gradient_dtype)
+    : comm_(sp), inner_(std::move(inner)), gradient_dtype_(gradient_dtype) {
+  TRLHPC_ASSERT(gradient_dtype == DType::F32 || gradient_dtype == DType::BF16,
+                "Ulysses gradient exchange dtype must be F32 or BF16");
+}
 UlyssesAttention::~UlyssesAttention() = default;
 
 int64_t UlyssesAttention::workspace_bytes() const { return ws_ ? ws_->bytes() : 0; }
@@ -152,12 +155,12 @@ void sequence_to_heads(Ops& ops, Communicator& comm, Workspace& w, const Tensor&
 }
 
 // y (B, T, Hl, HS) head-sharded -> x (B, Tl, H, HS) sequence-sharded; source heads that `runs` repeats
-// receive the sum of their copies.
+// receive the sum of their copies. y travels in its own dtype; x may be wider (F32 x from BF16 y: the
+// BF16-exchanged gradients widened as they are summed).
 void heads_to_sequence(Ops& ops, Communicator& comm, Workspace& w, const Tensor& y, int64_t H,
                        const std::vector<std::vector<HeadRun>>& runs, int64_t Hl, const Tensor& x,
                        UlyssesAttentionStats& stats) {
   const int64_t HS = w.HS, block = w.B * w.Tl * Hl * HS, n = w.P * block, rows = w.Tl * Hl * HS;
-  TRLHPC_ASSERT(x.dtype() == y.dtype(), "Ulysses heads_to_sequence: the head-sharded and local dtypes differ");
   const Tensor &send = w.send_for(y.dtype()), &recv = w.recv_for(y.dtype());
   for (int d = 0; d < w.P; ++d)
     for (int64_t b = 0; b < w.B; ++b)
@@ -237,9 +240,17 @@ void UlyssesAttention::backward(Ops& ops, const Tensor& q, const Tensor& k, cons
                  w.dkh, w.dvh, head_sharded_shape(w, s));
   stats_.compute_seconds += since(t0);
   t0 = Clock::now();
-  heads_to_sequence(ops, comm_, w, w.dqh, w.NH, w.q_runs, w.NHl, dq, stats_);
-  heads_to_sequence(ops, comm_, w, w.dkh, w.KVH, w.kv_runs, w.KVHl, dk, stats_);
-  heads_to_sequence(ops, comm_, w, w.dvh, w.KVH, w.kv_runs, w.KVHl, dv, stats_);
+  // seq_parallel_communication_data_type bf16 under --bf16: round the F32 gradients into the BF16
+  // head-sharded buffers that are free now (doh, kh, vh: same shapes) and send those.
+  const bool bf16_grads = gradient_dtype_ == DType::BF16 && w.act_dtype == DType::BF16;
+  const auto sent = [&](const Tensor& grad, const Tensor& spare) {
+    if (!bf16_grads) return grad;
+    ops.cast(spare, grad);
+    return spare;
+  };
+  heads_to_sequence(ops, comm_, w, sent(w.dqh, w.doh), w.NH, w.q_runs, w.NHl, dq, stats_);
+  heads_to_sequence(ops, comm_, w, sent(w.dkh, w.kh), w.KVH, w.kv_runs, w.KVHl, dk, stats_);
+  heads_to_sequence(ops, comm_, w, sent(w.dvh, w.vh), w.KVH, w.kv_runs, w.KVHl, dv, stats_);
   stats_.comm_seconds += since(t0);
 }
 

@@ -39,7 +39,7 @@ ParallelModel::ParallelModel(const ModelConfig& config, Ops& ops, ProcessGroups&
   // 4. kv-share group.
   Communicator* kv_share = kv_share_group(config, groups);
   // 5. sequence attention.
-  attention_ = sequence_attention_for(groups);
+  attention_ = sequence_attention_for(groups, options.sp_gradient_dtype);
   // 6. token sharding.
   shard_ = sequence_shard_for(dims, groups.cp().rank(), groups.sp().rank());
   sequence_multiple_ = dims.sequence_multiple();

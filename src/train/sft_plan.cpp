@@ -20,6 +20,9 @@ void require_supported(const SftConfig& c) {
   if (c.output_dir.empty()) throw UserError("--output_dir must not be empty");
   if (c.dataset_name.empty() && c.datasets.empty())
     throw UserError("no dataset: pass --dataset_name PATH (.jsonl/.json/.parquet file, folder or hub id) or a datasets: list in --config");
+  if (c.seq_parallel_communication_data_type != "fp32" && c.seq_parallel_communication_data_type != "bf16")
+    throw UserError("--seq_parallel_communication_data_type " + c.seq_parallel_communication_data_type +
+                    " is not one of fp32, bf16");
   if (c.save_dtype != "auto" && c.save_dtype != "float32" && c.save_dtype != "bfloat16")
     throw UserError("--save_dtype " + c.save_dtype + " is not one of auto, float32, bfloat16");
 }
@@ -56,6 +59,7 @@ TrainerOptions trainer_options(const SftConfig& c) {
   o.parallel.data_parallel.bucket_elements = c.bucket_size_mb * 1024 * 1024 / 4;
   o.parallel.gradient_checkpointing = c.gradient_checkpointing;
   o.parallel.loss_chunk_tokens = c.loss_chunk_tokens;
+  o.parallel.sp_gradient_dtype = c.seq_parallel_communication_data_type == "bf16" ? DType::BF16 : DType::F32;
   o.adamw = {static_cast<float>(c.adam_beta1), static_cast<float>(c.adam_beta2), static_cast<float>(c.adam_epsilon),
              static_cast<float>(c.weight_decay)};
   o.max_grad_norm = c.max_grad_norm;

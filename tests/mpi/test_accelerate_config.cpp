@@ -84,6 +84,10 @@ TEST(AccelerateConfig, ExplicitFlagsWinOverTheProfile) {
   // mixed_precision: bf16 (every profile's) turns --bf16 on, as accelerate launch + TrainingArguments do;
   // an explicit --bf16 false keeps fp32.
   EXPECT_TRUE(a.bf16);
+  EXPECT_EQ(a.seq_parallel_communication_data_type, "fp32");
+  SftConfig ulysses;  // the ALST profile's deepspeed_config.seq_parallel_communication_data_type: bf16
+  parse_sft_options({"--accelerate_config", "alst_ulysses_4gpu"}, ulysses, nullptr, context);
+  EXPECT_EQ(ulysses.seq_parallel_communication_data_type, "bf16");
   SftConfig e;
   parse_sft_options({"--accelerate_config", "zero2", "--bf16", "false"}, e, nullptr, context);
   EXPECT_FALSE(e.bf16);

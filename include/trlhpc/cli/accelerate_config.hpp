@@ -15,6 +15,9 @@
 //   HYBRID_SHARD* without parallelism_config: dp_replicate = num_machines (shard within a node)
 //   num_processes     user files only: must equal the world size (named profiles leave the process
 //                     count to the launcher, and their dp_shard to "the rest of the world")
+//   deepspeed_config.seq_parallel_communication_data_type  bf16 | fp32 (also bfloat16, torch.bfloat16, ...)
+//                     -> --seq_parallel_communication_data_type: under --bf16, bf16 sends Ulysses'
+//                     attention gradients in bf16 (its activations travel in bf16 either way)
 //   mixed_precision   no | bf16 -> --bf16 false | true unless --bf16 is given (the flag wins, as in
 //                     transformers); fp16 | fp8 without --bf16: a UserError (not supported)
 //
@@ -45,6 +48,8 @@ struct AccelerateConfig {
   // Mesh sizes the file sets (unset: keep the flag's value). dp_shard -1 = the rest of the world.
   std::optional<int64_t> dp_replicate, dp_shard, tp, cp, sp;
   std::optional<bool> activation_checkpointing;
+  // deepspeed_config.seq_parallel_communication_data_type, normalised to "bf16" | "fp32".
+  std::optional<std::string> sp_communication_dtype;
   std::optional<int64_t> num_processes;
   std::string mixed_precision = "no";
   std::vector<std::string> warnings;  // unknown keys and ignored settings, for rank 0 to print

@@ -11,6 +11,8 @@
 namespace trlhpc {
 
 // The groups must outlive the returned object.
-std::unique_ptr<SequenceAttention> sequence_attention_for(ProcessGroups& groups);
+// ulysses_gradient_dtype: UlyssesAttention's gradient_dtype (seq_parallel_communication_data_type).
+std::unique_ptr<SequenceAttention> sequence_attention_for(ProcessGroups& groups,
+                                                          DType ulysses_gradient_dtype = DType::F32);
 
 }  // namespace trlhpc

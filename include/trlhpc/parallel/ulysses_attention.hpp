@@ -44,8 +44,12 @@ struct UlyssesAttentionStats {
 class UlyssesAttention final : public SequenceAttention {
  public:
   // `sp` is the sp group's communicator (not owned; outlives this object). `inner` runs attention on
-  // the head-sharded tensors (owned; null: LocalAttention).
-  explicit UlyssesAttention(Communicator& sp, std::unique_ptr<SequenceAttention> inner = nullptr);
+  // the head-sharded tensors (owned; null: LocalAttention). `gradient_dtype`: what dq/dk/dv travel in
+  // when the activations are BF16 (--bf16): F32 (default, exact) or BF16 (accelerate's
+  // seq_parallel_communication_data_type: bf16; rounds them once before the all-to-all, half the
+  // bytes). With F32 activations everything travels in F32.
+  explicit UlyssesAttention(Communicator& sp, std::unique_ptr<SequenceAttention> inner = nullptr,
+                            DType gradient_dtype = DType::F32);
   ~UlyssesAttention() override;
 
   void forward(Ops& ops, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& pos, const Tensor& doc,
@@ -65,6 +69,7 @@ class UlyssesAttention final : public SequenceAttention {
 
   Communicator& comm_;
   std::unique_ptr<SequenceAttention> inner_;  // null: local_
+  DType gradient_dtype_;
   LocalAttention local_;
   UlyssesAttentionStats stats_;
   std::unique_ptr<Workspace> ws_;  // buffers sized for the last shape seen

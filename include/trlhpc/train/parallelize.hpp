@@ -39,6 +39,8 @@ struct ParallelizeOptions {
   DataParallelOptions data_parallel;
   bool gradient_checkpointing = false;
   int64_t loss_chunk_tokens = 1024;  // tokens per chunk of the fused LM-head loss
+  // Ulysses' attention-gradient all-to-all dtype under --bf16 (seq_parallel_communication_data_type).
+  DType sp_gradient_dtype = DType::F32;
 };
 
 // The model as it is laid out over the ranks: owns the store, the strategy, the sequence attention

@@ -58,6 +58,9 @@ struct SftConfig {
   // model.safetensors of the final save: "auto" (the input config's torch_dtype: bfloat16 stays
   // bfloat16, anything else float32), "float32" or "bfloat16". Checkpoints always hold fp32.
   std::string save_dtype = "auto";
+  // Under --bf16, what Ulysses' attention-gradient all-to-alls carry: "fp32" (exact) or "bf16"
+  // (accelerate / DeepSpeed ALST's seq_parallel_communication_data_type; half the bytes).
+  std::string seq_parallel_communication_data_type = "fp32";
   int64_t logging_steps = 10;
   // Where the logged metrics also go besides metrics.jsonl: "tensorboard" (event files under
   // logging_dir, written by rank 0) or "none". HF's report_to, with transformers 5's default (4.x
