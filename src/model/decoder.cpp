@@ -78,6 +78,10 @@ void Decoder::forward_to_final_hidden(const DeviceBatch& batch) {
   ops_.embedding_fwd(batch.input_ids, params_.param("model.embed_tokens.weight"), embedded,
                      tp_.rank * local_.vocab_size);
   reduce_tokens(embedded, acts_[0].x_in);
+  if (ops_.compute_dtype() != DType::F32) {  // the lookup of bf16(table): round the rows it produced
+    ops_.cast(s.dx_compute, acts_[0].x_in);
+    ops_.cast(acts_[0].x_in, s.dx_compute);
+  }
   hooks().after_forward(0);
   for (int64_t l = 0; l < L; ++l) {
     LayerActivations& act = checkpointing_ ? s.recompute : acts_[static_cast<size_t>(l)];
@@ -88,7 +92,7 @@ void Decoder::forward_to_final_hidden(const DeviceBatch& batch) {
   }
   const int final_unit = static_cast<int>(L + 1);
   hooks().before_forward(final_unit);
-  ops_.rmsnorm_fwd(s.x_final, params_.param("model.norm.weight"), s.h_final_local, s.rstd_final,
+  ops_.rmsnorm_fwd(s.x_final, compute_param(params_.param("model.norm.weight")), s.h_final_local, s.rstd_final,
                    static_cast<float>(config_.rms_norm_eps));
   if (tp_sp_) gather_tokens(s.h_final_local, s.h_final);  // the vocab-parallel head needs every token
 }
@@ -114,7 +118,7 @@ LossResult Decoder::run(const DeviceBatch& batch, float grad_scale, bool backwar
   }
   // Final norm backward: dx = d rmsnorm(x_final)
   const Tensor norm_grad = params_.grad("model.norm.weight");
-  ops_.rmsnorm_bwd(s.x_final, params_.param("model.norm.weight"), s.rstd_final, s.dh_local, s.dx,
+  ops_.rmsnorm_bwd(s.x_final, compute_param(params_.param("model.norm.weight")), s.rstd_final, s.dh_local, s.dx,
                    norm_grad_target(norm_grad, 0));
   finish_norm_grads({norm_grad});
   hooks().after_backward(final_unit);

@@ -133,6 +133,19 @@ void Decoder::Scratch::allocate(Ops& ops, const ModelConfig& c, int64_t N, int64
   }
 }
 
+Tensor Decoder::compute_param(const Tensor& p) {
+  if (ops_.compute_dtype() == DType::F32 || !p.data()) return p;
+  Tensor rounded = ops_.allocate(p.shape(), ops_.compute_dtype());
+  ops_.cast(rounded, p);
+  return rounded;
+}
+
+LayerTensors Decoder::compute_params(LayerTensors w) {
+  // The weight matrices go to GEMMs, which round them as they pack; norms and biases are rounded here.
+  for (Tensor* t : {&w.ln1, &w.ln2, &w.bq, &w.bk, &w.bv, &w.bo, &w.bg, &w.bu, &w.bd}) *t = compute_param(*t);
+  return w;
+}
+
 Tensor Decoder::compute_copy(const Tensor& dx) {
   Scratch& s = *scratch_;
   if (s.dx_compute.data() == dx.data()) return dx;  // fp32 compute: the residual gradient itself
@@ -144,7 +157,7 @@ void Decoder::layer_forward(int layer, const DeviceBatch& batch, const Tensor& x
                             const Tensor& x_out) {
   const ModelConfig& c = local_;
   const int64_t N = batch.B * batch.T;
-  const LayerTensors w = layer_tensors(params_, c, layer, false);
+  const LayerTensors w = compute_params(layer_tensors(params_, c, layer, false));
   const float eps = static_cast<float>(c.rms_norm_eps);
   Scratch& s = *scratch_;
 
@@ -179,7 +192,7 @@ void Decoder::layer_forward(int layer, const DeviceBatch& batch, const Tensor& x
 void Decoder::layer_backward(int layer, const DeviceBatch& batch, const LayerActivations& a, const Tensor& dx) {
   const ModelConfig& c = local_;
   const int64_t N = batch.B * batch.T;
-  const LayerTensors w = layer_tensors(params_, c, layer, false);
+  const LayerTensors w = compute_params(layer_tensors(params_, c, layer, false));
   const LayerTensors g = layer_tensors(params_, c, layer, true);
   Scratch& s = *scratch_;
   const Tensor dln1 = norm_grad_target(g.ln1, 0), dln2 = norm_grad_target(g.ln2, 1);

@@ -89,8 +89,8 @@ class CpuOps final : public Ops {
     cpu::matmul_bf16({a.data(), a16}, trans_a, {b.data(), b16}, trans_b, {c.data(), c16}, M, N, K, alpha, beta);
   }
   void bias_add(const Tensor& y, const Tensor& bias) override {
-    W yw(y, W::InOut);
-    cpu::bias_add(yw.get(), bias.f32(), y.numel() / bias.numel(), bias.numel());
+    W yw(y, W::InOut), bw(bias, W::In);
+    cpu::bias_add(yw.get(), bw.get(), y.numel() / bias.numel(), bias.numel());
   }
   void bias_bwd(const Tensor& dy, const Tensor& dbias) override {
     W dyw(dy, W::In);
@@ -113,13 +113,13 @@ class CpuOps final : public Ops {
     cpu::embedding_bwd(ids_of(ids), doutw.get(), dtable.f32(), ids.numel(), dtable.dim(1), dtable.dim(0), vocab_start);
   }
   void rmsnorm_fwd(const Tensor& x, const Tensor& weight, const Tensor& y, const Tensor& rstd, float eps) override {
-    W xw(x, W::In), yw(y, W::Out);
-    cpu::rmsnorm_fwd(xw.get(), weight.f32(), yw.get(), rstd.f32(), x.numel() / weight.numel(), weight.numel(), eps);
+    W xw(x, W::In), ww(weight, W::In), yw(y, W::Out);
+    cpu::rmsnorm_fwd(xw.get(), ww.get(), yw.get(), rstd.f32(), x.numel() / weight.numel(), weight.numel(), eps);
   }
   void rmsnorm_bwd(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy, const Tensor& dx,
                    const Tensor& dweight) override {
-    W xw(x, W::In), dyw(dy, W::In), dxw(dx, W::Out);
-    cpu::rmsnorm_bwd(xw.get(), weight.f32(), rstd.f32(), dyw.get(), dxw.get(), dweight.f32(), x.numel() / weight.numel(),
+    W xw(x, W::In), ww(weight, W::In), dyw(dy, W::In), dxw(dx, W::Out);
+    cpu::rmsnorm_bwd(xw.get(), ww.get(), rstd.f32(), dyw.get(), dxw.get(), dweight.f32(), x.numel() / weight.numel(),
                      weight.numel());
   }
   void rope_fwd(const Tensor& x, const Tensor& pos, const Tensor& inv_freq) override {

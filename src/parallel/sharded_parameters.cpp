@@ -9,7 +9,8 @@
 namespace trlhpc {
 
 ShardedParameters::ShardedParameters(ParameterStore& store, Communicator& fsdp, Ops& ops, UnitBufferPool& pool)
-    : store_(store), fsdp_(fsdp), ops_(ops), pool_(pool), no_buffer_(ops.allocate({0})) {
+    : store_(store), fsdp_(fsdp), ops_(ops), pool_(pool), no_buffer_(ops.allocate({0})),
+      bf16_gathers_(ops.compute_dtype() == DType::BF16) {
   const int P = fsdp.size();
   units_.resize(static_cast<size_t>(store.num_units()));
   for (int u = 0; u < store.num_units(); ++u) {
@@ -33,33 +34,56 @@ void ShardedParameters::load(const UnitRangeSource& source) {
     load_unit_range(source, ops_, u, shard_begin(u), shard_begin(u) + shard_numel(u), shard(u));
 }
 
-void ShardedParameters::prefetch(int unit) {
+void ShardedParameters::prefetch(int unit, Precision precision) {
   Unit& u = units_[static_cast<size_t>(unit)];
+  if (u.state != State::Released && precision == Precision::Full && u.rounded) {
+    drop(u);  // gathered in bf16 for training; saving needs the fp32 masters
+    store_.unit(unit).params = no_buffer_;
+  }
   if (u.state != State::Released) return;
-  u.full = pool_.acquire(store_.unit(unit).padded_numel);
-  u.request = fsdp_.all_gather_async(span_of<const float>(u.shard),
-                                     span_of<float>(u.full));
+  const int64_t padded = store_.unit(unit).padded_numel;
+  u.full = pool_.acquire(padded);
+  u.rounded = bf16_gathers_ && precision == Precision::Compute;
+  if (u.rounded) {
+    u.shard_bf16 = ops_.allocate(u.shard.shape(), DType::BF16);
+    u.full_bf16 = ops_.allocate({padded}, DType::BF16);
+    ops_.cast(u.shard_bf16, u.shard);
+    u.request = fsdp_.all_gather_async(span_of<const uint16_t>(u.shard_bf16), span_of<uint16_t>(u.full_bf16));
+    gathered_bytes_sent_ += static_cast<int64_t>(u.shard_bf16.nbytes()) * (fsdp_.size() - 1);
+  } else {
+    u.request = fsdp_.all_gather_async(span_of<const float>(u.shard), span_of<float>(u.full));
+    gathered_bytes_sent_ += static_cast<int64_t>(u.shard.nbytes()) * (fsdp_.size() - 1);
+  }
   u.state = State::InFlight;
 }
 
-void ShardedParameters::gather(int unit) {
-  prefetch(unit);
+void ShardedParameters::gather(int unit, Precision precision) {
+  prefetch(unit, precision);
   Unit& u = units_[static_cast<size_t>(unit)];
   if (u.state == State::InFlight) {
     u.request.wait();
+    if (u.rounded) {  // widen bf16(master) into the fp32 buffer the decoder reads
+      ops_.cast(u.full, u.full_bf16);
+      u.shard_bf16 = u.full_bf16 = Tensor();
+    }
     u.state = State::Gathered;
     store_.unit(unit).params = u.full;
   }
 }
 
+void ShardedParameters::drop(Unit& u) {
+  if (u.state == State::InFlight) u.request.wait();  // MPI may still write into the buffers
+  pool_.release(std::move(u.full));
+  u.full = u.shard_bf16 = u.full_bf16 = Tensor();
+  u.rounded = false;
+  u.state = State::Released;
+}
+
 void ShardedParameters::release(int unit) {
   Unit& u = units_[static_cast<size_t>(unit)];
   if (pinned_ || u.state == State::Released) return;
-  if (u.state == State::InFlight) u.request.wait();  // MPI may still write into the buffer
   store_.unit(unit).params = no_buffer_;
-  pool_.release(std::move(u.full));
-  u.full = Tensor();
-  u.state = State::Released;
+  drop(u);
 }
 
 void ShardedParameters::release_all() {

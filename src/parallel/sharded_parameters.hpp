@@ -11,6 +11,12 @@
 // all-gather) -> gathered (gather() waited; store holds the full buffer) -> released. prefetch() lets
 // the next unit's all-gather run while the current unit computes (FSDP's forward/backward prefetch).
 // While pinned (gather_full_parameters for saving), release() keeps every unit gathered.
+//
+// Precision: under a BF16 compute dtype (--bf16) the training gathers (Precision::Compute) move bf16
+// (half the bytes): the shard is rounded to bf16, all-gathered, and widened into the fp32 pool buffer,
+// which then holds bf16(master) -- exactly what the decoder computes with on every layout
+// (Decoder::compute_param and the GEMMs' rounding). Saving and export gather Precision::Full (fp32),
+// and a unit gathered in compute precision is gathered again for them.
 #include <cstdint>
 #include <vector>
 
@@ -35,14 +41,18 @@ class ShardedParameters {
   // Fills this rank's shard of every unit from `source` (only the owned elements are read).
   void load(const UnitRangeSource& source);
 
-  void prefetch(int unit);  // starts the all-gather unless gathered or already in flight
-  void gather(int unit);    // returns with the full unit in store.unit(unit).params
+  enum class Precision { Compute, Full };
+  // Starts the all-gather unless the unit is gathered or in flight at that precision.
+  void prefetch(int unit, Precision precision = Precision::Compute);
+  // Returns with the full unit in store.unit(unit).params.
+  void gather(int unit, Precision precision = Precision::Compute);
   void release(int unit);   // gives the full buffer back (no-op when released or pinned)
   void release_all();
   void set_pinned(bool pinned) { pinned_ = pinned; }
   void poll();              // lets MPI progress prefetches in flight
 
   bool is_gathered(int unit) const { return units_[static_cast<size_t>(unit)].state == State::Gathered; }
+  int64_t gathered_bytes_sent() const { return gathered_bytes_sent_; }  // by this rank's all-gathers so far
   int64_t shard_bytes() const;
 
  private:
@@ -50,6 +60,8 @@ class ShardedParameters {
   struct Unit {
     Tensor shard;  // (S) persistent, what the optimizer updates
     Tensor full;   // (padded_numel) pool buffer while in flight or gathered
+    Tensor shard_bf16, full_bf16;  // (S), (padded_numel) BF16 staging of a compute-precision gather
+    bool rounded = false;          // full holds bf16(master) (a compute-precision gather under bf16)
     CommRequest request;
     State state = State::Released;
   };
@@ -62,6 +74,9 @@ class ShardedParameters {
   std::vector<Unit> units_;           // (units)
   Tensor no_buffer_;                  // (0) the store's params of a released unit
   bool pinned_ = false;
+  bool bf16_gathers_ = false;  // ops.compute_dtype() is BF16
+  int64_t gathered_bytes_sent_ = 0;
+  void drop(Unit& u);  // waits for a gather in flight, hands the buffers back
 };
 
 }  // namespace trlhpc

@@ -81,8 +81,9 @@ MemoryAccount Zero3Strategy::memory(const AdamW* optimizer) const {
 }
 
 void Zero3Strategy::gather_full_parameters() {
-  for (int u = 0; u < store_.num_units(); ++u) params_.prefetch(u);  // all in flight together
-  for (int u = 0; u < store_.num_units(); ++u) params_.gather(u);
+  using P = ShardedParameters::Precision;
+  for (int u = 0; u < store_.num_units(); ++u) params_.prefetch(u, P::Full);  // all in flight together
+  for (int u = 0; u < store_.num_units(); ++u) params_.gather(u, P::Full);
   params_.set_pinned(true);
 }
 

@@ -48,7 +48,7 @@ class Zero3Strategy final : public DataParallelStrategy {
   void load_parameters(const UnitRangeSource& source) override { params_.load(source); }
   void gather_full_parameters() override;
   void release_full_parameters() override;
-  void gather_unit_parameters(int unit) override { params_.gather(unit); }
+  void gather_unit_parameters(int unit) override { params_.gather(unit, ShardedParameters::Precision::Full); }
   void release_unit_parameters(int unit) override { params_.release(unit); }
   void release_cached_buffers() override { pool_.release_idle(); }
 

@@ -204,5 +204,40 @@ TEST(Zero3Memory, PlannedActivationsEqualTheDecoders) {
   }
 }
 
+// --bf16: the training all-gathers of ZeRO-3 move bf16 (before_forward gives the decoder bf16(master),
+// widened), while saving and export gather the fp32 masters (gather_unit_parameters).
+TEST(Zero3Memory, Bf16TrainingGathersRoundSavingGathersDoNot) {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const ModelConfig config = deep_config();
+  ProcessGroups groups(Mesh(ParallelDims{}.resolved(world)), MPI_COMM_WORLD);
+  auto ops = make_cpu_ops(DType::BF16);
+  Trainer trainer(config, *ops, groups, zero3_options(false));
+  trainer.model().load_weights(weights_from_init(config, kSeed));
+  ParameterStore& store = trainer.model().store();
+  DataParallelStrategy& strategy = trainer.model().strategy();
+  const int unit = 1;
+  const int64_t n = store.unit(unit).padded_numel;
+  auto values = [&] {
+    std::vector<float> v(static_cast<size_t>(n));
+    ops->copy_to_host(v.data(), store.unit(unit).params, v.size() * sizeof(float));
+    return v;
+  };
+  strategy.gather_unit_parameters(unit);  // fp32, for saving
+  const std::vector<float> master = values();
+  strategy.release_unit_parameters(unit);
+  strategy.before_forward(unit);  // a training gather
+  const std::vector<float> computed = values();
+  size_t rounded_differs = 0;
+  for (size_t i = 0; i < master.size(); ++i) {
+    ASSERT_EQ(computed[i], bf16_to_f32(f32_to_bf16(master[i]))) << "element " << i;
+    rounded_differs += computed[i] != master[i];
+  }
+  EXPECT_GT(rounded_differs, master.size() / 2) << "the training gather did not go through bf16";
+  strategy.gather_unit_parameters(unit);  // saving while gathered for training: gathered again in fp32
+  EXPECT_EQ(values(), master);
+  strategy.release_unit_parameters(unit);
+}
+
 }  // namespace
 }  // namespace trlhpc

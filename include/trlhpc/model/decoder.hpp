@@ -55,6 +55,7 @@
 namespace trlhpc {
 
 class Communicator;
+struct LayerTensors;
 
 class UnitHooks {
  public:
@@ -145,6 +146,11 @@ class Decoder {
   void layer_backward(int layer, const DeviceBatch& batch, const LayerActivations& act, const Tensor& dx);
   // dx (Nl, C) in the compute dtype: dx itself in fp32, else cast into the scratch dx_compute.
   Tensor compute_copy(const Tensor& dx);
+  // A parameter as the layers compute with it: the master itself in fp32; under a BF16 compute dtype a
+  // bf16-rounded copy (every parameter is used as bf16(master), as under FSDP's bf16 param_dtype, so a
+  // ZeRO-3 unit all-gathered in bf16 gives the same numbers as the fp32 master of a DDP rank).
+  Tensor compute_param(const Tensor& p);
+  LayerTensors compute_params(LayerTensors w);  // norms and biases through compute_param
   void forward_to_final_hidden(const DeviceBatch& batch);
   // The tensor-parallel part of construction: this rank's share of the model and the buffers tp needs.
   void init_tensor_parallel(const DecoderParallelism& parallelism);
