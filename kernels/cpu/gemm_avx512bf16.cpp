@@ -1,0 +1,196 @@
+// The AVX512-BF16 engine of the --bf16 GEMM (matmul_bf16, gemm_bf16.cpp chooses it by cpuid):
+//   c (M, N) = alpha * bf16(op(a)) @ bf16(op(b)) + beta * c, products and sums in fp32.
+//
+// VDPBF16PS multiplies the bf16 pair (k, k+1) of one 32-bit lane of each source and adds both products
+// to the fp32 lane of the accumulator: 32 multiply-adds per zmm instruction, twice the FMAs of fp32.
+// Blocking (Goto & van de Geijn 2008, as the fp32 GEMM in gemm_avx512.cpp):
+//   * register tile kMR x kNR = 8 rows x 48 columns: 24 zmm accumulators, per k-pair three b vectors
+//     and eight broadcasts of an a pair (loads: 11 per 24 VDPBF16PS);
+//   * both operands are packed once per call, shared by the threads, into panels of 32-bit k-pairs:
+//     a: panels of kMR rows, [pair][row]; b: panels of kNR columns, [pair][column] ("VNNI" layout).
+//     Packing converts fp32 to bf16 (VCVTNE2PS2BF16, round to nearest even) and either interleaves two
+//     k rows (an operand stored with k as its row index) or transposes 16 x 16 pairs in registers (an
+//     operand stored with k contiguous). Odd K, and rows/columns past M/N, are zero padded.
+//   * tasks: a block of row panels x a block of column panels, every tile over the whole K.
+// Determinism: each c element is summed by one tile over all k-pairs in order, whatever the thread
+// count and whichever column slice (tensor parallel) holds it; the lanes of a tile do not interact.
+// GCC 12 reports its own masked-load/shuffle intrinsics as "may be used uninitialized" (a header
+// false positive).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include "kernels/cpu/gemm_avx512bf16.hpp"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cpu/bf16_pack.hpp"
+#include "kernels/cpu/scratch.hpp"
+
+// The tile kernel stays a separate function so its 24 accumulators are allocated on their own (inlined
+// into the OpenMP region, GCC spills them: measured in gemm_avx512.cpp).
+#define TRLHPC_BF16_KERNEL TRLHPC_BF16_TARGET __attribute__((noinline))
+
+namespace trlhpc::cpu {
+namespace {
+
+constexpr int64_t kMR = 8;         // rows of a register tile
+constexpr int64_t kNV = 3;         // zmm (16 columns each) per row of a register tile
+constexpr int64_t kNR = 16 * kNV;  // columns of a register tile
+constexpr int64_t kGroup = 16;     // rows/columns and pairs one packing step handles
+constexpr int64_t kTaskRowPanels = 8, kTaskColPanels = 10;  // a task: 64 rows x 480 columns
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// Where an operand's values are: element (o, k) of op(x) (o = row of a or column of b) lies at
+// o * ld + k when k_contiguous (a (M, K), b stored (N, K)), else at k * ld + o.
+struct Source {
+  GemmOperand x;
+  bool k_contiguous;
+  int64_t ld, outer, K;
+};
+
+// v[q] = the 16 pairs (k 2(p0+q), 2(p0+q)+1) of o0 .. o0+15, one 32-bit lane per o, zeros past the edges.
+TRLHPC_BF16_TARGET void pack_group(const Source& s, int64_t o0, int64_t p0, __m512i v[16]) {
+  const int64_t valid = std::min(kGroup, s.outer - o0), k0 = 2 * p0;
+  if (s.k_contiguous) {  // pairs contiguous per o: a 16 x 16 transpose of 32-bit lanes
+    const int64_t ks = std::min<int64_t>(32, s.K - k0);
+    for (int64_t j = 0; j < 16; ++j) v[j] = j < valid ? bf16_load32(s.x, (o0 + j) * s.ld + k0, ks) : _mm512_setzero_si512();
+    bf16_transpose16(v);
+    return;
+  }
+  // k rows: word 2n of the result = row k (element o0 + n), word 2n + 1 = row k + 1.
+  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
+                                              6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  for (int64_t q = 0; q < 16; ++q) {
+    const int64_t ke = k0 + 2 * q;
+    if (ke >= s.K) {
+      v[q] = _mm512_setzero_si512();
+      continue;
+    }
+    const __m256i even = bf16_load16(s.x, ke * s.ld + o0, valid);
+    const __m256i odd = ke + 1 < s.K ? bf16_load16(s.x, (ke + 1) * s.ld + o0, valid) : _mm256_setzero_si256();
+    v[q] = _mm512_permutexvar_epi16(interleave, _mm512_inserti64x4(_mm512_castsi256_si512(even), odd, 1));
+  }
+}
+
+// Stores v (from pack_group) into panels of W rows/columns: panel o / W, [pair][o % W].
+template <int64_t W>
+TRLHPC_BF16_TARGET void store_group(uint32_t* packed, int64_t pairs, int64_t o0, int64_t p0, const __m512i v[16]) {
+  static_assert(W % 16 == 0 || W == 8, "a packing group of 16 fills whole panels or two of 8");
+  const int64_t n = std::min<int64_t>(16, pairs - p0);
+  for (int64_t q = 0; q < n; ++q) {
+    const int64_t p = p0 + q;
+    if constexpr (W % 16 == 0) {
+      _mm512_store_si512(packed + (o0 / W) * pairs * W + p * W + o0 % W, v[q]);
+    } else {
+      uint32_t* panel = packed + (o0 / W) * pairs * W + p * W;
+      _mm256_store_si256(reinterpret_cast<__m256i*>(panel), _mm512_castsi512_si256(v[q]));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(panel + pairs * W), _mm512_extracti64x4_epi64(v[q], 1));
+    }
+  }
+}
+
+template <int64_t W>
+TRLHPC_BF16_KERNEL void pack_operand_group(const Source& s, uint32_t* packed, int64_t pairs, int64_t o0, int64_t p0) {
+  __m512i v[16];
+  pack_group(s, o0, p0, v);
+  store_group<W>(packed, pairs, o0, p0, v);
+}
+
+// tile (kMR x kNR fp32) = a panel x b panel over `pairs` k-pairs.
+TRLHPC_BF16_KERNEL void tile_kernel(const uint32_t* __restrict a, const uint32_t* __restrict b, int64_t pairs,
+                                    float* __restrict tile) {
+  __m512 acc[kMR][kNV];
+#pragma GCC unroll 8
+  for (int64_t r = 0; r < kMR; ++r)
+#pragma GCC unroll 3
+    for (int64_t v = 0; v < kNV; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < pairs; ++p) {
+    __m512bh bv[kNV];
+#pragma GCC unroll 3
+    for (int64_t v = 0; v < kNV; ++v) bv[v] = (__m512bh)_mm512_load_si512(b + p * kNR + 16 * v);
+#pragma GCC unroll 8
+    for (int64_t r = 0; r < kMR; ++r) {
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[p * kMR + r]));
+#pragma GCC unroll 3
+      for (int64_t v = 0; v < kNV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int64_t r = 0; r < kMR; ++r)
+#pragma GCC unroll 3
+    for (int64_t v = 0; v < kNV; ++v) _mm512_store_ps(tile + r * kNR + 16 * v, acc[r][v]);
+}
+
+// c rows [i0, i0 + rows), columns [j0, j0 + cols) = alpha * tile + beta * c (beta 0: c not read).
+TRLHPC_BF16_TARGET void store_tile(const float* tile, const GemmResult& c, int64_t ldc, int64_t i0, int64_t j0,
+                                   int64_t rows, int64_t cols, float alpha, float beta) {
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t v = 0; v < kNV && 16 * v < cols; ++v) {
+      const __mmask16 m = bf16_mask16(cols - 16 * v);
+      __m512 out = _mm512_mul_ps(va, _mm512_load_ps(tile + r * kNR + 16 * v));
+      const int64_t at = (i0 + r) * ldc + j0 + 16 * v;
+      if (c.bf16) {
+        uint16_t* p = static_cast<uint16_t*>(c.data) + at;
+        if (beta != 0.0f) {
+          const __m512i old = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
+          out = _mm512_fmadd_ps(vb, _mm512_castsi512_ps(_mm512_slli_epi32(old, 16)), out);
+        }
+        _mm256_mask_storeu_epi16(p, m, (__m256i)_mm512_cvtneps_pbh(out));
+      } else {
+        float* p = static_cast<float*>(c.data) + at;
+        if (beta != 0.0f) out = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, p), out);
+        _mm512_mask_storeu_ps(p, m, out);
+      }
+    }
+}
+
+}  // namespace
+
+void gemm_avx512bf16(const GemmOperand& a, bool trans_a, const GemmOperand& b, bool trans_b, const GemmResult& c,
+                     int64_t M, int64_t N, int64_t K, float alpha, float beta) {
+  const int64_t pairs = (K + 1) / 2;
+  const Source sa{a, !trans_a, trans_a ? M : K, M, K}, sb{b, trans_b, trans_b ? K : N, N, K};
+  // Padded extents: whole packing groups of 16 and whole panels.
+  const int64_t m_pad = round_up(M, std::max(kGroup, kMR)), n_pad = round_up(N, std::max(kGroup, kNR));
+  // Packed operands, kept by the calling thread across calls (scratch.hpp), as 32-bit pairs.
+  thread_local Scratch a_buffer, b_buffer;
+  uint32_t* ap = reinterpret_cast<uint32_t*>(a_buffer.reserve(m_pad * pairs));
+  uint32_t* bp = reinterpret_cast<uint32_t*>(b_buffer.reserve(n_pad * pairs));
+  const int64_t pair_groups = (pairs + kGroup - 1) / kGroup;
+  const int64_t a_groups = m_pad / kGroup * pair_groups, b_groups = n_pad / kGroup * pair_groups;
+  const int64_t row_panels = (M + kMR - 1) / kMR, col_panels = (N + kNR - 1) / kNR;
+  const int64_t row_blocks = (row_panels + kTaskRowPanels - 1) / kTaskRowPanels;
+  const int64_t col_blocks = (col_panels + kTaskColPanels - 1) / kTaskColPanels;
+  const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), (M * N + 4095) / 4096 + 1));
+#pragma omp parallel num_threads(threads)
+  {
+#pragma omp for schedule(static) nowait
+    for (int64_t g = 0; g < a_groups; ++g)
+      pack_operand_group<kMR>(sa, ap, pairs, g / pair_groups * kGroup, g % pair_groups * kGroup);
+#pragma omp for schedule(static)
+    for (int64_t g = 0; g < b_groups; ++g)
+      pack_operand_group<kNR>(sb, bp, pairs, g / pair_groups * kGroup, g % pair_groups * kGroup);
+    alignas(64) float tile[kMR * kNR];
+#pragma omp for schedule(dynamic)
+    for (int64_t task = 0; task < row_blocks * col_blocks; ++task) {
+      const int64_t ib = task / col_blocks, jb = task % col_blocks;
+      const int64_t ip_end = std::min(row_panels, (ib + 1) * kTaskRowPanels);
+      const int64_t jp_end = std::min(col_panels, (jb + 1) * kTaskColPanels);
+      for (int64_t jp = jb * kTaskColPanels; jp < jp_end; ++jp)
+        for (int64_t ip = ib * kTaskRowPanels; ip < ip_end; ++ip) {
+          tile_kernel(ap + ip * pairs * kMR, bp + jp * pairs * kNR, pairs, tile);
+          store_tile(tile, c, N, ip * kMR, jp * kNR, std::min(kMR, M - ip * kMR), std::min(kNR, N - jp * kNR), alpha,
+                     beta);
+        }
+    }
+  }
+}
+
+}  // namespace trlhpc::cpu
