@@ -126,9 +126,32 @@ TRLHPC_BF16_KERNEL void pack_operand_group(const Source& s, uint32_t* packed, in
   store_group<W>(packed, pairs, o0, p0, v);
 }
 
-// tile (kMR x kNR fp32) = a panel x b panel over `pairs` k-pairs.
-TRLHPC_BF16_KERNEL void tile_kernel(const uint32_t* __restrict a, const uint32_t* __restrict b, int64_t pairs,
-                                    float* __restrict tile) {
+// dst = row `row` of a (M, K) as K/2 rounded up k-pairs of bf16, the odd K's last pair completed with 0.
+TRLHPC_BF16_KERNEL void convert_row(const GemmOperand& a, int64_t K, int64_t row, uint32_t* dst) {
+  for (int64_t k0 = 0; k0 < K; k0 += 32) _mm512_store_si512(dst + k0 / 2, bf16_load32(a, row * K + k0, K - k0));
+}
+
+// tile (kMR x kNR fp32) = kMR rows of a x a b panel over `pairs` k-pairs. Row r's pair p is at
+// a_row[r][p * kAStep]: a panel (kAStep = kMR, a_row[r] = panel + r) or rows of pairs read in place
+// (kAStep = 1, a_row[r] = row r). The c tile (c_first: a whole tile's first byte, or null) is prefetched
+// first: it is written (or read, beta != 0) only after the k loop, and a product of tens of MB misses
+// every cache.
+template <int64_t kAStep>
+TRLHPC_BF16_KERNEL void tile_kernel(const uint32_t* const (&a_row)[kMR], const uint32_t* __restrict b, int64_t pairs,
+                                    float* __restrict tile, const char* c_first, int64_t c_row_bytes) {
+  if (c_first)
+#pragma GCC unroll 8
+    for (int64_t r = 0; r < kMR; ++r)
+#pragma GCC unroll 3
+      for (int64_t v = 0; v < kNV; ++v) _mm_prefetch(c_first + r * c_row_bytes + 64 * v, _MM_HINT_T0);
+  const uint32_t* a0 = a_row[0];
+  const uint32_t* a1 = a_row[1];
+  const uint32_t* a2 = a_row[2];
+  const uint32_t* a3 = a_row[3];
+  const uint32_t* a4 = a_row[4];
+  const uint32_t* a5 = a_row[5];
+  const uint32_t* a6 = a_row[6];
+  const uint32_t* a7 = a_row[7];
   __m512 acc[kMR][kNV];
 #pragma GCC unroll 8
   for (int64_t r = 0; r < kMR; ++r)
@@ -138,9 +161,11 @@ TRLHPC_BF16_KERNEL void tile_kernel(const uint32_t* __restrict a, const uint32_t
     __m512bh bv[kNV];
 #pragma GCC unroll 3
     for (int64_t v = 0; v < kNV; ++v) bv[v] = (__m512bh)_mm512_load_si512(b + p * kNR + 16 * v);
+    const uint32_t* rows[kMR] = {a0, a1, a2, a3, a4, a5, a6, a7};
 #pragma GCC unroll 8
     for (int64_t r = 0; r < kMR; ++r) {
-      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[p * kMR + r]));
+      // An unaligned-safe 32-bit load (in-place bf16 rows are only 2-byte aligned), folded into the broadcast.
+      const __m512bh av = (__m512bh)_mm512_broadcastd_epi32(_mm_loadu_si32(rows[r] + p * kAStep));
 #pragma GCC unroll 3
       for (int64_t v = 0; v < kNV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
     }
@@ -181,26 +206,36 @@ void gemm_avx512bf16(const GemmOperand& a, bool trans_a, const GemmOperand& b, b
                      int64_t M, int64_t N, int64_t K, float alpha, float beta) {
   const int64_t pairs = (K + 1) / 2;
   const Source sa{a, !trans_a, trans_a ? M : K, M, K}, sb{b, trans_b, trans_b ? K : N, N, K};
-  // Padded extents: whole packing groups of 16 and whole panels.
-  const int64_t m_pad = round_up(M, std::max(kGroup, kMR)), n_pad = round_up(N, std::max(kGroup, kNR));
+  const int64_t pair_groups = (pairs + kGroup - 1) / kGroup;
   // Packed operands, kept by the calling thread across calls (scratch.hpp), as 32-bit pairs.
   thread_local Scratch a_buffer, b_buffer;
-  uint32_t* ap = reinterpret_cast<uint32_t*>(a_buffer.reserve(m_pad * pairs));
+  // a: rows of k-pairs when a is (M, K) (read in place when it is bf16 with an even K: no packing at
+  // all), else panels. Converted rows are padded to whole lines and kept off multiples of 4 KiB apart,
+  // so the tile's eight rows never share an L1 set.
+  const bool a_rows = !trans_a, a_in_place = a_rows && a.bf16 && K % 2 == 0;
+  int64_t a_ld = a_in_place ? K / 2 : round_up(pairs, kGroup);
+  if (a_rows && !a_in_place && a_ld * 4 % 4096 == 0) a_ld += kGroup;
+  const int64_t m_pad = round_up(M, std::max(kGroup, kMR)), n_pad = round_up(N, std::max(kGroup, kNR));
+  uint32_t* ap = a_in_place ? nullptr : reinterpret_cast<uint32_t*>(a_buffer.reserve(a_rows ? M * a_ld : m_pad * pairs));
+  const uint32_t* a_base = a_in_place ? static_cast<const uint32_t*>(a.data) : ap;
   uint32_t* bp = reinterpret_cast<uint32_t*>(b_buffer.reserve(n_pad * pairs));
-  const int64_t pair_groups = (pairs + kGroup - 1) / kGroup;
   const int64_t a_groups = m_pad / kGroup * pair_groups, b_groups = n_pad / kGroup * pair_groups;
   const int64_t row_panels = (M + kMR - 1) / kMR, col_panels = (N + kNR - 1) / kNR;
   const int64_t row_blocks = (row_panels + kTaskRowPanels - 1) / kTaskRowPanels;
   const int64_t col_blocks = (col_panels + kTaskColPanels - 1) / kTaskColPanels;
+  const int64_t c_elem = c.bf16 ? 2 : 4;
   const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), (M * N + 4095) / 4096 + 1));
 #pragma omp parallel num_threads(threads)
   {
+    if (a_rows && !a_in_place) {
 #pragma omp for schedule(static) nowait
-    for (int64_t g = 0; g < a_groups; ++g)
-      pack_operand_group<kMR>(sa, ap, pairs, g);
+      for (int64_t i = 0; i < M; ++i) convert_row(a, K, i, ap + i * a_ld);
+    } else if (!a_rows) {
+#pragma omp for schedule(static) nowait
+      for (int64_t g = 0; g < a_groups; ++g) pack_operand_group<kMR>(sa, ap, pairs, g);
+    }
 #pragma omp for schedule(static)
-    for (int64_t g = 0; g < b_groups; ++g)
-      pack_operand_group<kNR>(sb, bp, pairs, g);
+    for (int64_t g = 0; g < b_groups; ++g) pack_operand_group<kNR>(sb, bp, pairs, g);
     alignas(64) float tile[kMR * kNR];
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < row_blocks * col_blocks; ++task) {
@@ -209,9 +244,17 @@ void gemm_avx512bf16(const GemmOperand& a, bool trans_a, const GemmOperand& b, b
       const int64_t jp_end = std::min(col_panels, (jb + 1) * kTaskColPanels);
       for (int64_t jp = jb * kTaskColPanels; jp < jp_end; ++jp)
         for (int64_t ip = ib * kTaskRowPanels; ip < ip_end; ++ip) {
-          tile_kernel(ap + ip * pairs * kMR, bp + jp * pairs * kNR, pairs, tile);
-          store_tile(tile, c, N, ip * kMR, jp * kNR, std::min(kMR, M - ip * kMR), std::min(kNR, N - jp * kNR), alpha,
-                     beta);
+          const int64_t i0 = ip * kMR, j0 = jp * kNR, rows = std::min(kMR, M - i0), cols = std::min(kNR, N - j0);
+          const uint32_t* a_row[kMR];
+          for (int64_t r = 0; r < kMR; ++r)  // rows past M repeat the last one; they are not stored
+            a_row[r] = a_rows ? a_base + (i0 + std::min(r, rows - 1)) * a_ld : ap + ip * pairs * kMR + r;
+          const char* c_first = rows == kMR && cols == kNR ? static_cast<const char*>(c.data) + (i0 * N + j0) * c_elem
+                                                           : nullptr;
+          if (a_rows)
+            tile_kernel<1>(a_row, bp + jp * pairs * kNR, pairs, tile, c_first, N * c_elem);
+          else
+            tile_kernel<kMR>(a_row, bp + jp * pairs * kNR, pairs, tile, c_first, N * c_elem);
+          store_tile(tile, c, N, i0, j0, rows, cols, alpha, beta);
         }
     }
   }
