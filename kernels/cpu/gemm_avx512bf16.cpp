@@ -42,7 +42,8 @@ constexpr int64_t kMR = 8;         // rows of a register tile
 constexpr int64_t kNV = 3;         // zmm (16 columns each) per row of a register tile
 constexpr int64_t kNR = 16 * kNV;  // columns of a register tile
 constexpr int64_t kGroup = 16;     // rows/columns and pairs one packing step handles
-constexpr int64_t kTaskRowPanels = 8, kTaskColPanels = 10;  // a task: 64 rows x 480 columns
+constexpr int64_t kTaskRowPanels = 8, kTaskColPanels = 10;  // a task: up to 64 rows x 480 columns
+constexpr int64_t kTasksPerThread = 4;  // enough tasks that the last one ends the others' wait
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -221,10 +222,18 @@ void gemm_avx512bf16(const GemmOperand& a, bool trans_a, const GemmOperand& b, b
   uint32_t* bp = reinterpret_cast<uint32_t*>(b_buffer.reserve(n_pad * pairs));
   const int64_t a_groups = m_pad / kGroup * pair_groups, b_groups = n_pad / kGroup * pair_groups;
   const int64_t row_panels = (M + kMR - 1) / kMR, col_panels = (N + kNR - 1) / kNR;
-  const int64_t row_blocks = (row_panels + kTaskRowPanels - 1) / kTaskRowPanels;
-  const int64_t col_blocks = (col_panels + kTaskColPanels - 1) / kTaskColPanels;
-  const int64_t c_elem = c.bf16 ? 2 : 4;
   const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), (M * N + 4095) / 4096 + 1));
+  // Tasks of kTaskRowPanels x kTaskColPanels tiles, halved (the larger side first) until every thread
+  // has a few: a weight gradient of a small layer is only one or two such blocks.
+  int64_t task_rows = kTaskRowPanels, task_cols = kTaskColPanels;
+  auto blocks = [](int64_t panels, int64_t per_task) { return (panels + per_task - 1) / per_task; };
+  while (blocks(row_panels, task_rows) * blocks(col_panels, task_cols) < kTasksPerThread * threads &&
+         (task_rows > 1 || task_cols > 1)) {
+    if (task_cols >= task_rows) task_cols = (task_cols + 1) / 2;
+    else task_rows = (task_rows + 1) / 2;
+  }
+  const int64_t row_blocks = blocks(row_panels, task_rows), col_blocks = blocks(col_panels, task_cols);
+  const int64_t c_elem = c.bf16 ? 2 : 4;
 #pragma omp parallel num_threads(threads)
   {
     if (a_rows && !a_in_place) {
@@ -240,10 +249,10 @@ void gemm_avx512bf16(const GemmOperand& a, bool trans_a, const GemmOperand& b, b
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < row_blocks * col_blocks; ++task) {
       const int64_t ib = task / col_blocks, jb = task % col_blocks;
-      const int64_t ip_end = std::min(row_panels, (ib + 1) * kTaskRowPanels);
-      const int64_t jp_end = std::min(col_panels, (jb + 1) * kTaskColPanels);
-      for (int64_t jp = jb * kTaskColPanels; jp < jp_end; ++jp)
-        for (int64_t ip = ib * kTaskRowPanels; ip < ip_end; ++ip) {
+      const int64_t ip_end = std::min(row_panels, (ib + 1) * task_rows);
+      const int64_t jp_end = std::min(col_panels, (jb + 1) * task_cols);
+      for (int64_t jp = jb * task_cols; jp < jp_end; ++jp)
+        for (int64_t ip = ib * task_rows; ip < ip_end; ++ip) {
           const int64_t i0 = ip * kMR, j0 = jp * kNR, rows = std::min(kMR, M - i0), cols = std::min(kNR, N - j0);
           const uint32_t* a_row[kMR];
           for (int64_t r = 0; r < kMR; ++r)  // rows past M repeat the last one; they are not stored
