@@ -4,14 +4,20 @@
 // VDPBF16PS multiplies the bf16 pair (k, k+1) of one 32-bit lane of each source and adds both products
 // to the fp32 lane of the accumulator: 32 multiply-adds per zmm instruction, twice the FMAs of fp32.
 // Blocking (Goto & van de Geijn 2008, as the fp32 GEMM in gemm_avx512.cpp):
-//   * register tile kMR x kNR = 8 rows x 48 columns: 24 zmm accumulators, per k-pair three b vectors
-//     and eight broadcasts of an a pair (loads: 11 per 24 VDPBF16PS);
-//   * both operands are packed once per call, shared by the threads, into panels of 32-bit k-pairs:
-//     a: panels of kMR rows, [pair][row]; b: panels of kNR columns, [pair][column] ("VNNI" layout).
+//   * register tile kMR x kNR = 8 rows x 48 columns: 24 zmm accumulators (VDPBF16PS needs about 12 in
+//     flight to issue two a cycle on Zen 5: measured 6.9 vs 7.6 G instructions/s with 12 vs 24), per
+//     k-pair three b vectors and eight broadcasts of an a pair (11 loads per 24 VDPBF16PS);
+//   * b is packed once per call, shared by the threads, into panels of kNR columns of 32-bit k-pairs,
+//     [pair][column] ("VNNI" layout). a (M, K) is read as rows of k-pairs: in place when it is bf16
+//     with an even K, else after one streaming conversion to bf16 rows (a 16 x 16 transpose into
+//     panels, as for b, cost 13% of dy W at hidden 896); a stored (K, M) (weight gradients, dy^T x) is
+//     packed into panels of kMR rows, [pair][row].
 //     Packing converts fp32 to bf16 (VCVTNE2PS2BF16, round to nearest even) and either interleaves two
 //     k rows (an operand stored with k as its row index) or transposes 16 x 16 pairs in registers (an
 //     operand stored with k contiguous). Odd K, and rows/columns past M/N, are zero padded.
-//   * tasks: a block of row panels x a block of column panels, every tile over the whole K.
+//   * tasks: a block of up to 8 x 10 tiles (64 rows x 480 columns), every tile over the whole K;
+//     K is not blocked: the b panel (467 KB at K = 4864) streams from L2, and the whole GEMM still runs
+//     at 80-90% of the measured VDPBF16PS peak on the hidden-896 shapes (bench/RESULTS.md, issue 23).
 // Determinism: each c element is summed by one tile over all k-pairs in order, whatever the thread
 // count and whichever column slice (tensor parallel) holds it; the lanes of a tile do not interact.
 // GCC 12 reports its own masked-load/shuffle intrinsics as "may be used uninitialized" (a header
@@ -139,12 +145,14 @@ TRLHPC_BF16_KERNEL void convert_row(const GemmOperand& a, int64_t K, int64_t row
 // every cache.
 template <int64_t kAStep>
 TRLHPC_BF16_KERNEL void tile_kernel(const uint32_t* const (&a_row)[kMR], const uint32_t* __restrict b, int64_t pairs,
-                                    float* __restrict tile, const char* c_first, int64_t c_row_bytes) {
+                                    float* __restrict tile, const char* c_first, int64_t c_row_bytes,
+                                    int64_t c_tile_row_bytes) {
   if (c_first)
 #pragma GCC unroll 8
     for (int64_t r = 0; r < kMR; ++r)
 #pragma GCC unroll 3
-      for (int64_t v = 0; v < kNV; ++v) _mm_prefetch(c_first + r * c_row_bytes + 64 * v, _MM_HINT_T0);
+      for (int64_t v = 0; v < kNV; ++v)  // the tile's row: 3 lines of fp32, 1.5 of bf16
+        if (64 * v < c_tile_row_bytes) _mm_prefetch(c_first + r * c_row_bytes + 64 * v, _MM_HINT_T0);
   const uint32_t* a0 = a_row[0];
   const uint32_t* a1 = a_row[1];
   const uint32_t* a2 = a_row[2];
@@ -260,9 +268,9 @@ void gemm_avx512bf16(const GemmOperand& a, bool trans_a, const GemmOperand& b, b
           const char* c_first = rows == kMR && cols == kNR ? static_cast<const char*>(c.data) + (i0 * N + j0) * c_elem
                                                            : nullptr;
           if (a_rows)
-            tile_kernel<1>(a_row, bp + jp * pairs * kNR, pairs, tile, c_first, N * c_elem);
+            tile_kernel<1>(a_row, bp + jp * pairs * kNR, pairs, tile, c_first, N * c_elem, kNR * c_elem);
           else
-            tile_kernel<kMR>(a_row, bp + jp * pairs * kNR, pairs, tile, c_first, N * c_elem);
+            tile_kernel<kMR>(a_row, bp + jp * pairs * kNR, pairs, tile, c_first, N * c_elem, kNR * c_elem);
           store_tile(tile, c, N, i0, j0, rows, cols, alpha, beta);
         }
     }
