@@ -62,8 +62,10 @@ struct Source {
 };
 
 // The packers walk 16 or 32 rows of the source side by side, more streams than the hardware
-// prefetcher follows: each row's line a few groups ahead is asked for explicitly (may lie past the row:
-// a prefetch never faults).
+// prefetcher follows: each row's lines a few groups ahead are asked for explicitly (may lie past the
+// row: a prefetch never faults). Measured on Zen 5, one thread: packing the k-row dy^T of dy^T x went
+// from 13% to 6% of the GEMM; the transposed fp32 W of x W^T from 2.6-3.1 ms to 1.1-1.7 ms once both
+// lines of each row's 32 fp32 were prefetched (128 elements ahead: 64 and 256-512 were slower).
 constexpr int64_t kPrefetchElements = 128;
 inline void prefetch_ahead(const GemmOperand& x, int64_t at) {
   const char* p = static_cast<const char*>(x.data) + at * (x.bf16 ? 2 : 4);
@@ -81,7 +83,8 @@ TRLHPC_BF16_TARGET void pack_group(const Source& s, int64_t o0, int64_t p0, __m5
         continue;
       }
       v[j] = bf16_load32(s.x, (o0 + j) * s.ld + k0, ks);
-      prefetch_ahead(s.x, (o0 + j) * s.ld + k0 + kPrefetchElements);
+      prefetch_ahead(s.x, (o0 + j) * s.ld + k0 + kPrefetchElements);  // 32 fp32 are two lines
+      if (!s.x.bf16) prefetch_ahead(s.x, (o0 + j) * s.ld + k0 + kPrefetchElements + 16);
     }
     bf16_transpose16(v);
     return;
