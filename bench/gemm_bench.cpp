@@ -62,7 +62,8 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];
     else if (!std::strcmp(argv[i], "--engine")) engine_only = argv[i + 1];
     else {
-      std::fprintf(stderr, "gemm_bench: unknown option %s (see the comment at the top of bench/gemm_bench.cpp)\n", argv[i]);
+      std::fprintf(stderr, "gemm_bench: unknown option %s (see the comment at the top of bench/gemm_bench.cpp)\n",
+                   argv[i]);
       return 2;
     }
   }
@@ -83,13 +84,12 @@ int main(int argc, char** argv) {
     bool ta, tb;
     int64_t M, N, K;
   };
-  const Shape shapes[] = {
-      {"forward", "forward  y = x W^T", x.data(), w.data(), y.data(), x16.data(), w16.data(), y16.data(), false, true, T,
-       F, C},
-      {"dgrad", "dgrad   dx = dy W ", dy.data(), w.data(), dx.data(), dy16.data(), w16.data(), dx16.data(), false, false,
-       T, C, F},
-      {"wgrad", "wgrad   dW = dy^T x", dy.data(), x.data(), dw.data(), dy16.data(), x16.data(), dw16.data(), true, false,
-       F, C, T}};
+  const Shape shapes[] = {{"forward", "forward  y = x W^T", x.data(), w.data(), y.data(), x16.data(), w16.data(),
+                           y16.data(), false, true, T, F, C},
+                          {"dgrad", "dgrad   dx = dy W ", dy.data(), w.data(), dx.data(), dy16.data(), w16.data(),
+                           dx16.data(), false, false, T, C, F},
+                          {"wgrad", "wgrad   dW = dy^T x", dy.data(), x.data(), dw.data(), dy16.data(), x16.data(),
+                           dw16.data(), true, false, F, C, T}};
   using trlhpc::cpu::Bf16GemmEngine;
   const char* columns[] = {"fp32", "amx", "avx512bf16", "f32"};
   const Bf16GemmEngine engines[] = {Bf16GemmEngine::AMX, Bf16GemmEngine::AVX512BF16, Bf16GemmEngine::F32};

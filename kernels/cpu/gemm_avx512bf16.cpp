@@ -123,12 +123,14 @@ TRLHPC_BF16_TARGET void store_group(uint32_t* packed, int64_t pairs, int64_t o0,
   }
 }
 
-// Packs group g of `groups` (16 rows/columns x 16 pairs each). Consecutive groups read consecutive
-// memory of the source: along k for a k-contiguous source, else along o, so every cache line of the
-// source is read once and whole (walking down k rows of a k-row source crossed a 4 KiB page per row).
+// Packs group g (16 rows/columns x 16 pairs) of an operand into panels of W. Consecutive groups read
+// consecutive memory of the source: along k for a k-contiguous source, else along o, so every cache line
+// of the source is read once and whole (walking down k rows of a k-row source crossed a 4 KiB page per
+// row).
 template <int64_t W>
 TRLHPC_BF16_KERNEL void pack_operand_group(const Source& s, uint32_t* packed, int64_t pairs, int64_t g) {
-  const int64_t pair_groups = (pairs + kGroup - 1) / kGroup, outer_groups = round_up(s.outer, std::max(kGroup, W)) / kGroup;
+  const int64_t pair_groups = (pairs + kGroup - 1) / kGroup;
+  const int64_t outer_groups = round_up(s.outer, std::max(kGroup, W)) / kGroup;
   const int64_t o0 = (s.k_contiguous ? g / pair_groups : g % outer_groups) * kGroup;
   const int64_t p0 = (s.k_contiguous ? g % pair_groups : g / outer_groups) * kGroup;
   __m512i v[16];
@@ -228,7 +230,8 @@ void gemm_avx512bf16(const GemmOperand& a, bool trans_a, const GemmOperand& b, b
   int64_t a_ld = a_in_place ? K / 2 : round_up(pairs, kGroup);
   if (a_rows && !a_in_place && a_ld * 4 % 4096 == 0) a_ld += kGroup;
   const int64_t m_pad = round_up(M, std::max(kGroup, kMR)), n_pad = round_up(N, std::max(kGroup, kNR));
-  uint32_t* ap = a_in_place ? nullptr : reinterpret_cast<uint32_t*>(a_buffer.reserve(a_rows ? M * a_ld : m_pad * pairs));
+  uint32_t* ap =
+      a_in_place ? nullptr : reinterpret_cast<uint32_t*>(a_buffer.reserve(a_rows ? M * a_ld : m_pad * pairs));
   const uint32_t* a_base = a_in_place ? static_cast<const uint32_t*>(a.data) : ap;
   uint32_t* bp = reinterpret_cast<uint32_t*>(b_buffer.reserve(n_pad * pairs));
   const int64_t a_groups = m_pad / kGroup * pair_groups, b_groups = n_pad / kGroup * pair_groups;
