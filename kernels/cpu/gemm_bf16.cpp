@@ -6,11 +6,12 @@
 //   * AMX (Intel Sapphire Rapids and later): TDPBF16PS on 16x16 fp32 tiles. Linux hands out the tile
 //     state only after arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA); a refusal (old kernel) falls
 //     back to the next engine instead of dying with SIGILL.
-//   * AVX512-BF16 (AMD Zen 4, Intel Cooper Lake): VDPBF16PS on zmm accumulators.
+//   * AVX512-BF16 (AMD Zen 4/5, Intel Cooper Lake): VDPBF16PS on zmm accumulators, its own blocking in
+//     gemm_avx512bf16.cpp.
 //   * f32: the operands rounded to bf16 (round to nearest even) into fp32 buffers, then the fp32 GEMM.
 //     Products of two bf16 values are exact in fp32, so only the summation order differs from the others.
 //
-// Layout shared by AMX and AVX512-BF16 (both consume pairs of k in one 32-bit lane):
+// Layout of the AMX engine (TDPBF16PS consumes pairs of k in one 32-bit lane):
 //   packed a: [M/32][Kp/32] blocks of 32 rows x 32 k, row-major (one AMX A tile = 16 of those rows);
 //   packed b: [N/32][Kp/32] blocks of 16 k-pairs x 32 columns x 2 ("VNNI": b[2p][n], b[2p+1][n] adjacent;
 //   one AMX B tile = 16 of those columns). Kp = K rounded up to 32, zero padded, as are M and N edges.
@@ -34,11 +35,12 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/bf16_pack.hpp"
+#include "kernels/cpu/gemm_avx512bf16.hpp"
 #include "kernels/cpu/scratch.hpp"
 #include "trlhpc/kernels/cpu.hpp"
 #include "trlhpc/kernels/elementwise_math.hpp"
 
-#define TRLHPC_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
 #define TRLHPC_AMX_TARGET \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,amx-tile,amx-bf16")))
 
@@ -118,49 +120,6 @@ inline uint16_t bf16_at(const GemmOperand& x, int64_t i, int64_t j, int64_t ld) 
   return x.bf16 ? static_cast<const uint16_t*>(x.data)[at] : bf16_bits_from_float(static_cast<const float*>(x.data)[at]);
 }
 
-// 32 consecutive elements (n <= 32 valid, the rest zero) of row `row` from column `col`, as bf16.
-TRLHPC_BF16_TARGET inline __m512i load32(const GemmOperand& x, int64_t row, int64_t col, int64_t ld, int64_t n) {
-  const int64_t at = row * ld + col;
-  if (x.bf16) {
-    const __mmask32 m = n >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((uint64_t{1} << n) - 1);
-    return _mm512_maskz_loadu_epi16(m, static_cast<const uint16_t*>(x.data) + at);
-  }
-  const float* p = static_cast<const float*>(x.data) + at;
-  const int64_t n0 = std::min<int64_t>(n, 16), n1 = std::max<int64_t>(n - 16, 0);
-  const __m512 lo = _mm512_maskz_loadu_ps(static_cast<__mmask16>((uint32_t{1} << n0) - 1), p);
-  const __m512 hi = n1 > 0 ? _mm512_maskz_loadu_ps(static_cast<__mmask16>((uint32_t{1} << n1) - 1), p + 16)
-                           : _mm512_setzero_ps();
-  return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
-}
-
-// In-register transpose of a 16x16 matrix of 32-bit elements (r[i] = row i).
-TRLHPC_BF16_TARGET inline void transpose16(__m512i r[16]) {
-  __m512i t[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4) {
-    r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-    r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-    r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-    r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-  }
-  // Now each 128-bit lane holds a 4x4 block transposed; transpose the 4x4 grid of lanes.
-  for (int i = 0; i < 4; ++i) {
-    t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88);
-    t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xdd);
-    t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
-    t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
-  }
-  for (int i = 0; i < 4; ++i) {
-    r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
-    r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
-    r[i + 4] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0x88);
-    r[i + 12] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0xdd);
-  }
-}
-
 // ---- packing -----------------------------------------------------------------------------------------
 
 // One 32 x 32 block of packed a: rows [i0, i0+32) of op(a), k [k0, k0+32). dst: 32 rows of 32 bf16.
@@ -169,7 +128,7 @@ TRLHPC_BF16_TARGET void pack_a_block(const GemmOperand& a, bool trans_a, int64_t
   const int64_t rows = std::min<int64_t>(kBlock, M - i0), ks = std::min<int64_t>(kBlock, K - k0);
   if (!trans_a) {  // a (M, K): rows are contiguous in k
     for (int64_t r = 0; r < kBlock; ++r)
-      _mm512_store_si512(dst + r * kBlock, r < rows ? load32(a, i0 + r, k0, K, ks) : _mm512_setzero_si512());
+      _mm512_store_si512(dst + r * kBlock, r < rows ? bf16_load32(a, (i0 + r) * K + k0, ks) : _mm512_setzero_si512());
     return;
   }
   // a stored (K, M): element (i, k) at k * M + i. Pair rows k0+2p, k0+2p+1 (32 i each) into 32-bit
@@ -181,13 +140,13 @@ TRLHPC_BF16_TARGET void pack_a_block(const GemmOperand& a, bool trans_a, int64_t
   __m512i pairs_lo[16], pairs_hi[16];  // pairs_lo[p] = (i 0..15) x (k 2p, 2p+1); pairs_hi: i 16..31
   for (int p = 0; p < 16; ++p) {
     const int64_t ke = 2 * p, ko = 2 * p + 1;
-    const __m512i even = ke < ks ? load32(a, k0 + ke, i0, M, rows) : _mm512_setzero_si512();
-    const __m512i odd = ko < ks ? load32(a, k0 + ko, i0, M, rows) : _mm512_setzero_si512();
+    const __m512i even = ke < ks ? bf16_load32(a, (k0 + ke) * M + i0, rows) : _mm512_setzero_si512();
+    const __m512i odd = ko < ks ? bf16_load32(a, (k0 + ko) * M + i0, rows) : _mm512_setzero_si512();
     pairs_lo[p] = _mm512_permutex2var_epi16(even, lo_idx, odd);
     pairs_hi[p] = _mm512_permutex2var_epi16(even, hi_idx, odd);
   }
-  transpose16(pairs_lo);  // now pairs_lo[i] = row i's 16 k-pairs = 32 bf16 along k
-  transpose16(pairs_hi);
+  bf16_transpose16(pairs_lo);  // now pairs_lo[i] = row i's 16 k-pairs = 32 bf16 along k
+  bf16_transpose16(pairs_hi);
   for (int r = 0; r < 16; ++r) {
     _mm512_store_si512(dst + r * kBlock, pairs_lo[r]);
     _mm512_store_si512(dst + (r + 16) * kBlock, pairs_hi[r]);
@@ -205,8 +164,8 @@ TRLHPC_BF16_TARGET void pack_b_block(const GemmOperand& b, bool trans_b, int64_t
                                             22, 53, 21, 52, 20, 51, 19, 50, 18, 49, 17, 48, 16);
     for (int p = 0; p < 16; ++p) {
       const int64_t ke = 2 * p, ko = 2 * p + 1;
-      const __m512i even = ke < ks ? load32(b, k0 + ke, j0, N, cols) : _mm512_setzero_si512();
-      const __m512i odd = ko < ks ? load32(b, k0 + ko, j0, N, cols) : _mm512_setzero_si512();
+      const __m512i even = ke < ks ? bf16_load32(b, (k0 + ke) * N + j0, cols) : _mm512_setzero_si512();
+      const __m512i odd = ko < ks ? bf16_load32(b, (k0 + ko) * N + j0, cols) : _mm512_setzero_si512();
       _mm512_store_si512(dst + p * 64, _mm512_permutex2var_epi16(even, lo_idx, odd));
       _mm512_store_si512(dst + p * 64 + 32, _mm512_permutex2var_epi16(even, hi_idx, odd));
     }
@@ -217,9 +176,9 @@ TRLHPC_BF16_TARGET void pack_b_block(const GemmOperand& b, bool trans_b, int64_t
     __m512i r[16];
     for (int n = 0; n < 16; ++n) {
       const int64_t col = half * 16 + n;
-      r[n] = col < cols ? load32(b, j0 + col, k0, K, ks) : _mm512_setzero_si512();
+      r[n] = col < cols ? bf16_load32(b, (j0 + col) * K + k0, ks) : _mm512_setzero_si512();
     }
-    transpose16(r);
+    bf16_transpose16(r);
     for (int p = 0; p < 16; ++p) _mm512_store_si512(dst + p * 64 + half * 32, r[p]);
   }
 }
@@ -253,7 +212,7 @@ TRLHPC_BF16_TARGET void store_block(const float* acc, const GemmResult& c, int64
   }
 }
 
-// ---- micro-kernels: one 32 x 32 block of c over all Kp ---------------------------------------------
+// ---- AMX: one 32 x 32 block of c over all Kp --------------------------------------------------------
 
 struct TileConfig {
   uint8_t palette = 1, start_row = 0, reserved[14] = {};
@@ -296,36 +255,9 @@ TRLHPC_AMX_TARGET void amx_block(const uint16_t* pa, const uint16_t* pb, int64_t
   _tile_stored(3, acc + 16 * kBlock + 16, 128);
 }
 
-TRLHPC_BF16_TARGET void avx512bf16_block(const uint16_t* pa, const uint16_t* pb, int64_t kblocks, float* acc) {
-  for (int g = 0; g < 4; ++g) {  // 8 rows at a time: 16 accumulators, 2 b vectors, 1 broadcast
-    __m512 c[8][2];
-    for (int r = 0; r < 8; ++r) c[r][0] = c[r][1] = _mm512_setzero_ps();
-    for (int64_t kb = 0; kb < kblocks; ++kb) {
-      const uint16_t* a = pa + kb * kBlockElems + g * 8 * kBlock;
-      const uint16_t* b = pb + kb * kBlockElems;
-      for (int p = 0; p < 16; ++p) {
-        const __m512bh b0 = (__m512bh)_mm512_load_si512(b + p * 64);
-        const __m512bh b1 = (__m512bh)_mm512_load_si512(b + p * 64 + 32);
-        for (int r = 0; r < 8; ++r) {
-          uint32_t pair;
-          std::memcpy(&pair, a + r * kBlock + 2 * p, 4);
-          const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(pair));
-          c[r][0] = _mm512_dpbf16_ps(c[r][0], av, b0);
-          c[r][1] = _mm512_dpbf16_ps(c[r][1], av, b1);
-        }
-      }
-    }
-    for (int r = 0; r < 8; ++r) {
-      _mm512_store_ps(acc + (g * 8 + r) * kBlock, c[r][0]);
-      _mm512_store_ps(acc + (g * 8 + r) * kBlock + 16, c[r][1]);
-    }
-  }
-}
-
-// ---- the packed GEMM ---------------------------------------------------------------------------------
-
-void gemm_packed(const GemmOperand& a, bool trans_a, const GemmOperand& b, bool trans_b, const GemmResult& c,
-                 int64_t M, int64_t N, int64_t K, float alpha, float beta, bool amx) {
+// The AMX engine: every 32 x 32 block of c over all of Kp, threads over row blocks.
+void gemm_amx(const GemmOperand& a, bool trans_a, const GemmOperand& b, bool trans_b, const GemmResult& c, int64_t M,
+              int64_t N, int64_t K, float alpha, float beta) {
   const int64_t mb = round_up(M, kBlock) / kBlock, nb = round_up(N, kBlock) / kBlock,
                 kb = round_up(K, kBlock) / kBlock;
   // Scratch of the calling thread (see scratch.hpp): packed a and b, as bf16 in float-sized storage.
@@ -340,25 +272,20 @@ void gemm_packed(const GemmOperand& a, bool trans_a, const GemmOperand& b, bool 
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < nb * kb; ++t)
       pack_b_block(b, trans_b, N, K, (t / kb) * kBlock, (t % kb) * kBlock, pb + t * kBlockElems);
-    if (amx) amx_configure();  // tile configuration is per thread
+    amx_configure();  // tile configuration is per thread
     alignas(64) float acc[kBlockElems];
     for (int64_t chunk = 0; chunk < nb; chunk += kChunkBlocks) {
       const int64_t chunk_end = std::min(nb, chunk + kChunkBlocks);
 #pragma omp for schedule(static) nowait
       for (int64_t i = 0; i < mb; ++i) {
         for (int64_t j = chunk; j < chunk_end; ++j) {
-          const uint16_t* ablk = pa + i * kb * kBlockElems;
-          const uint16_t* bblk = pb + j * kb * kBlockElems;
-          if (amx)
-            amx_block(ablk, bblk, kb, acc);
-          else
-            avx512bf16_block(ablk, bblk, kb, acc);
+          amx_block(pa + i * kb * kBlockElems, pb + j * kb * kBlockElems, kb, acc);
           store_block(acc, c, N, i * kBlock, j * kBlock, std::min(kBlock, M - i * kBlock),
                       std::min(kBlock, N - j * kBlock), alpha, beta);
         }
       }
     }
-    if (amx) amx_release();
+    amx_release();
   }
 }
 
@@ -421,7 +348,10 @@ void matmul_bf16(const GemmOperand& a, bool trans_a, const GemmOperand& b, bool 
     gemm_emulated(a, trans_a, b, trans_b, c, M, N, std::max<int64_t>(K, 0), alpha, beta);
     return;
   }
-  gemm_packed(a, trans_a, b, trans_b, c, M, N, K, alpha, beta, engine == Bf16GemmEngine::AMX);
+  if (engine == Bf16GemmEngine::AMX)
+    gemm_amx(a, trans_a, b, trans_b, c, M, N, K, alpha, beta);
+  else
+    gemm_avx512bf16(a, trans_a, b, trans_b, c, M, N, K, alpha, beta);
 }
 
 void matmul_bf16(const GemmOperand& a, bool trans_a, const GemmOperand& b, bool trans_b, const GemmResult& c,

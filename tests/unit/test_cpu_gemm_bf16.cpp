@@ -7,7 +7,9 @@
 // |err| <= K * 2^-24 * sum_k |a_ik b_kj| (worst case; inputs here are in [-1, 1], so sum|ab| <= K). With
 // K <= 300 that is <= 300 * 6e-8 * 300 = 5.4e-3 absolute in the worst case and ~sqrt(K) * 6e-8 * sqrt(K)
 // typically: atol 2e-4 + rtol 1e-4 sits between, above what fp32 sums show and far below one bf16 ulp
-// of the inputs (2^-8), so a missing or wrong rounding of an operand fails. A bf16 result adds one
+// of the inputs (2^-8), so a missing or wrong rounding of an operand fails. The one K = 2048 case
+// (a blocking edge) has a worst case of 2048 * 6e-8 = 1.2e-4 of sum|ab|, about the rtol, and typical
+// errors ~sqrt(K) times smaller. A bf16 result adds one
 // rounding of the output: rtol 2^-8.
 // Against the fp32 GEMM on the unrounded operands (the "fp32 kernel" bound of the standards): each
 // input moves by at most 2^-9 relative, so |err| <= 2 * 2^-9 * sum|a||b| + the fp32 terms above.
@@ -79,7 +81,11 @@ struct Case {
 };
 
 TEST_P(GemmBf16, MatchesReferenceForEveryLayoutAndStorage) {
-  const Case cases[] = {{1, 1, 1}, {32, 32, 32}, {33, 65, 31}, {70, 47, 300}, {5, 129, 64}, {96, 17, 97}};
+  // Edges of every engine's blocking: 32-blocks (AMX), 8 x 48 register tiles and 16-wide packing groups
+  // (AVX512-BF16), K = 1 and 2 (one pair, odd and even), odd K, K = 2048 (converted rows 4 KiB long get
+  // padded), more than one 64 x 480 task in both directions.
+  const Case cases[] = {{1, 1, 1},  {32, 32, 32}, {33, 65, 31}, {70, 47, 300},  {5, 129, 64},
+                        {96, 17, 97}, {9, 50, 2},   {13, 49, 2048}, {137, 530, 67}};
   int variant = 0;
   for (const Case& s : cases)
     for (int ta = 0; ta < 2; ++ta)
@@ -133,25 +139,49 @@ TEST_P(GemmBf16, WithinTheStatedBoundOfTheFp32Gemm) {
   EXPECT_GT(worst, 0.0) << "bf16 rounding should be visible against fp32 on random inputs";
 }
 
+// Each c element is summed by one task over the whole K in a fixed order: 1, 2 or 3 threads and any
+// column slice (a tensor-parallel rank's columns of b, stored contiguously as that rank holds them) give
+// the same bits, for every layout and storage, on shapes of one and of many tasks.
 TEST_P(GemmBf16, SameBitsForAnyThreadCountAndColumnSlice) {
-  const int64_t M = 77, N = 150, K = 130;
-  const std::vector<float> a = random_floats(M * K, 5), b = random_floats(N * K, 6);
-  std::vector<float> whole(M * N, 0.0f), threads1(M * N, 0.0f);
-  trlhpc::cpu::matmul_bf16({a.data(), false}, false, {b.data(), false}, true, {whole.data(), false}, M, N, K, 1, 0,
-                           GetParam());
-  const int before = omp_get_max_threads();
-  omp_set_num_threads(1);
-  trlhpc::cpu::matmul_bf16({a.data(), false}, false, {b.data(), false}, true, {threads1.data(), false}, M, N, K, 1,
-                           0, GetParam());
-  omp_set_num_threads(before);
-  EXPECT_EQ(whole, threads1);
-  // Columns [40, 150) as a tensor-parallel rank holds them: rows 40.. of b (N, K).
-  const int64_t n0 = 40, n = N - n0;
-  std::vector<float> slice(M * n, 0.0f);
-  trlhpc::cpu::matmul_bf16({a.data(), false}, false, {b.data() + n0 * K, false}, true, {slice.data(), false}, M, n, K,
-                           1, 0, GetParam());
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < n; ++j) ASSERT_EQ(slice[i * n + j], whole[i * N + n0 + j]) << i << "," << j;
+  const Case cases[] = {{77, 150, 130}, {137, 530, 67}, {40, 100, 1}};
+  int variant = 0;
+  for (const Case& s : cases)
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb)
+        for (int storage = 0; storage < 4; ++storage, ++variant) {
+          const bool a16 = storage & 1, b16 = storage & 2;
+          const int64_t M = s.M, N = s.N, K = s.K;
+          const std::vector<float> a = random_floats(M * K, 5 + variant), b = random_floats(N * K, 6 + variant);
+          const std::vector<uint16_t> a_h = to_bf16(a), b_h = to_bf16(b);
+          const GemmOperand ao{a16 ? static_cast<const void*>(a_h.data()) : a.data(), a16};
+          auto run = [&](const GemmOperand& bo, int64_t n, int threads) {
+            std::vector<float> out(M * n, 0.0f);
+            const int before = omp_get_max_threads();
+            omp_set_num_threads(threads);
+            trlhpc::cpu::matmul_bf16(ao, ta, bo, tb, {out.data(), false}, M, n, K, 1, 0, GetParam());
+            omp_set_num_threads(before);
+            return out;
+          };
+          const GemmOperand bo{b16 ? static_cast<const void*>(b_h.data()) : b.data(), b16};
+          const std::vector<float> whole = run(bo, N, 2);
+          ASSERT_EQ(whole, run(bo, N, 1)) << "M " << M << " N " << N << " K " << K << " variant " << variant;
+          ASSERT_EQ(whole, run(bo, N, 3)) << "M " << M << " N " << N << " K " << K << " variant " << variant;
+          // Columns [n0, N) of op(b), copied out as (K, n) or (n, K).
+          const int64_t n0 = 40, n = N - n0;
+          std::vector<float> slice_f(K * n);
+          std::vector<uint16_t> slice_h(K * n);
+          for (int64_t k = 0; k < K; ++k)
+            for (int64_t j = 0; j < n; ++j) {
+              const int64_t from = tb ? (n0 + j) * K + k : k * N + n0 + j, to = tb ? j * K + k : k * n + j;
+              slice_f[to] = b[from];
+              slice_h[to] = b_h[from];
+            }
+          const GemmOperand so{b16 ? static_cast<const void*>(slice_h.data()) : slice_f.data(), b16};
+          const std::vector<float> part = run(so, n, 2);
+          for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = 0; j < n; ++j)
+              ASSERT_EQ(part[i * n + j], whole[i * N + n0 + j]) << i << "," << j << " variant " << variant;
+        }
 }
 
 // CpuOps::matmul: all-fp32 tensors take the fp32 GEMM bit for bit; a bf16 tensor anywhere takes the
