@@ -14,6 +14,12 @@ const int32_t* ids_of(const Tensor& t) { return t.i32(); }
 
 using W = Fp32Window;
 
+bool all_bf16(std::initializer_list<const Tensor*> tensors) {
+  for (const Tensor* t : tensors)
+    if (t->dtype() != DType::BF16) return false;
+  return true;
+}
+
 class CpuOps final : public Ops {
  public:
   explicit CpuOps(DType compute_dtype) : compute_dtype_(compute_dtype) {
@@ -155,11 +161,20 @@ class CpuOps final : public Ops {
     cpu::attention_merge(accw.get(), lse_acc.f32(), blkw.get(), lse_blk.f32(), s.B, s.Tq, s.NH, s.HS);
   }
   void swiglu_fwd(const Tensor& gate, const Tensor& up, const Tensor& out) override {
+    if (all_bf16({&gate, &up, &out})) {
+      cpu::swiglu_fwd_bf16(gate.ptr<const uint16_t>(), up.ptr<const uint16_t>(), out.ptr<uint16_t>(), gate.numel());
+      return;
+    }
     W gw(gate, W::In), uw(up, W::In), ow(out, W::Out);
     cpu::swiglu_fwd(gw.get(), uw.get(), ow.get(), gate.numel());
   }
   void swiglu_bwd(const Tensor& gate, const Tensor& up, const Tensor& dout, const Tensor& dgate,
                   const Tensor& dup) override {
+    if (all_bf16({&gate, &up, &dout, &dgate, &dup})) {
+      cpu::swiglu_bwd_bf16(gate.ptr<const uint16_t>(), up.ptr<const uint16_t>(), dout.ptr<const uint16_t>(),
+                           dgate.ptr<uint16_t>(), dup.ptr<uint16_t>(), gate.numel());
+      return;
+    }
     W gw(gate, W::In), uw(up, W::In), dw(dout, W::In), dgw(dgate, W::Out), duw(dup, W::Out);
     cpu::swiglu_bwd(gw.get(), uw.get(), dw.get(), dgw.get(), duw.get(), gate.numel());
   }

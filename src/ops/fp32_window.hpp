@@ -8,9 +8,14 @@
 // destruction, InOut does both. The copy is exact on the way in (every bf16 is an fp32), so a kernel
 // reading bf16 sees exactly the values it would read from an fp32 tensor holding bf16-rounded numbers,
 // and its output is rounded once, where the fp32 kernel would have stored it.
+//
+// The copies live in a per-thread stack of grow-only buffers (kernels/cpu/scratch.hpp): windows are
+// nested within one op and die in reverse order, so window k of any op reuses buffer k, and a training
+// step's windows stop allocating (and page-faulting) after the first step.
 #include <cstdint>
-#include <memory>
+#include <deque>
 
+#include "kernels/cpu/scratch.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/core/tensor.hpp"
 #include "trlhpc/kernels/elementwise_math.hpp"
@@ -29,8 +34,10 @@ class Fp32Window {
       return;
     }
     const int64_t n = t.numel();
-    copy_ = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(n));
-    data_ = copy_.get();
+    Stack& stack = stack_of_thread();
+    if (stack.depth == stack.buffers.size()) stack.buffers.emplace_back();
+    data_ = stack.buffers[stack.depth++].reserve(n);
+    copied_ = true;
     if (mode != Out) {
       const uint16_t* src = t.ptr<const uint16_t>();
       float* dst = data_;
@@ -39,7 +46,9 @@ class Fp32Window {
     }
   }
   ~Fp32Window() {
-    if (!copy_ || mode_ == In) return;
+    if (!copied_) return;
+    --stack_of_thread().depth;
+    if (mode_ == In) return;
     const int64_t n = tensor_.numel();
     uint16_t* dst = tensor_.ptr<uint16_t>();
     const float* src = data_;
@@ -52,9 +61,18 @@ class Fp32Window {
   float* get() const { return data_; }
 
  private:
+  struct Stack {
+    std::deque<cpu::Scratch> buffers;  // deque: growing it never moves a buffer in use
+    size_t depth = 0;                  // buffers held by live windows
+  };
+  static Stack& stack_of_thread() {
+    thread_local Stack stack;
+    return stack;
+  }
+
   Tensor tensor_;
   Mode mode_;
-  std::unique_ptr<float[]> copy_;
+  bool copied_ = false;
   float* data_ = nullptr;
 };
 

@@ -121,6 +121,10 @@ void attention_merge(float* o_acc, float* lse_acc, const float* o_blk, const flo
 void swiglu_fwd(const float* gate, const float* up, float* out, int64_t n);
 // dgate, dup (N, F) overwrite.
 void swiglu_bwd(const float* gate, const float* up, const float* dout, float* dgate, float* dup, int64_t n);
+// The same on bf16 bit patterns (--bf16): fp32 math per element, each result rounded once.
+void swiglu_fwd_bf16(const uint16_t* gate, const uint16_t* up, uint16_t* out, int64_t n);
+void swiglu_bwd_bf16(const uint16_t* gate, const uint16_t* up, const uint16_t* dout, uint16_t* dgate, uint16_t* dup,
+                     int64_t n);
 
 // ---- cross_entropy.cpp ----------------------------------------------------------------------------
 // Fused LM head + cross-entropy that never holds more than chunk_tokens x V logits.
