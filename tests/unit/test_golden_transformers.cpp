@@ -70,7 +70,7 @@ TEST_P(GoldenTransformers, GradientCheckpointingGivesTheSameGradients) {
         << "unit " << u << ": recomputation must be bit-identical";
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, GoldenTransformers, ::testing::Values("qwen2_tiny", "llama_tiny"));
+INSTANTIATE_TEST_SUITE_P(Models, GoldenTransformers, ::testing::Values("qwen2_tiny", "llama_tiny", "qwen3_tiny"));
 
 }  // namespace
 }  // namespace trlhpc
