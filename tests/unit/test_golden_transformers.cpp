@@ -2,6 +2,9 @@
 // computed in float64): logits, loss and every parameter gradient of a packed + padded batch.
 // Tolerances: fp32 with a handful of layers accumulates ~1e-6 relative rounding; loss within 1e-5
 // relative (the bound), logits within 1e-4 absolute, gradients by normalised error <= 1e-4.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -32,8 +35,11 @@ TEST_P(GoldenTransformers, LogitsLossAndGradients) {
   const int64_t V = dir.config().vocab_size;
   std::vector<float> want_logits(static_cast<size_t>(logits.numel()));
   expected.read_f32("logits", 0, logits.numel(), want_logits.data());
+  double worst_logit = 0, worst_grad = 0;
   for (int64_t t = 0; t < batch.B * batch.T; ++t) {
     if (fx.batch.doc_ids[static_cast<size_t>(t)] == kPaddingDocId) continue;
+    for (int64_t v = 0; v < V; ++v)
+      worst_logit = std::max(worst_logit, std::abs(static_cast<double>(logits.f32()[t * V + v]) - want_logits[t * V + v]));
     ASSERT_TRUE(testing::all_close(logits.f32() + t * V, want_logits.data() + t * V, static_cast<size_t>(V), 0, 1e-4))
         << "logits of token " << t;
   }
@@ -50,7 +56,10 @@ TEST_P(GoldenTransformers, LogitsLossAndGradients) {
     std::vector<double> want_d(want.begin(), want.end());
     const double err = testing::normalized_error(g.f32(), want_d.data(), want.size());
     EXPECT_LT(err, 1e-4) << spec.name;
+    worst_grad = std::max(worst_grad, err);
   }
+  std::printf("[ measured ] %s: logits max abs %.2e, loss relative %.2e, gradients worst normalised %.2e\n",
+              GetParam().c_str(), worst_logit, std::abs(loss - fx.loss) / fx.loss, worst_grad);
 }
 
 TEST_P(GoldenTransformers, GradientCheckpointingGivesTheSameGradients) {
