@@ -3,13 +3,15 @@
 // global batch on tp layouts that fill the world, composed with DDP / ZeRO-1/3 / hybrid and cp, with
 // and without gradient checkpointing, must reproduce the single-process (MPI_COMM_SELF, tp 1) loss and
 // grad-norm curves and eval loss; the tp slices gathered after training must match the reference's
-// parameters. Models: tests/golden/qwen2_tiny (NH 4, KVH 2, V 96, qkv biases, untied: tp <= 2) and a
+// parameters. Models: tests/golden/qwen2_tiny (NH 4, KVH 2, V 96, qkv biases, untied: tp <= 2),
+// tests/golden/qwen3_tiny (NH 4, KVH 2, HS 16, q/k norms, tied), and a
 // random-init llama with every bias and tied embeddings (NH 8, KVH 4, F 48, V 128: tp <= 4), and
 // tests/golden/llama_tiny (NH 4, KVH 1, every bias, tied). tp > KVH replicates each kv head on tp/KVH
 // ranks (issue 6: qwen2_tiny at tp 4, llama_tiny at tp 2 and 4), whose k/v gradients are summed over
 // the sharing sub-group.
 //   np 1: tp 1;  np 2: tp 2 (DDP; ZeRO-3 + checkpointing);  np 4: tp 4 (DDP; ZeRO-3 + checkpointing),
-//   tp 2 x dp_shard 2 (ZeRO-3), tp 2 x dp_shard 2 (ZeRO-1, checkpointing, 2 micro-batches);  np 8: tp 2 x dp_shard 2 x
+//   tp 2 x dp_shard 2 (ZeRO-3), tp 2 x dp_shard 2 (ZeRO-1, checkpointing, 2 micro-batches), tp 2 x cp 2
+//   (DDP);  np 8: tp 2 x dp_shard 2 x
 //   cp 2 (ZeRO-2), tp 4 x dp 2 (DDP; ZeRO-3), tp 2 x dp_replicate 2 x dp_shard 2 (ZeRO-3).
 // --tp_sequence_parallel (norms and residual stream split over tp, reduce-scatter/all-gather instead
 // of all-reduce): np 2: tp 2 (DDP; ZeRO-3 + checkpointing; both with 2 micro-batches); np 4: tp 4 (DDP
@@ -73,6 +75,7 @@ std::vector<TpCase> cases_for(int world, const ModelConfig& config) {
   add({1, 1, 1, 1, 4}, ShardingKind::Zero3, true);
   add({1, 2, 1, 1, 2}, ShardingKind::Zero3, false);
   add({1, 2, 1, 1, 2}, ShardingKind::Zero1, true, 2);
+  add({1, 1, 2, 1, 2}, ShardingKind::None, false);
   add({1, 2, 2, 1, 2}, ShardingKind::Zero2, false);
   add({1, 2, 1, 1, 4}, ShardingKind::None, false);
   add({1, 2, 1, 1, 4}, ShardingKind::Zero3, false);
@@ -210,6 +213,14 @@ TEST(TensorParallelTraining, LlamaTinyWithOneKvHeadMatchesTheSingleProcessCurve)
   HfModelDir dir(testing::tests_dir() + "/golden/llama_tiny/model");  // KVH 1: replicated on every tp rank
   ASSERT_EQ(dir.config().num_key_value_heads, 1);
   expect_tp_layouts_match("llama_tiny", dir.config(), [&](TpLayout tp) { return weights_from_hf_dir(dir, tp); });
+}
+
+// Qwen3: q/k norm weights replicated on every tp rank, their gradients summed over tp (and over the
+// row shards under tp sequence parallel); head_dim 16 while hidden / heads is 8; tp 4 > KVH 2.
+TEST(TensorParallelTraining, Qwen3TinyMatchesTheSingleProcessCurve) {
+  HfModelDir dir(testing::tests_dir() + "/golden/qwen3_tiny/model");
+  ASSERT_TRUE(dir.config().qk_norm);
+  expect_tp_layouts_match("qwen3_tiny", dir.config(), [&](TpLayout tp) { return weights_from_hf_dir(dir, tp); });
 }
 
 TEST(TensorParallelTraining, BiasedTiedLlamaMatchesTheSingleProcessCurve) {
