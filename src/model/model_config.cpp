@@ -90,7 +90,8 @@ ModelArchitecture parse_architecture(const FieldReader& r) {
     r.fail("model_type", "does not match the architectures field; make them agree");
   if (from_architectures) return *from_architectures;
   if (from_model_type) return *from_model_type;
-  r.fail("architectures", "neither architectures nor model_type is given; add \"model_type\": \"llama\", \"qwen2\" or \"qwen3\"");
+  r.fail("architectures",
+         "neither architectures nor model_type is given; add \"model_type\": \"llama\", \"qwen2\" or \"qwen3\"");
 }
 
 // rope_scaling (transformers 4) or rope_parameters (transformers 5): null, "default" or "llama3".
@@ -135,8 +136,9 @@ void reject_unsupported(const FieldReader& r, const ModelConfig& config) {
     const json& types = r.at("layer_types");
     if (!types.is_array()) r.fail("layer_types", "expected a list");
     for (const json& t : types)
-      if (t != "full_attention") r.fail("layer_types", "only \"full_attention\" layers are supported (sliding-window attention is not "
-                                             "implemented yet)");
+      if (t != "full_attention")
+        r.fail("layer_types", "only \"full_attention\" layers are supported (sliding-window attention is not "
+                              "implemented yet)");
   }
   if (r.number("attention_dropout", 0.0) != 0.0)
     r.fail("attention_dropout", "dropout is not implemented; set it to 0.0");

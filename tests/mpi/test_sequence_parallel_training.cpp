@@ -1,7 +1,8 @@
 // Context parallel (ring attention) and Ulysses sequence parallel through the trainer: 10 AdamW steps
-// of qwen2_tiny (NH 4, KVH 2; a subset of the layouts for qwen3_tiny, q/k norms) on cp 2/4 and sp 2/4, the cp x sp hybrid (Ulysses inside ring attention:
-// cp 2 x sp 2, cp 2 x sp 4), alone and under dp (DDP and ZeRO), reproduce the single-process loss and
-// grad-norm curves, computed in the same test on MPI_COMM_SELF.
+// of qwen2_tiny (NH 4, KVH 2; a subset of the layouts for qwen3_tiny, q/k norms) on cp 2/4 and sp 2/4,
+// the cp x sp hybrid (Ulysses inside ring attention: cp 2 x sp 2, cp 2 x sp 4), alone and under dp
+// (DDP and ZeRO), reproduce the single-process loss and grad-norm curves, computed in the same test on
+// MPI_COMM_SELF.
 //
 // Every layout whose size divides the world runs (the world splits into groups of that size that each
 // train the whole curve), so np 1 checks the reference path and np 8 runs every layout. The global

@@ -38,8 +38,10 @@ TEST_P(GoldenTransformers, LogitsLossAndGradients) {
   double worst_logit = 0, worst_grad = 0;
   for (int64_t t = 0; t < batch.B * batch.T; ++t) {
     if (fx.batch.doc_ids[static_cast<size_t>(t)] == kPaddingDocId) continue;
-    for (int64_t v = 0; v < V; ++v)
-      worst_logit = std::max(worst_logit, std::abs(static_cast<double>(logits.f32()[t * V + v]) - want_logits[t * V + v]));
+    for (int64_t v = 0; v < V; ++v) {
+      const double got = logits.f32()[t * V + v];
+      worst_logit = std::max(worst_logit, std::abs(got - want_logits[static_cast<size_t>(t * V + v)]));
+    }
     ASSERT_TRUE(testing::all_close(logits.f32() + t * V, want_logits.data() + t * V, static_cast<size_t>(V), 0, 1e-4))
         << "logits of token " << t;
   }

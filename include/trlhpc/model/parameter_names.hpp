@@ -20,8 +20,8 @@
 // Linear weights are (out, in) as in PyTorch. With tie_word_embeddings the head is the embedding.
 // Under tensor parallelism (TpLayout, tp_layout.hpp) the names and order stay; shapes are this tp
 // rank's slices: q/k/v/gate/up and their biases and both vocab tables split in rows, o/down weights in
-// columns, norms (q/k norms too) and o/down biases replicated. When tp > KVH (tp % KVH == 0) k/v hold one kv head
-// (HS rows), TpSplit::KvReplicated, shared by tp/KVH ranks.
+// columns, norms (q/k norms too) and o/down biases replicated. When tp > KVH (tp % KVH == 0) k/v hold
+// one kv head (HS rows), TpSplit::KvReplicated, shared by tp/KVH ranks.
 #include <cstdint>
 #include <string>
 #include <vector>
