@@ -20,6 +20,7 @@
 // dp_shard 2 (ZeRO-3, 2 micro-batches). Accumulation under DDP (where the store's gradients carry
 // earlier micro-batches; ZeRO-2/3 hand each micro-batch a fresh unit buffer) checks that the row-partial
 // norm gradients and the kv-shared k/v gradients are summed over tp for the current micro-batch only.
+// qwen3_tiny also runs every case under --bf16 against the 1-rank --bf16 curve (bounds at kBf16Bound).
 // Bound (fp32): relative 1e-5 on loss, grad norm and eval loss; parameters 1e-3 normalised error per unit
 // (as the data-parallel test: Adam turns fp32 summation-order differences of near-zero gradients into
 // lr-sized steps). Rank 0 prints the worst deviations measured.
