@@ -295,7 +295,8 @@ int run_env_command(int argc, char** argv, MpiEnvironment& mpi, std::ostream& ou
   if (mpi.world_rank() == 0 && model) {
     const StepMemoryPlan plan = plan_step_memory(*model, dims, sharding_kind, options.batch);
     const MemoryAccount& m = plan.persistent;
-    report["memory_per_rank"] = {{"model", options.model}, {"parameters", model->parameter_count()},
+    report["memory_per_rank"] = {{"model", options.model}, {"architecture", model->architecture_name()},
+                                 {"parameters", model->parameter_count()},
                                  {"sharding", sharding_name(sharding_kind)}, {"parameter_bytes", m.parameter_bytes},
                                  {"gradient_bytes", m.gradient_bytes}, {"optimizer_bytes", m.optimizer_bytes},
                                  {"rows", options.batch.rows}, {"max_length", options.batch.seq_len},
@@ -316,7 +317,8 @@ int run_env_command(int argc, char** argv, MpiEnvironment& mpi, std::ostream& ou
           std::snprintf(text, sizeof text, "%.2f MiB", static_cast<double>(b.get<int64_t>()) / (1024.0 * 1024.0));
           return std::string(text);
         };
-        out << "\nMemory per rank (" << m["parameters"] << " parameters, sharding " << m["sharding"].get<std::string>()
+        out << "\nMemory per rank (" << m["architecture"].get<std::string>() << ", " << m["parameters"]
+            << " parameters, sharding " << m["sharding"].get<std::string>()
             << ", fp32): parameters " << mib(m["parameter_bytes"]) << ", gradients " << mib(m["gradient_bytes"])
             << ", optimizer " << mib(m["optimizer_bytes"]) << "; a step of " << m["rows"] << " x " << m["max_length"]
             << " tokens" << (m["gradient_checkpointing"].get<bool>() ? " with gradient checkpointing" : "")

@@ -49,6 +49,11 @@ std::vector<float> Decoder::forward_incremental(KvCache& cache, std::span<const 
                branch = ops_.allocate({n, C});                     // (n, C), (n, C), (n), (n, C)
   const Tensor q = ops_.allocate({n, QD}), attn = ops_.allocate({n, QD}), lse = ops_.allocate({NH * n});
   const Tensor gate = ops_.allocate({n, F}), up = ops_.allocate({n, F}), act = ops_.allocate({n, F});
+  // qk_norm: the q/k_proj outputs before their per-head norms, and the norms' rstd (n*NH, n*KVH).
+  const Tensor q_pre = c.qk_norm ? ops_.allocate({n, QD}) : q;
+  const Tensor k_pre = c.qk_norm ? ops_.allocate({n, KD}) : Tensor();
+  const Tensor q_rstd = c.qk_norm ? ops_.allocate({n * NH}) : Tensor();
+  const Tensor k_rstd = c.qk_norm ? ops_.allocate({n * KVH}) : Tensor();
 
   hooks().before_forward(0);
   ops_.embedding_fwd(token_ids, params_.param("model.embed_tokens.weight"), x, tp_.rank * local_.vocab_size);
@@ -66,9 +71,13 @@ std::vector<float> Decoder::forward_incremental(KvCache& cache, std::span<const 
     const Tensor k_new = keys.view({n, KD}, start * KD), v_new = values.view({n, KD}, start * KD);
 
     ops_.rmsnorm_fwd(x, w.ln1, h, rstd, eps);
-    linear(ops_, h, w.wq, w.bq, q);
-    linear(ops_, h, w.wk, w.bk, k_new);
+    linear(ops_, h, w.wq, w.bq, q_pre);
+    linear(ops_, h, w.wk, w.bk, c.qk_norm ? k_pre : k_new);
     linear(ops_, h, w.wv, w.bv, v_new);
+    if (c.qk_norm) {  // Qwen3: per-head RMSNorm of q and k before RoPE; the cache keeps normed keys
+      ops_.rmsnorm_fwd(q_pre, w.qn, q, q_rstd, eps);
+      ops_.rmsnorm_fwd(k_pre, w.kn, k_new, k_rstd, eps);
+    }
     ops_.rope_fwd(q.reshape({n, NH, HS}), q_pos, inv_freq_);
     ops_.rope_fwd(k_new.reshape({n, KVH, HS}), q_pos, inv_freq_);
     ops_.attention_fwd(q, keys.view({Tk, KD}), values.view({Tk, KD}), q_pos, k_pos, q_doc, k_doc, attn, lse, shape);

@@ -12,6 +12,10 @@ struct Decoder::LayerActivations {
   Tensor rstd1;  // (Nl)
   Tensor q;      // (N, NH*HS) after RoPE
   Tensor k;      // (N, KVH*HS) after RoPE
+  Tensor q_pre;  // qk_norm: (N, NH*HS) q_proj output, the q_norm input (empty otherwise)
+  Tensor k_pre;  // qk_norm: (N, KVH*HS) k_proj output, the k_norm input
+  Tensor q_rstd; // qk_norm: (N*NH) per-head rstd of q_norm
+  Tensor k_rstd; // qk_norm: (N*KVH) per-head rstd of k_norm
   Tensor v;      // (N, KVH*HS)
   Tensor attn;   // (N, NH*HS) attention output
   Tensor lse;    // (B, NH, T)
@@ -44,6 +48,7 @@ struct Decoder::Scratch {
   Tensor row_out;          // (N, C) partial row-parallel / embedding output before its reduce-scatter;
                            //        the all-gathered F32 dx for the embedding backward
   Tensor dq, dk, dv;       // (N, NH*HS), (N, KVH*HS), (N, KVH*HS)
+  Tensor dq_pre, dk_pre;   // qk_norm: (N, NH*HS), (N, KVH*HS) F32 gradients w.r.t. the q/k_proj outputs
   Tensor dattn;            // (N, NH*HS)
   Tensor dact, dgate, dup; // (N, F)
   LayerActivations recompute;  // checkpointing: the layer being recomputed
@@ -53,10 +58,10 @@ struct Decoder::Scratch {
   void allocate(Ops& ops, const ModelConfig& c, int64_t N, int64_t Nl, bool checkpointing);
 };
 
-// One layer's parameters (or their gradients, `grads`) in the store; biases are empty Tensors when the
-// architecture has none. Shapes are the tp-local ones of `c`.
+// One layer's parameters (or their gradients, `grads`) in the store; biases and the q/k norms (qn, kn)
+// are empty Tensors when the architecture has none. Shapes are the tp-local ones of `c`.
 struct LayerTensors {
-  Tensor ln1, wq, bq, wk, bk, wv, bv, wo, bo, ln2, wg, bg, wu, bu, wd, bd;
+  Tensor ln1, wq, bq, wk, bk, wv, bv, wo, bo, qn, kn, ln2, wg, bg, wu, bu, wd, bd;
 };
 LayerTensors layer_tensors(const ParameterStore& store, const ModelConfig& c, int layer, bool grads);
 

@@ -6,6 +6,7 @@
 //           dh2 = dgate Wg + dup Wu;  dx += rmsnorm'(x_mid; dh2)
 //   attn    x_mid = x_in + attn Wo^T (+bo)
 //           dWo += dx^T attn; dattn = dx Wo; (dq, dk, dv) = attention'; un-rotate dq, dk
+//           qk_norm (Qwen3): q = rope(rmsnorm_head(q_pre)), so dq <- rmsnorm_head'(q_pre; dq) (same for k)
 //           dWq += dq^T h1 (same for k, v); dh1 = dq Wq + dk Wk + dv Wv;  dx += rmsnorm'(x_in; dh1)
 //
 // Tensor parallel (Megatron-LM, Shoeybi et al. 2019, sec. 3): the weights are this rank's slices and
@@ -16,6 +17,8 @@
 // tp > KVH: each rank holds one kv head shared by tp/KVH ranks; its local query heads all use it. The
 // rank's dk/dv are partial (its query heads only): the k/v weight/bias grads are summed over the
 // sharing sub-group; dh1 = dq Wq + dk Wk + dv Wv summed over all tp ranks is still the whole gradient.
+// The q/k norm weights are replicated; each rank norms its own heads, so their gradients are partial
+// over tp and summed over it (all of tp, also when tp > KVH: each rank's dk covers its query heads).
 // Tp sequence parallel (decoder.hpp): x_in, h1, x_mid, h2 and dx hold this rank's N/tp rows; the
 // column-parallel inputs are all-gathered (gather_tokens), the row-parallel outputs and the f-operator
 // gradients reduce-scattered (reduce_tokens), and the norm weights' row-partial gradients summed.
@@ -41,6 +44,10 @@ LayerTensors layer_tensors(const ParameterStore& store, const ModelConfig& c, in
     t.bv = get("self_attn.v_proj.bias");
   }
   if (c.o_bias) t.bo = get("self_attn.o_proj.bias");
+  if (c.qk_norm) {
+    t.qn = get("self_attn.q_norm.weight");
+    t.kn = get("self_attn.k_norm.weight");
+  }
   t.ln2 = get("post_attention_layernorm.weight");
   t.wg = get("mlp.gate_proj.weight");
   t.wu = get("mlp.up_proj.weight");
@@ -91,6 +98,12 @@ void allocate_layer_activations(Ops& ops, const ModelConfig& c, int64_t N, int64
   a.v = ops.allocate({N, KD}, cd);
   a.attn = ops.allocate({N, QD}, cd);
   a.lse = ops.allocate({N * c.num_attention_heads});
+  if (c.qk_norm) {  // the norm inputs are GEMM outputs stored like q/k; their statistics F32
+    a.q_pre = ops.allocate({N, QD}, cd);
+    a.k_pre = ops.allocate({N, KD}, cd);
+    a.q_rstd = ops.allocate({N * c.num_attention_heads});
+    a.k_rstd = ops.allocate({N * c.num_key_value_heads});
+  }
   a.x_mid = ops.allocate({Nl, C});
   a.h2 = ops.allocate({Nl, C}, cd);
   a.rstd2 = ops.allocate({Nl});
@@ -121,6 +134,8 @@ void Decoder::Scratch::allocate(Ops& ops, const ModelConfig& c, int64_t N, int64
   dq = ops.allocate({N, QD});  // F32: attention_bwd accumulates into them (ring attention: per K/V block)
   dk = ops.allocate({N, KD});
   dv = ops.allocate({N, KD});
+  dq_pre = c.qk_norm ? ops.allocate({N, QD}) : Tensor();
+  dk_pre = c.qk_norm ? ops.allocate({N, KD}) : Tensor();
   dattn = ops.allocate({N, QD}, cd);
   dact = ops.allocate({N, F}, cd);
   dgate = ops.allocate({N, F}, cd);
@@ -163,9 +178,13 @@ void Decoder::layer_forward(int layer, const DeviceBatch& batch, const Tensor& x
 
   ops_.rmsnorm_fwd(x_in, w.ln1, a.h1, a.rstd1, eps);
   const Tensor h1 = gather_tokens(a.h1, s.h_full);  // (N, C)
-  linear(ops_, h1, w.wq, w.bq, a.q);
-  linear(ops_, h1, w.wk, w.bk, a.k);
+  linear(ops_, h1, w.wq, w.bq, c.qk_norm ? a.q_pre : a.q);
+  linear(ops_, h1, w.wk, w.bk, c.qk_norm ? a.k_pre : a.k);
   linear(ops_, h1, w.wv, w.bv, a.v);
+  if (c.qk_norm) {  // Qwen3: RMSNorm over each head's HS values (rows of N*heads), before RoPE
+    ops_.rmsnorm_fwd(a.q_pre, w.qn, a.q, a.q_rstd, eps);
+    ops_.rmsnorm_fwd(a.k_pre, w.kn, a.k, a.k_rstd, eps);
+  }
   ops_.rope_fwd(a.q.reshape({N, c.num_attention_heads, c.head_dim}), batch.positions, inv_freq_);
   ops_.rope_fwd(a.k.reshape({N, c.num_key_value_heads, c.head_dim}), batch.positions, inv_freq_);
   attention().forward(ops_, a.q, a.k, a.v, batch.positions, batch.doc_ids, a.attn, a.lse, attention_shape(c, batch));
@@ -220,8 +239,16 @@ void Decoder::layer_backward(int layer, const DeviceBatch& batch, const LayerAct
                        attention_shape(c, batch));
   ops_.rope_bwd(s.dq.reshape({N, c.num_attention_heads, c.head_dim}), batch.positions, inv_freq_);
   ops_.rope_bwd(s.dk.reshape({N, c.num_key_value_heads, c.head_dim}), batch.positions, inv_freq_);
+  Tensor dq = s.dq, dk = s.dk;  // gradients w.r.t. the q/k_proj outputs
+  if (c.qk_norm) {
+    ops_.rmsnorm_bwd(a.q_pre, w.qn, a.q_rstd, s.dq, s.dq_pre, head_norm_grad_target(g.qn, 0));
+    ops_.rmsnorm_bwd(a.k_pre, w.kn, a.k_rstd, s.dk, s.dk_pre, head_norm_grad_target(g.kn, 1));
+    finish_head_norm_grads({g.qn, g.kn});
+    dq = s.dq_pre;
+    dk = s.dk_pre;
+  }
   const Tensor h1 = gather_tokens(a.h1, s.h_full);  // (N, C)
-  linear_weight_grad(ops_, s.dq, h1, g.wq, g.bq);
+  linear_weight_grad(ops_, dq, h1, g.wq, g.bq);
   if (kv_comm_) {
     // tp > KVH: this rank's dk/dv are the shared kv head's gradient from its own query heads only.
     // Sum this micro-batch's k/v weight grads over the ranks sharing the head, then accumulate (the
@@ -230,7 +257,7 @@ void Decoder::layer_backward(int layer, const DeviceBatch& batch, const LayerAct
     ops_.fill_zero(kv_grad_);
     const Tensor dwk = kv_grad_.view({KD, C}, 0), dbk = kv_grad_.view({KD}, KD * C),
                  dwv = kv_grad_.view({KD, C}, KD * C + KD), dbv = kv_grad_.view({KD}, 2 * KD * C + KD);
-    linear_weight_grad(ops_, s.dk, h1, dwk, g.bk.data() ? dbk : Tensor());
+    linear_weight_grad(ops_, dk, h1, dwk, g.bk.data() ? dbk : Tensor());
     linear_weight_grad(ops_, s.dv, h1, dwv, g.bv.data() ? dbv : Tensor());
     kv_all_reduce_sum(kv_grad_);
     ops_.add_inplace(g.wk, dwk);
@@ -238,11 +265,11 @@ void Decoder::layer_backward(int layer, const DeviceBatch& batch, const LayerAct
     if (g.bk.data()) ops_.add_inplace(g.bk, dbk);
     if (g.bv.data()) ops_.add_inplace(g.bv, dbv);
   } else {
-    linear_weight_grad(ops_, s.dk, h1, g.wk, g.bk);
+    linear_weight_grad(ops_, dk, h1, g.wk, g.bk);
     linear_weight_grad(ops_, s.dv, h1, g.wv, g.bv);
   }
-  ops_.matmul(s.dq, false, w.wq, false, s.dh);
-  ops_.matmul(s.dk, false, w.wk, false, s.dh, 1.0f, 1.0f);
+  ops_.matmul(dq, false, w.wq, false, s.dh);
+  ops_.matmul(dk, false, w.wk, false, s.dh, 1.0f, 1.0f);
   ops_.matmul(s.dv, false, w.wv, false, s.dh, 1.0f, 1.0f);
   reduce_tokens(s.dh, s.dh_local);  // f operator of the column-parallel q/k/v: sum the heads' input grads
   ops_.rmsnorm_bwd(acts_[static_cast<size_t>(layer)].x_in, w.ln1, a.rstd1, s.dh_local, s.dtmp, dln1);

@@ -53,6 +53,7 @@ void Decoder::init_tensor_parallel(const DecoderParallelism& parallelism) {
   // At tp size 1 every rank already holds all tokens: sequence parallel would only add copies.
   tp_sp_ = parallelism.tp_sequence_parallel && layout.size > 1;
   tp_norm_grad_ = tp_sp_ ? ops_.allocate({2, local_.hidden_size}) : Tensor();
+  tp_head_norm_grad_ = local_.qk_norm && layout.size > 1 ? ops_.allocate({2, local_.head_dim}) : Tensor();
 }
 
 int64_t Decoder::local_tokens(int64_t N) const {
@@ -97,6 +98,23 @@ void Decoder::finish_norm_grads(std::initializer_list<Tensor> grads) {
   tp_all_reduce_sum(partial);
   int64_t slot = 0;
   for (const Tensor& grad : grads) ops_.add_inplace(grad, partial.view({C}, slot++ * C));
+}
+
+Tensor Decoder::head_norm_grad_target(const Tensor& grad, int slot) {
+  if (!tp_head_norm_grad_.data()) return grad;
+  const int64_t HS = local_.head_dim;
+  const Tensor target = tp_head_norm_grad_.view({HS}, slot * HS);
+  ops_.fill_zero(target);
+  return target;
+}
+
+void Decoder::finish_head_norm_grads(std::initializer_list<Tensor> grads) {
+  if (!tp_head_norm_grad_.data()) return;
+  const int64_t HS = local_.head_dim, slots = static_cast<int64_t>(grads.size());
+  const Tensor partial = tp_head_norm_grad_.view({slots, HS});
+  tp_all_reduce_sum(partial);
+  int64_t slot = 0;
+  for (const Tensor& grad : grads) ops_.add_inplace(grad, partial.view({HS}, slot++ * HS));
 }
 
 void Decoder::tp_all_reduce_sum(const Tensor& t) {

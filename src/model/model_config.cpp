@@ -75,19 +75,23 @@ ModelArchitecture parse_architecture(const FieldReader& r) {
     const std::string name = list[0].get<std::string>();
     if (name == "LlamaForCausalLM") from_architectures = ModelArchitecture::Llama;
     else if (name == "Qwen2ForCausalLM") from_architectures = ModelArchitecture::Qwen2;
-    else r.fail("architectures", "unsupported architecture; trlhpc trains LlamaForCausalLM and Qwen2ForCausalLM");
+    else if (name == "Qwen3ForCausalLM") from_architectures = ModelArchitecture::Qwen3;
+    else r.fail("architectures", "unsupported architecture; trlhpc trains LlamaForCausalLM, Qwen2ForCausalLM and "
+                                 "Qwen3ForCausalLM");
   }
   if (r.has("model_type")) {
     const std::string type = r.string("model_type", "");
     if (type == "llama") from_model_type = ModelArchitecture::Llama;
     else if (type == "qwen2") from_model_type = ModelArchitecture::Qwen2;
-    else r.fail("model_type", "unsupported model type; trlhpc trains \"llama\" and \"qwen2\"");
+    else if (type == "qwen3") from_model_type = ModelArchitecture::Qwen3;
+    else r.fail("model_type", "unsupported model type; trlhpc trains \"llama\", \"qwen2\" and \"qwen3\"");
   }
   if (from_architectures && from_model_type && *from_architectures != *from_model_type)
     r.fail("model_type", "does not match the architectures field; make them agree");
   if (from_architectures) return *from_architectures;
   if (from_model_type) return *from_model_type;
-  r.fail("architectures", "neither architectures nor model_type is given; add \"model_type\": \"llama\" or \"qwen2\"");
+  r.fail("architectures",
+         "neither architectures nor model_type is given; add \"model_type\": \"llama\", \"qwen2\" or \"qwen3\"");
 }
 
 // rope_scaling (transformers 4) or rope_parameters (transformers 5): null, "default" or "llama3".
@@ -127,12 +131,14 @@ void reject_unsupported(const FieldReader& r, const ModelConfig& config) {
   if (r.string("hidden_act", "silu") != "silu")
     r.fail("hidden_act", "unsupported activation; trlhpc implements SwiGLU with \"silu\"");
   if (r.boolean("use_sliding_window", false))
-    r.fail("use_sliding_window", "sliding-window attention is not supported; set it to false");
+    r.fail("use_sliding_window", "sliding-window attention is not supported yet; set it to false");
   if (r.has("layer_types")) {
     const json& types = r.at("layer_types");
     if (!types.is_array()) r.fail("layer_types", "expected a list");
     for (const json& t : types)
-      if (t != "full_attention") r.fail("layer_types", "only \"full_attention\" layers are supported");
+      if (t != "full_attention")
+        r.fail("layer_types", "only \"full_attention\" layers are supported (sliding-window attention is not "
+                              "implemented yet)");
   }
   if (r.number("attention_dropout", 0.0) != 0.0)
     r.fail("attention_dropout", "dropout is not implemented; set it to 0.0");
@@ -182,13 +188,15 @@ ModelConfig ModelConfig::from_json(const json& root, const std::string& source) 
   c.num_hidden_layers = r.positive("num_hidden_layers");
   c.num_attention_heads = r.positive("num_attention_heads");
   c.num_key_value_heads = r.positive("num_key_value_heads", c.num_attention_heads);
-  if (!r.has("head_dim") && c.hidden_size % c.num_attention_heads != 0)
+  const bool qwen3 = c.architecture == ModelArchitecture::Qwen3;
+  if (!qwen3 && !r.has("head_dim") && c.hidden_size % c.num_attention_heads != 0)
     r.fail("num_attention_heads", "must divide hidden_size (" + std::to_string(c.hidden_size) +
                                       ") when head_dim is not given");
-  c.head_dim = r.positive("head_dim", c.hidden_size / c.num_attention_heads);
+  // Qwen3Config's head_dim defaults to 128 whatever hidden_size / num_attention_heads is.
+  c.head_dim = r.positive("head_dim", qwen3 ? 128 : c.hidden_size / c.num_attention_heads);
   c.vocab_size = r.positive("vocab_size");
   c.max_position_embeddings =
-      r.positive("max_position_embeddings", c.architecture == ModelArchitecture::Qwen2 ? 32768 : 2048);
+      r.positive("max_position_embeddings", c.architecture == ModelArchitecture::Llama ? 2048 : 32768);
   c.rms_norm_eps = r.number("rms_norm_eps", 1e-6);
   c.initializer_range = r.number("initializer_range", 0.02);
   parse_rope(root, source, c);
@@ -196,6 +204,11 @@ ModelConfig ModelConfig::from_json(const json& root, const std::string& source) 
     c.qkv_bias = true;  // Qwen2Attention: q/k/v Linear(bias=True), o_proj bias=False; Qwen2MLP no bias
     c.o_bias = false;
     c.mlp_bias = false;
+  } else if (qwen3) {
+    // Qwen3Attention: q/k/v/o Linear(bias=attention_bias); Qwen3MLP no bias; q_norm/k_norm always.
+    c.qkv_bias = c.o_bias = r.boolean("attention_bias", false);
+    c.mlp_bias = false;
+    c.qk_norm = true;
   } else {
     c.qkv_bias = c.o_bias = r.boolean("attention_bias", false);
     c.mlp_bias = r.boolean("mlp_bias", false);
@@ -209,10 +222,22 @@ ModelConfig ModelConfig::from_json(const json& root, const std::string& source) 
   return c;
 }
 
-const char* ModelConfig::model_type() const { return architecture == ModelArchitecture::Qwen2 ? "qwen2" : "llama"; }
+const char* ModelConfig::model_type() const {
+  switch (architecture) {
+    case ModelArchitecture::Qwen2: return "qwen2";
+    case ModelArchitecture::Qwen3: return "qwen3";
+    case ModelArchitecture::Llama: break;
+  }
+  return "llama";
+}
 
 const char* ModelConfig::architecture_name() const {
-  return architecture == ModelArchitecture::Qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
+  switch (architecture) {
+    case ModelArchitecture::Qwen2: return "Qwen2ForCausalLM";
+    case ModelArchitecture::Qwen3: return "Qwen3ForCausalLM";
+    case ModelArchitecture::Llama: break;
+  }
+  return "LlamaForCausalLM";
 }
 
 json ModelConfig::to_json() const {
@@ -243,6 +268,7 @@ json ModelConfig::to_json() const {
     j["attention_bias"] = qkv_bias;
     j["mlp_bias"] = mlp_bias;
   } else {
+    if (architecture == ModelArchitecture::Qwen3) j["attention_bias"] = qkv_bias;
     j["use_sliding_window"] = false;
     j["sliding_window"] = nullptr;
     j["max_window_layers"] = num_hidden_layers;
@@ -274,6 +300,7 @@ int64_t ModelConfig::parameter_count() const {
   layer += q_out * C + 2 * kv_out * C + C * q_out;     // q, k, v, o
   if (qkv_bias) layer += q_out + 2 * kv_out;
   if (o_bias) layer += C;
+  if (qk_norm) layer += 2 * head_dim;                  // q_norm, k_norm weights
   layer += 3 * F * C;                                  // gate, up, down
   if (mlp_bias) layer += 2 * F + C;
   int64_t total = V * C + num_hidden_layers * layer + C;  // embedding, layers, final norm

@@ -63,6 +63,10 @@ std::vector<ParameterSpec> parameter_specs(const ModelConfig& full_config, TpLay
       column_parallel("self_attn.v_proj", kv_out, C, config.qkv_bias);
     }
     row_parallel("self_attn.o_proj", C, q_out, config.o_bias);
+    if (config.qk_norm) {  // per-head norms: each tp rank norms its own heads with the whole weight
+      add("self_attn.q_norm.weight", {config.head_dim}, ParameterKind::Norm, TpSplit::Replicated);
+      add("self_attn.k_norm.weight", {config.head_dim}, ParameterKind::Norm, TpSplit::Replicated);
+    }
     add("post_attention_layernorm.weight", {C}, ParameterKind::Norm, TpSplit::Replicated);
     column_parallel("mlp.gate_proj", F, C, config.mlp_bias);
     column_parallel("mlp.up_proj", F, C, config.mlp_bias);

@@ -50,8 +50,11 @@ int64_t plan_activation_bytes(const ModelConfig& c, int64_t N, int64_t Nl, bool 
   const bool sharded = Nl < N, mixed = compute_dtype != DType::F32;
   // One layer's saved forward (LayerActivations without x_in): x_mid, rstd1/2, lse in F32; h1, h2, q,
   // k, v, attn, gate, up, act in the compute dtype.
-  const int64_t layer_f = Nl * C + 2 * Nl + N * c.num_attention_heads;
-  const int64_t layer_h = 2 * Nl * C + 2 * N * QD + 2 * N * KD + 3 * N * F;
+  // qk_norm (Qwen3) adds q_pre, k_pre in the compute dtype and their per-head rstd in F32.
+  const int64_t qk = c.qk_norm ? 1 : 0;
+  const int64_t layer_f =
+      Nl * C + 2 * Nl + N * c.num_attention_heads + qk * N * (c.num_attention_heads + c.num_key_value_heads);
+  const int64_t layer_h = 2 * Nl * C + 2 * N * QD + 2 * N * KD + 3 * N * F + qk * N * (QD + KD);
   int64_t f = L * Nl * C, h = 0;  // x_in of every layer
   const int64_t copies = gradient_checkpointing ? 1 : L;  // the recomputed layer, or all of them
   f += copies * layer_f + (gradient_checkpointing ? Nl * C : 0);  // + the recomputed layer's output
@@ -63,6 +66,7 @@ int64_t plan_activation_bytes(const ModelConfig& c, int64_t N, int64_t Nl, bool 
   f += sharded ? N * C : 0;                            // row_out (= h_full = dx_full in fp32)
   h += sharded && mixed ? N * C : 0;                   // h_full = dx_full in the compute dtype
   f += N * QD + 2 * N * KD;                            // dq, dk, dv
+  f += qk * N * (QD + KD);                             // dq_pre, dk_pre
   h += N * QD + 3 * N * F;                             // dattn, dact, dgate, dup
   return kF32 * f + static_cast<int64_t>(dtype_size(compute_dtype)) * h;
 }

@@ -88,6 +88,49 @@ def decay_groups(model, weight_decay):
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
+def write_fixture(out_dir, config, make_model, gen):
+    """One model's fixture folder: model/, expected.safetensors, expected.json (module docstring).
+    make_model(config) builds the freshly initialised model (a transformers class)."""
+    model = make_model(config).eval()
+    model.config.torch_dtype = torch.float32
+    model.save_pretrained(os.path.join(out_dir, "model"), safe_serialization=True)
+    model = model.double()
+    ids, targets, positions, doc_ids, docs = make_batch(config.vocab_size, gen)
+    n_targets = int((targets != IGNORE).sum())
+
+    loss_sum, logits = loss_and_logits(model, ids, targets, docs)
+    (loss_sum / n_targets).backward()
+    tensors = {"logits": logits.float().contiguous()}
+    for pname, p in model.named_parameters():
+        tensors["grad." + pname] = p.grad.float().contiguous()
+    save_file(tensors, os.path.join(out_dir, "expected.safetensors"))
+
+    # 5 optimizer steps on the same batch: AdamW (no decay on biases/norms), clip 1.0, lr 1e-2.
+    model.zero_grad()
+    opt = torch.optim.AdamW(decay_groups(model, 0.1), lr=1e-2, betas=(0.9, 0.999), eps=1e-8)
+    losses, norms = [], []
+    for _ in range(5):
+        opt.zero_grad()
+        loss_sum, _ = loss_and_logits(model, ids, targets, docs)
+        loss = loss_sum / n_targets
+        loss.backward()
+        norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)))
+        losses.append(float(loss.detach()))
+        opt.step()
+
+    expected = {
+        "rows": 2, "seq_len": ids.shape[1],
+        "input_ids": ids.flatten().tolist(), "targets": targets.flatten().tolist(),
+        "positions": positions.flatten().tolist(), "doc_ids": doc_ids.flatten().tolist(),
+        "target_tokens": n_targets,
+        "train": {"lr": 1e-2, "weight_decay": 0.1, "max_grad_norm": 1.0, "losses": losses, "grad_norms": norms},
+    }
+    expected["loss"] = losses[0]  # loss of the initial weights = the first step's loss
+    with open(os.path.join(out_dir, "expected.json"), "w") as f:
+        json.dump(expected, f, indent=1)
+    print(os.path.basename(out_dir), "loss", losses[0], "->", losses[-1], "targets", n_targets)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=HERE, help="folder for the fixtures (default: tests/golden)")
@@ -95,46 +138,7 @@ def main():
     torch.manual_seed(1234)
     gen = torch.Generator().manual_seed(99)
     for name, (config, cls) in make_models().items():
-        out_dir = os.path.join(out_root, name)
-        model = cls(config).eval()
-        model.config.torch_dtype = torch.float32
-        model.save_pretrained(os.path.join(out_dir, "model"), safe_serialization=True)
-        model = model.double()
-        ids, targets, positions, doc_ids, docs = make_batch(config.vocab_size, gen)
-        n_targets = int((targets != IGNORE).sum())
-
-        loss_sum, logits = loss_and_logits(model, ids, targets, docs)
-        (loss_sum / n_targets).backward()
-        tensors = {"logits": logits.float().contiguous()}
-        for pname, p in model.named_parameters():
-            tensors["grad." + pname] = p.grad.float().contiguous()
-        save_file(tensors, os.path.join(out_dir, "expected.safetensors"))
-
-        # 5 optimizer steps on the same batch: AdamW (no decay on biases/norms), clip 1.0, lr 1e-2.
-        model.zero_grad()
-        opt = torch.optim.AdamW(decay_groups(model, 0.1), lr=1e-2, betas=(0.9, 0.999), eps=1e-8)
-        losses, norms = [], []
-        for _ in range(5):
-            opt.zero_grad()
-            loss_sum, _ = loss_and_logits(model, ids, targets, docs)
-            loss = loss_sum / n_targets
-            loss.backward()
-            norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)))
-            losses.append(float(loss.detach()))
-            opt.step()
-
-        expected = {
-            "rows": 2, "seq_len": ids.shape[1],
-            "input_ids": ids.flatten().tolist(), "targets": targets.flatten().tolist(),
-            "positions": positions.flatten().tolist(), "doc_ids": doc_ids.flatten().tolist(),
-            "target_tokens": n_targets,
-            "train": {"lr": 1e-2, "weight_decay": 0.1, "max_grad_norm": 1.0, "losses": losses, "grad_norms": norms},
-        }
-        expected["loss"] = losses[0]  # loss of the initial weights = the first step's loss
-        with open(os.path.join(out_dir, "expected.json"), "w") as f:
-            json.dump(expected, f, indent=1)
-        print(name, "loss", losses[0], "->", losses[-1], "targets", n_targets)
-
+        write_fixture(os.path.join(out_root, name), config, cls, gen)
 
 if __name__ == "__main__":
     main()

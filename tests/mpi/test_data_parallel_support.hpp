@@ -94,6 +94,7 @@ struct CurveOptions {
   int64_t global_rows = 16, seq_len = 12, steps = 10;
   uint64_t data_seed = 7;
   double lr = 1e-2;
+  DType compute = DType::F32;  // the CPU backend's compute dtype (BF16: --bf16)
 };
 
 struct Curve {
@@ -118,7 +119,7 @@ inline TrainerOptions trainer_options(const Layout& layout) {
 // takes global rows [(a*D + d)*R, +R) with D = |dp| and R = global_rows / (D * accumulation).
 inline Curve train_curve(const ModelConfig& config, const UnitRangeSource& weights, ProcessGroups& groups,
                          const Layout& layout, const CurveOptions& options) {
-  auto ops = make_cpu_ops();
+  auto ops = make_cpu_ops(options.compute);
   Trainer trainer(config, *ops, groups, trainer_options(layout));
   trainer.model().load_weights(weights);
   const int64_t D = groups.dp().size(), d = groups.dp().rank(), A = layout.accumulation;

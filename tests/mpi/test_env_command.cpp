@@ -79,6 +79,19 @@ TEST(EnvCommand, MeshLineNamesTpSequenceParallel) {
   EXPECT_EQ(text.find("(sequence parallel)") != std::string::npos, tp > 1) << text;
 }
 
+// --model names the architecture with the memory plan (qwen3_tiny: a Qwen3 directory saved by transformers).
+TEST(EnvCommand, ModelPlanNamesTheArchitecture) {
+  MpiEnvironment mpi(nullptr, nullptr);
+  const std::string model = std::string(TRLHPC_TESTS_DIR) + "/golden/qwen3_tiny/model";
+  const std::string json_text = run_env(mpi, {"--json", "--model", model});
+  const std::string text = run_env(mpi, {"--model", model});
+  if (mpi.world_rank() != 0) return;
+  const auto plan = nlohmann::json::parse(json_text)["memory_per_rank"];
+  EXPECT_EQ(plan["architecture"], "Qwen3ForCausalLM");
+  EXPECT_GT(plan["activation_bytes"].get<int64_t>(), 0);
+  EXPECT_NE(text.find("Memory per rank (Qwen3ForCausalLM, "), std::string::npos) << text;
+}
+
 TEST(EnvCommand, UnknownFlagIsAUserError) {
   MpiEnvironment mpi(nullptr, nullptr);
   std::vector<std::string> args = {"env", "--tensor_parallel", "2"};

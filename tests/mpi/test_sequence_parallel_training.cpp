@@ -1,7 +1,8 @@
 // Context parallel (ring attention) and Ulysses sequence parallel through the trainer: 10 AdamW steps
-// of qwen2_tiny (NH 4, KVH 2) on cp 2/4 and sp 2/4, the cp x sp hybrid (Ulysses inside ring attention:
-// cp 2 x sp 2, cp 2 x sp 4), alone and under dp (DDP and ZeRO), reproduce the single-process loss and
-// grad-norm curves, computed in the same test on MPI_COMM_SELF.
+// of qwen2_tiny (NH 4, KVH 2; a subset of the layouts for qwen3_tiny, q/k norms) on cp 2/4 and sp 2/4,
+// the cp x sp hybrid (Ulysses inside ring attention: cp 2 x sp 2, cp 2 x sp 4), alone and under dp
+// (DDP and ZeRO), reproduce the single-process loss and grad-norm curves, computed in the same test on
+// MPI_COMM_SELF.
 //
 // Every layout whose size divides the world runs (the world splits into groups of that size that each
 // train the whole curve), so np 1 checks the reference path and np 8 runs every layout. The global
@@ -116,8 +117,8 @@ std::vector<StepResult> train_curve(const ModelConfig& config, const UnitRangeSo
 
 double relative(double got, double want) { return std::abs(got - want) / std::max(std::abs(want), 1e-30); }
 
-TEST(SequenceParallelTraining, LayoutsMatchSingleProcessCurves) {
-  HfModelDir dir(testing::tests_dir() + "/golden/qwen2_tiny/model");
+void expect_layouts_match(const std::string& model, const std::vector<SpLayout>& layouts) {
+  HfModelDir dir(testing::tests_dir() + "/golden/" + model + "/model");
   const ModelConfig& config = dir.config();
   const UnitRangeSource weights = weights_from_hf_dir(dir);
   int world = 1, rank = 0;
@@ -127,7 +128,37 @@ TEST(SequenceParallelTraining, LayoutsMatchSingleProcessCurves) {
   // The single-process curves, packed and unpacked (LocalAttention, no sharding).
   const std::vector<StepResult> reference[2] = {train_curve(config, weights, SpLayout{.packed = false}, MPI_COMM_SELF),
                                                 train_curve(config, weights, SpLayout{.packed = true}, MPI_COMM_SELF)};
-  using SK = ShardingKind;
+  double worst_loss = 0, worst_norm = 0;
+  for (const SpLayout& layout : layouts) {
+    if (world % layout.size() != 0) continue;
+    SCOPED_TRACE(layout.name());
+    const MpiComm group = MpiComm::split(MPI_COMM_WORLD, rank / layout.size(), rank % layout.size());
+    const std::vector<StepResult> curve = train_curve(config, weights, layout, group.get());
+    const std::vector<StepResult>& want = reference[layout.packed ? 1 : 0];
+    for (int64_t s = 0; s < kSteps; ++s) {
+      const StepResult& got = curve[static_cast<size_t>(s)];
+      const StepResult& ref = want[static_cast<size_t>(s)];
+      EXPECT_EQ(got.target_tokens, ref.target_tokens) << "step " << s;
+      EXPECT_EQ(got.tokens, ref.tokens) << "step " << s;
+      EXPECT_LE(relative(got.loss, ref.loss), kBound) << "step " << s << ": " << got.loss << " vs " << ref.loss;
+      EXPECT_LE(relative(got.grad_norm, ref.grad_norm), kBound) << "step " << s << ": " << got.grad_norm << " vs "
+                                                              << ref.grad_norm;
+      worst_loss = std::max(worst_loss, relative(got.loss, ref.loss));
+      worst_norm = std::max(worst_norm, relative(got.grad_norm, ref.grad_norm));
+    }
+  }
+  // The curve must actually move (the test would be vacuous on a constant loss).
+  EXPECT_LT(reference[1].back().loss, reference[1].front().loss);
+  double worst[2] = {worst_loss, worst_norm};
+  MPI_Allreduce(MPI_IN_PLACE, worst, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  if (rank == 0)
+    std::printf("[ measured ] %s: worst relative difference over all layouts and steps: loss %.3g, "
+                "grad norm %.3g\n", model.c_str(), worst[0], worst[1]);
+}
+
+using SK = ShardingKind;
+
+TEST(SequenceParallelTraining, LayoutsMatchSingleProcessCurves) {
   const std::vector<SpLayout> layouts = {
       {.cp = 2, .packed = false},
       {.cp = 2, .checkpointing = true, .packed = false},
@@ -156,32 +187,21 @@ TEST(SequenceParallelTraining, LayoutsMatchSingleProcessCurves) {
       {.cp = 2, .sp = 4},  // KVH 2 < sp 4: kv heads repeated, ring over the repeated heads
       {.dp_replicate = 2, .cp = 2, .sp = 2, .accumulation = 2},
   };
-  double worst_loss = 0, worst_norm = 0;
-  for (const SpLayout& layout : layouts) {
-    if (world % layout.size() != 0) continue;
-    SCOPED_TRACE(layout.name());
-    const MpiComm group = MpiComm::split(MPI_COMM_WORLD, rank / layout.size(), rank % layout.size());
-    const std::vector<StepResult> curve = train_curve(config, weights, layout, group.get());
-    const std::vector<StepResult>& want = reference[layout.packed ? 1 : 0];
-    for (int64_t s = 0; s < kSteps; ++s) {
-      const StepResult& got = curve[static_cast<size_t>(s)];
-      const StepResult& ref = want[static_cast<size_t>(s)];
-      EXPECT_EQ(got.target_tokens, ref.target_tokens) << "step " << s;
-      EXPECT_EQ(got.tokens, ref.tokens) << "step " << s;
-      EXPECT_LE(relative(got.loss, ref.loss), kBound) << "step " << s << ": " << got.loss << " vs " << ref.loss;
-      EXPECT_LE(relative(got.grad_norm, ref.grad_norm), kBound) << "step " << s << ": " << got.grad_norm << " vs "
-                                                              << ref.grad_norm;
-      worst_loss = std::max(worst_loss, relative(got.loss, ref.loss));
-      worst_norm = std::max(worst_norm, relative(got.grad_norm, ref.grad_norm));
-    }
-  }
-  // The curve must actually move (the test would be vacuous on a constant loss).
-  EXPECT_LT(reference[1].back().loss, reference[1].front().loss);
-  double worst[2] = {worst_loss, worst_norm};
-  MPI_Allreduce(MPI_IN_PLACE, worst, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  if (rank == 0)
-    std::printf("[ measured ] worst relative difference over all layouts and steps: loss %.3g, grad norm %.3g\n",
-                worst[0], worst[1]);
+  expect_layouts_match("qwen2_tiny", layouts);
+}
+
+// Qwen3's q/k norms act per token before attention, so ring attention and Ulysses need nothing of their
+// own: the cheapest layouts that cover both (and their hybrid, checkpointing, kv heads repeated by
+// sp 4 > KVH 2) must match too.
+TEST(SequenceParallelTraining, Qwen3LayoutsMatchSingleProcessCurves) {
+  const std::vector<SpLayout> layouts = {
+      {.cp = 2, .checkpointing = true},
+      {.sp = 2, .packed = false},
+      {.cp = 2, .sp = 2, .checkpointing = true, .packed = false},
+      {.sp = 4},
+      {.dp_shard = 2, .cp = 2, .sp = 2, .sharding = SK::Zero3},
+  };
+  expect_layouts_match("qwen3_tiny", layouts);
 }
 
 }  // namespace

@@ -3,13 +3,15 @@
 // global batch on tp layouts that fill the world, composed with DDP / ZeRO-1/3 / hybrid and cp, with
 // and without gradient checkpointing, must reproduce the single-process (MPI_COMM_SELF, tp 1) loss and
 // grad-norm curves and eval loss; the tp slices gathered after training must match the reference's
-// parameters. Models: tests/golden/qwen2_tiny (NH 4, KVH 2, V 96, qkv biases, untied: tp <= 2) and a
+// parameters. Models: tests/golden/qwen2_tiny (NH 4, KVH 2, V 96, qkv biases, untied: tp <= 2),
+// tests/golden/qwen3_tiny (NH 4, KVH 2, HS 16, q/k norms, tied), and a
 // random-init llama with every bias and tied embeddings (NH 8, KVH 4, F 48, V 128: tp <= 4), and
 // tests/golden/llama_tiny (NH 4, KVH 1, every bias, tied). tp > KVH replicates each kv head on tp/KVH
 // ranks (issue 6: qwen2_tiny at tp 4, llama_tiny at tp 2 and 4), whose k/v gradients are summed over
 // the sharing sub-group.
 //   np 1: tp 1;  np 2: tp 2 (DDP; ZeRO-3 + checkpointing);  np 4: tp 4 (DDP; ZeRO-3 + checkpointing),
-//   tp 2 x dp_shard 2 (ZeRO-3), tp 2 x dp_shard 2 (ZeRO-1, checkpointing, 2 micro-batches);  np 8: tp 2 x dp_shard 2 x
+//   tp 2 x dp_shard 2 (ZeRO-3), tp 2 x dp_shard 2 (ZeRO-1, checkpointing, 2 micro-batches), tp 2 x cp 2
+//   (DDP);  np 8: tp 2 x dp_shard 2 x
 //   cp 2 (ZeRO-2), tp 4 x dp 2 (DDP; ZeRO-3), tp 2 x dp_replicate 2 x dp_shard 2 (ZeRO-3).
 // --tp_sequence_parallel (norms and residual stream split over tp, reduce-scatter/all-gather instead
 // of all-reduce): np 2: tp 2 (DDP; ZeRO-3 + checkpointing; both with 2 micro-batches); np 4: tp 4 (DDP
@@ -18,7 +20,8 @@
 // dp_shard 2 (ZeRO-3, 2 micro-batches). Accumulation under DDP (where the store's gradients carry
 // earlier micro-batches; ZeRO-2/3 hand each micro-batch a fresh unit buffer) checks that the row-partial
 // norm gradients and the kv-shared k/v gradients are summed over tp for the current micro-batch only.
-// Bound: relative 1e-5 on loss, grad norm and eval loss; parameters 1e-3 normalised error per unit
+// qwen3_tiny also runs every case under --bf16 against the 1-rank --bf16 curve (bounds at kBf16Bound).
+// Bound (fp32): relative 1e-5 on loss, grad norm and eval loss; parameters 1e-3 normalised error per unit
 // (as the data-parallel test: Adam turns fp32 summation-order differences of near-zero gradients into
 // lr-sized steps). Rank 0 prints the worst deviations measured.
 #include <mpi.h>
@@ -73,6 +76,7 @@ std::vector<TpCase> cases_for(int world, const ModelConfig& config) {
   add({1, 1, 1, 1, 4}, ShardingKind::Zero3, true);
   add({1, 2, 1, 1, 2}, ShardingKind::Zero3, false);
   add({1, 2, 1, 1, 2}, ShardingKind::Zero1, true, 2);
+  add({1, 1, 2, 1, 2}, ShardingKind::None, false);
   add({1, 2, 2, 1, 2}, ShardingKind::Zero2, false);
   add({1, 2, 1, 1, 4}, ShardingKind::None, false);
   add({1, 2, 1, 1, 4}, ShardingKind::Zero3, false);
@@ -130,7 +134,7 @@ std::vector<std::vector<float>> full_parameters(Trainer& trainer, ProcessGroups&
 
 testing::Curve train_tp_curve(const ModelConfig& config, const std::function<UnitRangeSource(TpLayout)>& weights,
                               ProcessGroups& groups, const TpCase& tc, const CurveOptions& options) {
-  auto ops = make_cpu_ops();
+  auto ops = make_cpu_ops(options.compute);
   testing::Layout layout;
   layout.sharding = tc.sharding;
   layout.checkpointing = tc.checkpointing;
@@ -162,13 +166,24 @@ testing::Curve train_tp_curve(const ModelConfig& config, const std::function<Uni
   return curve;
 }
 
+// Bounds under --bf16 (the reference is the single-process --bf16 curve). Step 0 starts from the same
+// weights, so only fp32 summation-order differences flipping the bf16 rounding of a few activations
+// separate the layouts: loss and grad norm within 5e-4 (measured on qwen3_tiny 3.2e-6 and 2.1e-4; a
+// missing tp sum of the q/k norm gradients moves step 0's grad norm by 8.0e-4). Later steps: Adam
+// turns those flips into lr-sized parameter differences on this tiny, fast-moving model: 2e-2 on loss,
+// grad norm and eval loss, 5e-2 on the parameters (measured 8.1e-4, 6.0e-3, 4.1e-4, 5.5e-3).
+constexpr double kBf16FirstStepBound = 5e-4, kBf16Bound = 2e-2, kBf16ParamBound = 5e-2;
+
 void expect_tp_layouts_match(const std::string& model, const ModelConfig& config,
-                             const std::function<UnitRangeSource(TpLayout)>& weights) {
+                             const std::function<UnitRangeSource(TpLayout)>& weights, DType compute = DType::F32) {
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   CurveOptions options;
   options.seq_len = 16;  // divisible by 2*cp = 4
+  options.compute = compute;
+  const bool bf16 = compute == DType::BF16;
+  const double bound = bf16 ? kBf16Bound : 1e-5, param_bound = bf16 ? kBf16ParamBound : 1e-3;
   const testing::Curve reference = testing::reference_curve(config, weights(TpLayout{}), options);
   double worst_loss = 0, worst_norm = 0, worst_eval = 0, worst_param = 0;
   for (const TpCase& tc : cases_for(world, config)) {
@@ -180,25 +195,26 @@ void expect_tp_layouts_match(const std::string& model, const ModelConfig& config
       worst_loss = std::max(worst_loss, dl);
       worst_norm = std::max(worst_norm, dn);
       if (rank == 0 && std::getenv("TP_TEST_VERBOSE")) std::printf("  step %zu loss %.3g norm %.3g\n", s, dl, dn);
-      EXPECT_LE(dl, 1e-5) << model << " " << tc.name() << " step " << s << ": loss " << curve.steps[s].loss << " vs "
-                          << reference.steps[s].loss;
-      EXPECT_LE(dn, 1e-5) << model << " " << tc.name() << " step " << s << ": grad norm " << curve.steps[s].grad_norm
-                          << " vs " << reference.steps[s].grad_norm;
+      const double step_bound = bf16 && s == 0 ? kBf16FirstStepBound : bound;
+      EXPECT_LE(dl, step_bound) << model << " " << tc.name() << " step " << s << ": loss " << curve.steps[s].loss
+                                << " vs " << reference.steps[s].loss;
+      EXPECT_LE(dn, step_bound) << model << " " << tc.name() << " step " << s << ": grad norm "
+                                << curve.steps[s].grad_norm << " vs " << reference.steps[s].grad_norm;
     }
     const double de = testing::relative_difference(curve.eval_loss, reference.eval_loss);
     worst_eval = std::max(worst_eval, de);
-    EXPECT_LE(de, 1e-5) << model << " " << tc.name() << ": eval loss";
+    EXPECT_LE(de, bound) << model << " " << tc.name() << ": eval loss";
     for (size_t u = 0; u < curve.final_params.size(); ++u) {
       ASSERT_EQ(curve.final_params[u].size(), reference.final_params[u].size());
       const double dp = testing::normalized_error(curve.final_params[u], reference.final_params[u]);
       worst_param = std::max(worst_param, dp);
-      EXPECT_LE(dp, 1e-3) << model << " " << tc.name() << " unit " << u;
+      EXPECT_LE(dp, param_bound) << model << " " << tc.name() << " unit " << u;
     }
     if (rank == 0) std::printf("[tp] %s %s ok\n", model.c_str(), tc.name().c_str());
   }
   if (rank == 0)
-    std::printf("[tp] %s np %d worst relative: loss %.3g, grad norm %.3g, eval %.3g; params normalised %.3g\n",
-                model.c_str(), world, worst_loss, worst_norm, worst_eval, worst_param);
+    std::printf("[tp] %s%s np %d worst relative: loss %.3g, grad norm %.3g, eval %.3g; params normalised %.3g\n",
+                model.c_str(), bf16 ? " --bf16" : "", world, worst_loss, worst_norm, worst_eval, worst_param);
 }
 
 TEST(TensorParallelTraining, Qwen2TinyMatchesTheSingleProcessCurve) {
@@ -210,6 +226,22 @@ TEST(TensorParallelTraining, LlamaTinyWithOneKvHeadMatchesTheSingleProcessCurve)
   HfModelDir dir(testing::tests_dir() + "/golden/llama_tiny/model");  // KVH 1: replicated on every tp rank
   ASSERT_EQ(dir.config().num_key_value_heads, 1);
   expect_tp_layouts_match("llama_tiny", dir.config(), [&](TpLayout tp) { return weights_from_hf_dir(dir, tp); });
+}
+
+// Qwen3: q/k norm weights replicated on every tp rank, their gradients summed over tp (and over the
+// row shards under tp sequence parallel); head_dim 16 while hidden / heads is 8; tp 4 > KVH 2.
+TEST(TensorParallelTraining, Qwen3TinyMatchesTheSingleProcessCurve) {
+  HfModelDir dir(testing::tests_dir() + "/golden/qwen3_tiny/model");
+  ASSERT_TRUE(dir.config().qk_norm);
+  expect_tp_layouts_match("qwen3_tiny", dir.config(), [&](TpLayout tp) { return weights_from_hf_dir(dir, tp); });
+}
+
+// --bf16 on the tp layouts (q/k norm inputs/outputs stored in bf16, their gradients fp32 and summed over
+// tp): follows the single-process --bf16 curve within the bounds of kBf16Bound's comment.
+TEST(TensorParallelTraining, Qwen3TinyBf16FollowsTheSingleProcessBf16Curve) {
+  HfModelDir dir(testing::tests_dir() + "/golden/qwen3_tiny/model");
+  expect_tp_layouts_match("qwen3_tiny", dir.config(), [&](TpLayout tp) { return weights_from_hf_dir(dir, tp); },
+                          DType::BF16);
 }
 
 TEST(TensorParallelTraining, BiasedTiedLlamaMatchesTheSingleProcessCurve) {

@@ -29,5 +29,20 @@ TEST(Flops, PalmCountPerToken) {
   }
 }
 
+// Qwen3: head_dim 16 with hidden 32 over 4 heads, so q/k/v/o are wider than the residual stream and the
+// attention term counts H * head_dim (64), not hidden (32); the q/k norm weights (16 each) are parameters.
+TEST(Flops, Qwen3CountsHeadDimAndQkNorms) {
+  ModelConfig c = small(true);
+  c.architecture = ModelArchitecture::Qwen3;
+  c.head_dim = 16;
+  c.qk_norm = true;
+  // Per layer: q (64x32), k and v (32x32 each), o (32x64), gate/up/down (64x32 each), two norms (32),
+  // q_norm and k_norm (16 each).
+  const double layer = 64 * 32 + 2 * 32 * 32 + 32 * 64 + 3 * 64 * 32 + 2 * 32 + 2 * 16;
+  const double n = 2 * layer + 32 + 100 * 32;
+  const double attention = 12.0 * 2 * 4 * 16;
+  EXPECT_DOUBLE_EQ(training_flops_per_token(c, 64), 6.0 * n + attention * 64.0);
+}
+
 }  // namespace
 }  // namespace trlhpc

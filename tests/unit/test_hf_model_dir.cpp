@@ -201,6 +201,22 @@ TEST_F(HfModelDirTest, SaveAndReloadIsBitIdentical) {
   expect_same_parameters(bf16, again);
 }
 
+// The Qwen3 fixture, saved by transformers (q_norm / k_norm per layer, tied head, head_dim 16 with
+// hidden 32 over 4 heads): every tensor loads, and trlhpc's save reloads bit for bit with the same config.
+TEST_F(HfModelDirTest, Qwen3SavedByTransformersLoadsAndSavesBack) {
+  HfModelDir source(::trlhpc::testing::tests_dir() + "/golden/qwen3_tiny/model");
+  ASSERT_EQ(source.config().architecture, ModelArchitecture::Qwen3);
+  int norms = 0;
+  for (const auto& spec : source.parameters())
+    norms += spec.name.find("q_norm") != std::string::npos || spec.name.find("k_norm") != std::string::npos;
+  EXPECT_EQ(norms, 2 * source.config().num_hidden_layers);
+  auto from_source = [&](const ParameterSpec& spec, float* out) { source.read_parameter(spec, 0, spec.numel(), out); };
+  save_hf_model_dir(dir_ + "/qwen3", source.config(), from_source, {DType::F32, ""});
+  HfModelDir reloaded(dir_ + "/qwen3");
+  EXPECT_EQ(reloaded.config().to_json(), source.config().to_json());
+  expect_same_parameters(source, reloaded);
+}
+
 // Weights that are not finite are refused when the directory is opened, naming the file, the tensor and
 // the element (before, they loaded and the first step failed with "lower --learning_rate").
 TEST_F(HfModelDirTest, ReportsNonFiniteWeights) {

@@ -27,6 +27,19 @@ json qwen2_config() {
     "eos_token_id": 151643, "torch_dtype": "bfloat16", "use_cache": true})");
 }
 
+// Qwen3-0.6B's config.json (as published, trimmed of fields trlhpc ignores): head_dim 128 while
+// hidden / heads is 64.
+json qwen3_config() {
+  return json::parse(R"({
+    "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "attention_bias": false,
+    "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128,
+    "hidden_act": "silu", "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 3072,
+    "max_position_embeddings": 40960, "max_window_layers": 28, "num_attention_heads": 16,
+    "num_hidden_layers": 28, "num_key_value_heads": 8, "rms_norm_eps": 1e-06, "rope_scaling": null,
+    "rope_theta": 1000000, "sliding_window": null, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+    "use_cache": true, "use_sliding_window": false, "vocab_size": 151936})");
+}
+
 json llama31_config() {
   return json::parse(R"({
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
@@ -93,6 +106,57 @@ TEST(ModelConfig, ParsesQwen2WithBiasesAndCountsParameters) {
   EXPECT_EQ(total, c.parameter_count());
 }
 
+TEST(ModelConfig, ParsesQwen3WithQkNormsAndCountsParameters) {
+  const ModelConfig c = ModelConfig::from_json(qwen3_config(), "qwen3.json");
+  EXPECT_EQ(c.architecture, ModelArchitecture::Qwen3);
+  EXPECT_STREQ(c.architecture_name(), "Qwen3ForCausalLM");
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_FALSE(c.qkv_bias || c.o_bias || c.mlp_bias);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.parameter_count(), 596049920);  // Qwen3-0.6B's num_parameters() in transformers
+  int64_t total = 0, norms = 0;
+  for (const ParameterSpec& s : parameter_specs(c)) {
+    total += s.numel();
+    if (s.name == "model.layers.0.self_attn.q_norm.weight" || s.name == "model.layers.0.self_attn.k_norm.weight") {
+      EXPECT_EQ(s.shape, (Shape{128}));
+      EXPECT_EQ(s.kind, ParameterKind::Norm);  // no weight decay, init ones
+      ++norms;
+    }
+  }
+  EXPECT_EQ(norms, 2);
+  EXPECT_EQ(total, c.parameter_count());
+
+  // Qwen3Config's defaults: head_dim 128 (not hidden / heads), attention_bias false; attention_bias true
+  // puts a bias on q/k/v and o, never on the MLP.
+  json j = qwen3_config();
+  j.erase("head_dim");
+  j["hidden_size"] = 64;
+  j["attention_bias"] = true;
+  const ModelConfig d = ModelConfig::from_json(j, "qwen3.json");
+  EXPECT_EQ(d.head_dim, 128);
+  EXPECT_TRUE(d.qkv_bias && d.o_bias);
+  EXPECT_FALSE(d.mlp_bias);
+  j = qwen3_config();
+  j.erase("architectures");  // model_type alone names the family
+  EXPECT_EQ(ModelConfig::from_json(j, "qwen3.json").architecture, ModelArchitecture::Qwen3);
+}
+
+TEST(ModelConfig, RefusesQwen3SlidingWindowsNamingTheKey) {
+  json j = qwen3_config();
+  j["use_sliding_window"] = true;
+  j["sliding_window"] = 4096;
+  expect_user_error(j, {"use_sliding_window", "true", "sliding-window"});
+  j = qwen3_config();
+  j["layer_types"] = json::array();
+  for (int i = 0; i < 28; ++i) j["layer_types"].push_back(i < 27 ? "full_attention" : "sliding_attention");
+  expect_user_error(j, {"layer_types", "sliding_attention", "sliding-window"});
+  j = qwen3_config();
+  j["architectures"] = {"Qwen3MoeForCausalLM"};
+  j["model_type"] = "qwen3_moe";
+  expect_user_error(j, {"architectures", "Qwen3MoeForCausalLM"});
+}
+
 TEST(ModelConfig, DefaultsAndAlternativeForms) {
   json j = json::parse(R"({"model_type": "llama", "hidden_size": 48, "intermediate_size": 96,
     "num_hidden_layers": 2, "num_attention_heads": 6, "vocab_size": 100, "head_dim": 16,
@@ -110,7 +174,7 @@ TEST(ModelConfig, DefaultsAndAlternativeForms) {
 }
 
 TEST(ModelConfig, JsonRoundTrip) {
-  for (const json& source : {qwen2_config(), llama31_config()}) {
+  for (const json& source : {qwen2_config(), llama31_config(), qwen3_config()}) {
     const ModelConfig a = ModelConfig::from_json(source, "a.json");
     const ModelConfig b = ModelConfig::from_json(a.to_json(), "b.json");
     EXPECT_EQ(a.to_json(), b.to_json());

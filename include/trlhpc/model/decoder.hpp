@@ -1,8 +1,9 @@
 #pragma once
-// Decoder: the Qwen2/Llama causal LM with hand-written forward and backward over the Ops seam.
+// Decoder: the Qwen2/Qwen3/Llama causal LM with hand-written forward and backward over the Ops seam.
 //
 //   x = embed(ids)                                                        (N, C)
 //   per layer:  x = x + o_proj(attn(rope(q), rope(k), v))  with q,k,v = proj(rmsnorm(x))
+//               (Qwen3: q, k = per-head rmsnorm(proj(rmsnorm(x))) before RoPE)
 //               x = x + down(silu(gate(h)) * up(h))        with h = rmsnorm(x)
 //   loss_sum = sum over targets != -100 of CE(lm_head(rmsnorm(x)), target)
 //
@@ -179,6 +180,11 @@ class Decoder {
   // Under tp sequence parallel: sums the norm-gradient slots 0..grads.size()-1 over tp and adds slot i
   // into grads[i] (the store's gradients, which may hold earlier micro-batches); a no-op otherwise.
   void finish_norm_grads(std::initializer_list<Tensor> grads);
+  // The q/k norm weights' gradients (qk_norm): straight into `grad` at tp size 1; otherwise (partial
+  // over this rank's heads) into tp_head_norm_grad_ slot `slot`, zeroed, which finish_head_norm_grads
+  // sums over tp and adds into grads[i] (the store's gradients, which may hold earlier micro-batches).
+  Tensor head_norm_grad_target(const Tensor& grad, int slot);
+  void finish_head_norm_grads(std::initializer_list<Tensor> grads);
   // (N, V) full logits from every tp rank's (N, V/tp) columns (tests/export only).
   Tensor gather_vocab_logits(const Tensor& local);
   Tensor head_grad() const;
@@ -201,6 +207,7 @@ class Decoder {
   TpLayout tp_;
   bool tp_sp_ = false;               // tp sequence parallel (tp > 1 only)
   Tensor tp_norm_grad_;              // tp_sp_: (2, C) this micro-batch's partial norm-weight grads of one unit
+  Tensor tp_head_norm_grad_;         // qk_norm and tp > 1: (2, HS) this micro-batch's partial q/k norm grads
   Tensor inv_freq_;  // (HS/2)
   std::vector<LayerActivations> acts_;
   std::unique_ptr<Scratch> scratch_;

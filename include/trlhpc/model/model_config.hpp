@@ -1,11 +1,15 @@
 #pragma once
 // ModelConfig: the architecture of a decoder-only model, read from (and written back to) a Hugging Face
-// config.json. Supported: `LlamaForCausalLM` (model_type "llama") and `Qwen2ForCausalLM` ("qwen2").
+// config.json. Supported: `LlamaForCausalLM` (model_type "llama"), `Qwen2ForCausalLM` ("qwen2") and
+// `Qwen3ForCausalLM` ("qwen3").
 //
-// Both are the same pre-norm decoder (RMSNorm -> GQA attention with rotate-half RoPE -> RMSNorm ->
-// SwiGLU MLP); they differ only in which projections carry a bias:
+// All are the same pre-norm decoder (RMSNorm -> GQA attention with rotate-half RoPE -> RMSNorm ->
+// SwiGLU MLP); they differ in which projections carry a bias and in Qwen3's q/k norms:
 //   llama: q/k/v/o bias = attention_bias (default false); gate/up/down bias = mlp_bias (default false)
 //   qwen2: q/k/v always biased, o never; no MLP bias
+//   qwen3: q/k/v/o bias = attention_bias (default false); no MLP bias; a per-head RMSNorm over head_dim
+//          on q and on k (self_attn.q_norm / k_norm, shape (head_dim)) after the projections and
+//          before RoPE; head_dim defaults to 128 (Qwen3Config), not hidden_size / heads
 // Anything trlhpc does not compute (other architectures, rope scaling other than llama3, an activation
 // other than silu, sliding-window attention, attention dropout, partial rotary) is rejected with a
 // UserError that names the file, the field and the value, rather than trained silently wrong.
@@ -18,7 +22,7 @@
 
 namespace trlhpc {
 
-enum class ModelArchitecture { Llama, Qwen2 };
+enum class ModelArchitecture { Llama, Qwen2, Qwen3 };
 
 // rope_scaling / rope_parameters of type "llama3" (Llama 3.1). `enabled == false` means plain RoPE
 // (no rope_scaling, or rope_type "default").
@@ -46,6 +50,7 @@ struct ModelConfig {
   bool qkv_bias = false;                // q_proj/k_proj/v_proj carry a bias
   bool o_bias = false;                  // o_proj carries a bias (llama attention_bias only)
   bool mlp_bias = false;                // gate/up/down carry a bias (llama mlp_bias)
+  bool qk_norm = false;                 // per-head RMSNorm of q and k before RoPE (qwen3)
   bool tie_word_embeddings = false;     // lm_head.weight is model.embed_tokens.weight
   double initializer_range = 0.02;      // std of the normal init of matrices and embeddings
   std::optional<int64_t> bos_token_id;
@@ -64,8 +69,8 @@ struct ModelConfig {
   // Writes to_json() to `path` (pretty-printed).
   void save(const std::string& path) const;
 
-  const char* model_type() const;       // "llama" | "qwen2"
-  const char* architecture_name() const;  // "LlamaForCausalLM" | "Qwen2ForCausalLM"
+  const char* model_type() const;       // "llama" | "qwen2" | "qwen3"
+  const char* architecture_name() const;  // "LlamaForCausalLM" | "Qwen2ForCausalLM" | "Qwen3ForCausalLM"
   // Number of trainable parameters (a tied head counted once), as transformers' num_parameters().
   int64_t parameter_count() const;
 };

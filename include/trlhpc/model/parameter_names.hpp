@@ -10,6 +10,7 @@
 //                 model.layers.i.self_attn.v_proj.weight / .bias     (KVH*HS, C) / (KVH*HS)
 //                 model.layers.i.self_attn.o_proj.weight             (C, NH*HS)  matrix
 //                 model.layers.i.self_attn.o_proj.bias               (C)         bias   [o_bias]
+//                 model.layers.i.self_attn.q_norm.weight / k_norm    (HS) / (HS) norm   [qk_norm]
 //                 model.layers.i.post_attention_layernorm.weight     (C)         norm
 //                 model.layers.i.mlp.gate_proj.weight / .bias        (F, C) / (F)         [mlp_bias]
 //                 model.layers.i.mlp.up_proj.weight / .bias          (F, C) / (F)         [mlp_bias]
@@ -19,8 +20,8 @@
 // Linear weights are (out, in) as in PyTorch. With tie_word_embeddings the head is the embedding.
 // Under tensor parallelism (TpLayout, tp_layout.hpp) the names and order stay; shapes are this tp
 // rank's slices: q/k/v/gate/up and their biases and both vocab tables split in rows, o/down weights in
-// columns, norms and o/down biases replicated. When tp > KVH (tp % KVH == 0) k/v hold one kv head
-// (HS rows), TpSplit::KvReplicated, shared by tp/KVH ranks.
+// columns, norms (q/k norms too) and o/down biases replicated. When tp > KVH (tp % KVH == 0) k/v hold
+// one kv head (HS rows), TpSplit::KvReplicated, shared by tp/KVH ranks.
 #include <cstdint>
 #include <string>
 #include <vector>
