@@ -157,7 +157,8 @@ Tensor Decoder::compute_param(const Tensor& p) {
 
 LayerTensors Decoder::compute_params(LayerTensors w) {
   // The weight matrices go to GEMMs, which round them as they pack; norms and biases are rounded here.
-  for (Tensor* t : {&w.ln1, &w.ln2, &w.bq, &w.bk, &w.bv, &w.bo, &w.bg, &w.bu, &w.bd}) *t = compute_param(*t);
+  for (Tensor* t : {&w.ln1, &w.ln2, &w.qn, &w.kn, &w.bq, &w.bk, &w.bv, &w.bo, &w.bg, &w.bu, &w.bd})
+    *t = compute_param(*t);
   return w;
 }
 
