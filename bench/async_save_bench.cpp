@@ -30,6 +30,8 @@
 
 #include "qwen25_shape.hpp"
 #include "random_row.hpp"
+#include "trlhpc/ops/backend.hpp"
+#include "trlhpc/runtime/topology.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
@@ -142,7 +144,7 @@ int run(int argc, char** argv, MpiEnvironment& mpi) {
   MPI_Bcast(out.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
 
   ProcessGroups groups(Mesh(ParallelDims{}.resolved(P)), MPI_COMM_WORLD);
-  auto ops = make_cpu_ops();
+  auto ops = make_ops(Topology::discover(mpi, DeviceRequest::Cpu));
   const ModeResult s = measure(false, o, config, groups, *ops, out);
   if (rank == 0) fs::remove_all(fs::path(out) / "sync");  // one checkpoint on disk at a time
   const ModeResult a = measure(true, o, config, groups, *ops, out);

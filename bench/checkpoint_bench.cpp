@@ -45,6 +45,8 @@
 #include <vector>
 
 #include "qwen25_shape.hpp"
+#include "trlhpc/ops/backend.hpp"
+#include "trlhpc/runtime/topology.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
@@ -166,7 +168,7 @@ int run(int argc, char** argv, MpiEnvironment& mpi) {
   RemoveOnExit remove_on_exit{rank, out};
 
   ProcessGroups groups(Mesh(ParallelDims{}.resolved(P)), comm);  // dp (fsdp) over every rank
-  auto ops = make_cpu_ops();
+  auto ops = make_ops(Topology::discover(mpi, DeviceRequest::Cpu));
   TrainerOptions options;
   options.parallel.data_parallel.sharding = ShardingKind::Zero3;
 

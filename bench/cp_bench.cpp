@@ -33,6 +33,8 @@
 #include <string>
 #include <vector>
 
+#include "trlhpc/ops/backend.hpp"
+#include "trlhpc/runtime/topology.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/parallel/progress_thread.hpp"
@@ -110,7 +112,8 @@ struct Row {
   double attention_cpu = 0, step_cpu = 0;  // per call, mean over ranks
 };
 
-Row run(const std::string& mode, int64_t T, int iters, const MpiCommunicatorOptions& comm_options) {
+Row run(const std::string& mode, int64_t T, int iters, const MpiCommunicatorOptions& comm_options,
+        const Topology& topology) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   const bool cp = mode == "cp", hybrid = mode == "hybrid";
@@ -120,7 +123,7 @@ Row run(const std::string& mode, int64_t T, int iters, const MpiCommunicatorOpti
   const ParallelDims dims = hybrid ? ParallelDims{1, 1, 2, world / 2, 1}.resolved(world)
                                    : ParallelDims{1, 1, cp ? world : 1, cp ? 1 : world, 1}.resolved(world);
   ProcessGroups groups(Mesh(dims), MPI_COMM_WORLD, comm_options);
-  auto ops = make_cpu_ops();
+  auto ops = make_ops(topology);
 
   // A small llama laid out as trlhpc sft would (parallelize): its sequence attention is also the one
   // timed alone below. At cp = sp = 1 that is LocalAttention (before the parallelize refactor the sp 1
@@ -224,7 +227,7 @@ int main(int argc, char** argv) {
     trlhpc::MpiCommunicatorOptions comm_options;
     comm_options.progress = trlhpc::make_progress_thread(trlhpc::parse_comm_progress(comm_progress), nullptr,
                                                          std::chrono::microseconds(poll_us));
-    r = trlhpc::run(mode, seq, iters, comm_options);
+    r = trlhpc::run(mode, seq, iters, comm_options, trlhpc::Topology::discover(mpi, trlhpc::DeviceRequest::Cpu));
   } catch (const trlhpc::UserError& e) {  // raised on every rank alike, before any collective
     if (mpi.world_rank() == 0) std::fprintf(stderr, "cp_bench: %s\n", e.what());
     return 1;

@@ -37,6 +37,8 @@
 #include <string>
 #include <vector>
 
+#include "trlhpc/ops/backend.hpp"
+#include "trlhpc/runtime/topology.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/parallel/progress_thread.hpp"
@@ -129,13 +131,14 @@ struct RunResult {
 
 // Self and distributed steps alternate, so both sample the same background load (this machine is
 // shared); exposed is the median of the paired differences, which cancels slow drifts in that load.
-RunResult run_training(const BenchOptions& o, const ModelConfig& config, ProcessGroups& self, ProcessGroups& world) {
+RunResult run_training(const BenchOptions& o, const ModelConfig& config, const Topology& topology, ProcessGroups& self,
+                       ProcessGroups& world) {
   TrainerOptions options;
   options.parallel.data_parallel.sharding = parse_sharding(o.sharding);
   options.parallel.data_parallel.bucket_elements = o.bucket_mb * 1024 * 1024 / 4;
   TrainerOptions compute_only = options;
   compute_only.parallel.data_parallel.sharding = ShardingKind::None;
-  auto ops = make_cpu_ops();
+  auto ops = make_ops(topology);
   Trainer alone(config, *ops, self, compute_only), dist(config, *ops, world, options);
   alone.model().load_weights(weights_from_init(config, 1));
   dist.model().load_weights(weights_from_init(config, 1));
@@ -178,8 +181,9 @@ RunResult run_training(const BenchOptions& o, const ModelConfig& config, Process
 }
 
 // The step's non-blocking collectives with nothing to overlap (see the header comment).
-double communication_alone_seconds(const BenchOptions& o, const ModelConfig& config, ProcessGroups& groups) {
-  auto ops = make_cpu_ops();
+double communication_alone_seconds(const BenchOptions& o, const ModelConfig& config, const Topology& topology,
+                                   ProcessGroups& groups) {
+  auto ops = make_ops(topology);
   ParameterStore store(config, *ops, groups.fsdp().size());
   const ShardingKind kind = parse_sharding(o.sharding);
   Communicator& fsdp = groups.fsdp().comm();
@@ -239,8 +243,9 @@ int run(int argc, char** argv, MpiEnvironment& mpi) {
   ProcessGroups world(Mesh(ParallelDims{}.resolved(mpi.world_size())), MPI_COMM_WORLD, comm_options);
   ProcessGroups self(Mesh(ParallelDims{}.resolved(1)), MPI_COMM_SELF);
 
-  const RunResult r = run_training(o, config, self, world);
-  const double alone = communication_alone_seconds(o, config, world);
+  const Topology topology = Topology::discover(mpi, DeviceRequest::Cpu);
+  const RunResult r = run_training(o, config, topology, self, world);
+  const double alone = communication_alone_seconds(o, config, topology, world);
   if (mpi.world_rank() == 0) {
     const double tokens = static_cast<double>(o.rows * o.seq);
     char hidden[32] = "-";

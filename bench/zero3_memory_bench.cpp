@@ -34,6 +34,8 @@
 
 #include "qwen25_shape.hpp"
 #include "random_row.hpp"
+#include "trlhpc/ops/backend.hpp"
+#include "trlhpc/runtime/topology.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/io/hf_model_dir.hpp"
 #include "trlhpc/model/init.hpp"
@@ -157,7 +159,7 @@ int run(int argc, char** argv, MpiEnvironment& mpi) {
                 static_cast<long long>(o.seq), o.steps);
 
   ProcessGroups groups(Mesh(ParallelDims{}.resolved(P)), MPI_COMM_WORLD);
-  auto ops = make_cpu_ops();
+  auto ops = make_ops(Topology::discover(mpi, DeviceRequest::Cpu));
   TrainerOptions options;
   options.parallel.data_parallel.sharding = ShardingKind::Zero3;
   options.parallel.gradient_checkpointing = true;

@@ -6,9 +6,10 @@
 #include <sstream>
 
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/ops/ops.hpp"
+#include "trlhpc/ops/backend.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
+#include "trlhpc/runtime/topology.hpp"
 #include "trlhpc/train/checkpoint/checkpoint.hpp"
 #include "trlhpc/train/checkpoint/manifest.hpp"
 #include "trlhpc/train/model_export.hpp"
@@ -18,7 +19,7 @@ namespace trlhpc {
 namespace {
 
 struct ExportOptions {
-  std::string checkpoint, output_dir;
+  std::string checkpoint, output_dir, device = "cpu";
   bool help = false;
 };
 
@@ -28,7 +29,9 @@ ExportOptions parse(const std::vector<std::string>& args, std::string* help) {
   po::options_description desc("usage: trlhpc export CHECKPOINT --output_dir DIR");
   desc.add_options()("help,h", po::bool_switch(&o.help), "print this help")(
       "checkpoint", po::value<std::string>(&o.checkpoint), "a checkpoint-STEP folder (or give it first, unnamed)")(
-      "output_dir", po::value<std::string>(&o.output_dir), "where to write the Hugging Face model directory");
+      "output_dir", po::value<std::string>(&o.output_dir), "where to write the Hugging Face model directory")(
+      "device", po::value<std::string>(&o.device)->default_value(o.device),
+      "cpu|cuda|auto: where the gathered parameters live (an export computes nothing, so cpu by default)");
   po::positional_options_description positional;
   positional.add("checkpoint", 1);
   po::variables_map vm;
@@ -62,8 +65,9 @@ int run_export_command(const std::vector<std::string>& args, MpiEnvironment& mpi
                                                     (std::filesystem::path(o.checkpoint) / checkpoint::kManifestFile).string());
   const ParallelDims dims = ParallelDims{}.resolved(mpi.world_size()).for_model(
       static_cast<int>(config.num_attention_heads), static_cast<int>(config.num_key_value_heads));
+  const Topology topology = Topology::discover(mpi, parse_device_request(o.device));
+  const std::unique_ptr<Ops> ops = make_ops(topology);
   ProcessGroups groups(Mesh(dims), mpi.world());
-  auto ops = make_cpu_ops();
   ParallelizeOptions options;
   options.data_parallel.sharding = ShardingKind::Zero3;  // each rank reads and holds one shard only
   const std::unique_ptr<ParallelModel> model = parallelize(config, *ops, groups, options);

@@ -15,9 +15,10 @@
 #include "trlhpc/generate/prompt.hpp"
 #include "trlhpc/io/hf_model_dir.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
-#include "trlhpc/ops/ops.hpp"
+#include "trlhpc/ops/backend.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
+#include "trlhpc/runtime/topology.hpp"
 #include "trlhpc/train/checkpoint/checkpoint.hpp"
 #include "trlhpc/train/checkpoint/manifest.hpp"
 #include "trlhpc/train/parallelize.hpp"
@@ -26,7 +27,7 @@ namespace trlhpc {
 namespace {
 
 struct GenerateOptions {
-  std::string model, tokenizer, prompt, messages, chat_template_path;
+  std::string model, tokenizer, prompt, messages, chat_template_path, device = "auto";
   bool raw_prompt = false, json = false, help = false;
   int64_t tp_size = 0;  // 0: the world size
   GenerationOptions generation;
@@ -53,6 +54,7 @@ GenerateOptions parse(const std::vector<std::string>& args, std::string* help) {
       ("top_p", po::value<double>(&s.top_p)->default_value(s.top_p), "with --do_sample; 1: off")
       ("seed", po::value<uint64_t>(&s.seed)->default_value(s.seed), "with --do_sample")
       ("tp_size", po::value<int64_t>(&o.tp_size)->default_value(0), "tensor-parallel ranks (0: all ranks of the job)")
+      ("device", po::value<std::string>(&o.device)->default_value(o.device), "auto|cpu|cuda (auto: cuda when every node sees a GPU)")
       ("json", po::bool_switch(&o.json), "print one JSON object: input_ids, output_ids, text, finish_reason");
   po::positional_options_description positional;
   positional.add("model_name_or_path", 1);
@@ -139,8 +141,9 @@ int run_generate_command(const std::vector<std::string>& args, MpiEnvironment& m
                                            static_cast<int>(config.num_key_value_heads));
   validate_tensor_parallel(config, dims.tp);
 
+  const Topology topology = Topology::discover(mpi, parse_device_request(o.device));
+  const std::unique_ptr<Ops> ops = make_ops(topology);
   ProcessGroups groups(Mesh(dims), mpi.world());
-  auto ops = make_cpu_ops();
   const std::unique_ptr<ParallelModel> model = parallelize(config, *ops, groups, ParallelizeOptions{});
   if (is_checkpoint) checkpoint::load_checkpoint_parameters(o.model, manifest, *model);
   else model->load_weights(weights_from_hf_dir(*hf, model->tp_layout()));

@@ -123,14 +123,26 @@ void CudaOpsImpl::matmul(const Tensor& a, bool trans_a, const Tensor& b, bool tr
   TRLHPC_ASSERT(K == Kb && c.dim(0) == M && c.dim(1) == N,
                 "matmul shapes " + shape_string(a.shape()) + (trans_a ? "^T" : "") + " x " + shape_string(b.shape()) +
                     (trans_b ? "^T" : "") + " -> " + shape_string(c.shape()));
-  TRLHPC_ASSERT(a.dtype() == b.dtype(), std::string("matmul operands must share a dtype, got ") +
-                                            dtype_name(a.dtype()) + " and " + dtype_name(b.dtype()));
   expect_cuda(a, "matmul a");
   expect_cuda(b, "matmul b");
   expect_cuda(c, "matmul c");
+  // Under a BF16 compute dtype an F32 operand (a master weight, dq/dk/dv, the dlogits) is rounded to bf16
+  // first, as the CPU GEMM rounds it while packing (Ops::compute_dtype): every GEMM of the recipe then
+  // multiplies bf16 operands with fp32 accumulation, on either backend. The scratch copies are freed to
+  // the allocator right after the launch: later work on this one stream cannot overtake the GEMM.
+  const Tensor a_op = bf16_operand(a), b_op = bf16_operand(b);
+  TRLHPC_ASSERT(a_op.dtype() == b_op.dtype(), std::string("matmul operands must share a dtype, got ") +
+                                                  dtype_name(a.dtype()) + " and " + dtype_name(b.dtype()));
   const auto timing = timed("matmul");
-  matmul_->run(a.data(), trans_a, b.data(), trans_b, c.data(), cuda_type(a.dtype(), "matmul a"),
+  matmul_->run(a_op.data(), trans_a, b_op.data(), trans_b, c.data(), cuda_type(a_op.dtype(), "matmul a"),
                cuda_type(c.dtype(), "matmul c"), M, N, K, alpha, beta, stream());
+}
+
+Tensor CudaOpsImpl::bf16_operand(const Tensor& t) {
+  if (compute_dtype() != DType::BF16 || t.dtype() != DType::F32) return t;
+  Tensor rounded = allocate(t.shape(), DType::BF16);
+  cast(rounded, t);
+  return rounded;
 }
 
 void CudaOpsImpl::bias_add(const Tensor& y, const Tensor& bias) {

@@ -63,6 +63,8 @@ class CudaOpsImpl final : public CudaOps {
 
   void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c, float alpha,
               float beta) override;
+  // `t` itself, or (BF16 compute dtype, F32 t) a BF16 scratch copy of it rounded to nearest even.
+  Tensor bf16_operand(const Tensor& t);
   void bias_add(const Tensor& y, const Tensor& bias) override;
   void bias_bwd(const Tensor& dy, const Tensor& dbias) override;
   void add_inplace(const Tensor& y, const Tensor& x) override;

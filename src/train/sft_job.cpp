@@ -1,6 +1,5 @@
 #include "trlhpc/train/sft_job.hpp"
 
-#include <omp.h>
 #include <sys/resource.h>
 
 #include <cstdio>
@@ -12,7 +11,7 @@
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/data/dataset/fingerprint.hpp"
 #include "trlhpc/io/hf_model_dir.hpp"
-#include "trlhpc/kernels/cpu.hpp"
+#include "trlhpc/ops/backend.hpp"
 #include "trlhpc/parallel/deadline_timer.hpp"
 #include "trlhpc/parallel/memory_plan.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
@@ -34,8 +33,6 @@
 #include "trlhpc/train/sft_plan.hpp"
 #include "trlhpc/train/trainer.hpp"
 
-extern "C" void openblas_set_num_threads(int);
-
 namespace trlhpc {
 namespace {
 
@@ -50,17 +47,6 @@ std::string mib(int64_t bytes) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%.2f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
   return buffer;
-}
-
-// The device this rank computes on (the cpu backend only, for now) and its threads.
-Topology set_up_compute(const SftConfig& c, MpiEnvironment& mpi) {
-  Topology topology = Topology::discover(mpi, parse_device_request(c.device));
-  if (topology.device() != Device::CPU)
-    throw UserError("--device " + c.device + " selected a GPU, but this version trains on the cpu backend only: pass --device cpu");
-  if (const std::string gemm = cpu::cpu_gemm_check(); !gemm.empty()) throw UserError(gemm);
-  omp_set_num_threads(topology.cpu_threads());
-  openblas_set_num_threads(topology.cpu_threads());
-  return topology;
 }
 
 void log_dataset(const SftConfig& c, const dataset::SftDataset& train, MetricsLogger& logger) {
@@ -150,7 +136,7 @@ void set_up_checkpoints(const SftConfig& c, const SftPlan& plan, const dataset::
 // The start line: the model, the layout, and per rank the persistent state the strategy allocated plus
 // what a step of a full-length micro-batch adds (memory_plan.hpp), so a user sees the floor the peak
 // resident memory should approach.
-void log_start(const SftConfig& c, const SftPlan& plan, const Trainer& trainer, const Topology& topology,
+void log_start(const SftConfig& c, const SftPlan& plan, const Trainer& trainer, const Topology& topology, const Ops& ops,
                int64_t total_steps, MetricsLogger& logger) {
   const MemoryAccount memory = trainer.memory();
   const ShardingKind sharding = plan.trainer.parallel.data_parallel.sharding;
@@ -163,17 +149,17 @@ void log_start(const SftConfig& c, const SftPlan& plan, const Trainer& trainer, 
   logger.message("model " + std::string(plan.model.architecture_name()) + " " +
                  std::to_string(plan.model.parameter_count()) + " parameters; mesh " + plan.dims.to_string() +
                  "; sharding " + sharding_name(sharding) +
-                 (c.bf16 ? "; bf16 mixed precision" : "; fp32") + "; per rank: parameters " + mib(memory.parameter_bytes) +
+                 "; per rank: parameters " + mib(memory.parameter_bytes) +
                  ", gradients " + mib(memory.gradient_bytes) + ", optimizer " + mib(memory.optimizer_bytes) +
                  ", largest gathered unit + gradient " + mib(step.gathered_unit_bytes) + ", activations " +
                  mib(step.activation_bytes) + ", loss chunk " + mib(step.loss_bytes) + ", floor " + mib(floor) + "; " +
-                 std::to_string(topology.cpu_threads()) + " threads/rank; " + std::to_string(total_steps) + " steps");
+                 "backend " + backend_description(ops, topology) + "; " + std::to_string(total_steps) + " steps");
   if (const std::string warning = cpu_blas_warning(); !warning.empty()) logger.message("warning: " + warning);
 }
 
 // The MFU denominator: --peak_flops, else the measured GEMM rate; the same (smallest) on every rank.
 double peak_flops_per_rank(const SftConfig& c, Ops& ops, ProcessGroups& groups) {
-  double peak = c.peak_flops > 0 ? c.peak_flops : measure_gemm_flops(ops);
+  double peak = c.peak_flops > 0 ? c.peak_flops : measure_matmul_flops(ops);
   groups.world().comm().all_reduce(std::span<double>(&peak, 1), ReduceOp::Min);
   return peak;
 }
@@ -222,7 +208,9 @@ int run_watched_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   // never arrives (a wedged node) is caught by this deadline instead (exit 2, naming the exchange).
   DeadlineTimer startup(c.ddp_timeout);
   startup.arm("start-up exchange (topology discovery and creating the communicators)");
-  const Topology topology = set_up_compute(c, mpi);
+  const Topology topology = Topology::discover(mpi, parse_device_request(c.device));
+  // The backend before the communicators: a device communicator orders its stream after the backend's.
+  const std::unique_ptr<Ops> ops = make_ops(topology, BackendOptions{c.bf16 ? DType::BF16 : DType::F32});
   const bool is_main = mpi.world_rank() == 0;
   // --ddp_timeout: a collective that waits longer ends the job (exit 2), naming the phase set below.
   // --comm_progress thread: one progress thread shared by every group's communicator.
@@ -281,7 +269,6 @@ int run_watched_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
                    " are given; the mixture is used and --dataset_name ignored, as TRL does");
   log_dataset(c, train, logger);
 
-  auto ops = make_cpu_ops(c.bf16 ? DType::BF16 : DType::F32);
   Trainer trainer(plan.model, *ops, groups, plan.trainer);
   std::optional<checkpoint::AsyncCheckpointSaver> async;  // --async_save: outlives the loop's saves
   if (c.async_save) {
@@ -291,7 +278,7 @@ int run_watched_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   }
   SftLoop loop(c, plan.schedule, trainer, train, eval ? &*eval : nullptr, logger, watch);
   set_up_checkpoints(c, plan, train, trainer, loop, logger, async ? &*async : nullptr);
-  log_start(c, plan, trainer, topology, loop.total_steps(), logger);
+  log_start(c, plan, trainer, topology, *ops, loop.total_steps(), logger);
   const SftLoopOutcome outcome = loop.run(peak_flops_per_rank(c, *ops, groups));
   if (outcome.signal) return report_preemption(c, outcome.signal, outcome, loop.total_steps(), logger);
   logger.finish();

@@ -14,7 +14,8 @@
 // ---- Mixed precision (bf16 compute, fp32 master) ----------------------------------------------------
 // Tensors passed to the ops may be F32 or BF16 where the table below allows it; arithmetic is fp32
 // everywhere (accumulators, softmax and norm statistics, GEMM accumulation), BF16 is storage only.
-//   matmul                 a, b both F32 or both BF16; c F32 or BF16 (fp32 accumulate, beta on c in fp32)
+//   matmul                 a, b F32 or BF16 (F32 rounded to BF16 under a BF16 compute dtype, else both F32
+//                          or both BF16); c F32 or BF16 (fp32 accumulate, beta on c in fp32)
 //   bias_add / bias_bwd    y, dy F32|BF16; bias, dbias F32
 //   add_inplace            (y, x) = (F32, F32) | (BF16, BF16) | (F32, BF16)
 //   scale_inplace, sum_of_squares  F32 | BF16
@@ -28,10 +29,9 @@
 // The decoder runs this recipe under --bf16 on the CPU backend (docs/ARCHITECTURE.md "Mixed precision":
 // the activations above in compute_dtype(), the residual stream, dq/dk/dv and all gradients F32, dx cast
 // to the compute dtype before the o_proj/down_proj backward GEMMs). It hands the F32 master weights, and
-// F32 dq/dk/dv and dlogits, to matmul, which the CPU GEMM rounds as it packs. Before a Decoder can run
-// bf16 on this backend, CudaOps::matmul must do the same (cast an F32 operand into a BF16 scratch, or
-// use compute_weight() for the masters: a BF16 shadow refreshed by adamw_step /
-// refresh_compute_weights()); until then sft builds only the CPU backend with a BF16 compute dtype.
+// F32 dq/dk/dv and dlogits, to matmul, which the CPU GEMM rounds as it packs; CudaOps::matmul rounds an
+// F32 operand into a BF16 scratch copy first (same numbers, an extra cast per call: caching the weights'
+// copies per optimizer step is issue 25). Compiled here; not yet run on a GPU.
 #if defined(TRLHPC_HAVE_CUDA)
 
 #include <cstdint>

@@ -11,11 +11,8 @@
 
 namespace trlhpc {
 
-class Ops;
-
 double training_flops_per_token(const ModelConfig& config, int64_t seq_len);
-// Measured fp32 GEMM rate of the backend (FLOP/s; on the CPU backend, this process's BLAS threads),
-// from a few 2048^3 Ops::matmul calls: the "peak" for MFU when --peak_flops is not given.
-double measure_gemm_flops(Ops& ops);
+// The MFU denominator when --peak_flops is not given is the backend's measured GEMM rate:
+// measure_matmul_flops (include/trlhpc/ops/backend.hpp).
 
 }  // namespace trlhpc

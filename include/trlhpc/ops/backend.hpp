@@ -1,0 +1,39 @@
+#pragma once
+// The backend seam: the one place that turns "where this rank computes" (Topology's device binding) into
+// an Ops. sft, export, generate and the benchmarks call make_ops; nothing else names CpuOps or CudaOps.
+//
+//   Topology says cpu   -> the CPU backend: OpenMP and OpenBLAS get topology.cpu_threads() threads,
+//                          TRLHPC_CPU_GEMM is checked (UserError naming the variable).
+//   Topology says cuda  -> the CUDA backend on topology.gpu_index() (CUDA builds; cudaSetDevice is done
+//                          by the backend). The host threads still get cpu_threads() (data preparation,
+//                          checkpoint copies). A build without CUDA never binds a GPU (Topology sees 0).
+//
+// `--device cuda` without a visible GPU is refused earlier, by Topology::discover, with the host named.
+//
+// Built as its own target (trlhpc_backend) above `ops` and `cuda_ops`: the CUDA backend derives from
+// Ops, so the selection cannot live in the `ops` target without a link cycle.
+#include <memory>
+#include <string>
+
+#include "trlhpc/core/dtype.hpp"
+#include "trlhpc/ops/ops.hpp"
+
+namespace trlhpc {
+
+class Topology;
+
+struct BackendOptions {
+  DType compute_dtype = DType::F32;  // --bf16: BF16 (the mixed-precision recipe, docs/ARCHITECTURE.md)
+  bool allow_tf32 = false;           // CUDA only: F32 GEMMs on TF32 tensor cores
+};
+
+std::unique_ptr<Ops> make_ops(const Topology& topology, const BackendOptions& options = {});
+
+// "cpu (avx512-bf16 GEMM, 2 threads)", "cuda:0 (NVIDIA H200)": for start lines and `trlhpc env`.
+std::string backend_description(const Ops& ops, const Topology& topology);
+
+// The backend's measured GEMM rate in FLOP/s (the MFU denominator when --peak_flops is not given): best of
+// several 2048^3 products in the compute dtype (on the CPU under BF16: the mixed bf16 GEMM).
+double measure_matmul_flops(Ops& ops);
+
+}  // namespace trlhpc
