@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "trlhpc/runtime/mpi_check.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/parallel/mpi_communicator.hpp"
 #include "trlhpc/runtime/mpi_comm.hpp"

@@ -37,7 +37,7 @@
 #include "trlhpc/ops/backend.hpp"
 #include "trlhpc/runtime/topology.hpp"
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/io/hf_model_dir.hpp"
+#include "trlhpc/model/hf_model_dir.hpp"
 #include "trlhpc/model/init.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"

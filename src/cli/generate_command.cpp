@@ -13,7 +13,7 @@
 #include "trlhpc/data/tokenizer/tokenizer.hpp"
 #include "trlhpc/generate/generator.hpp"
 #include "trlhpc/generate/prompt.hpp"
-#include "trlhpc/io/hf_model_dir.hpp"
+#include "trlhpc/model/hf_model_dir.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
 #include "trlhpc/ops/backend.hpp"
 #include "trlhpc/parallel/process_groups.hpp"

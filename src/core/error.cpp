@@ -1,8 +1,5 @@
 #include "trlhpc/core/error.hpp"
 
-#include <hdf5.h>
-#include <mpi.h>
-
 #include <sstream>
 
 namespace trlhpc {
@@ -33,25 +30,5 @@ void throw_runtime_failure(const char* library, const char* expr, const std::str
 }
 
 void throw_user_error(const std::string& message) { throw UserError(message); }
-
-std::string mpi_error_string(int code) {
-  char buffer[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  if (MPI_Error_string(code, buffer, &length) != MPI_SUCCESS) return "MPI error code " + std::to_string(code);
-  return std::string(buffer, static_cast<size_t>(length));
-}
-
-namespace {
-herr_t collect_innermost(unsigned n, const H5E_error2_t* err, void* out) {
-  if (n == 0 && err->desc) *static_cast<std::string*>(out) = std::string(err->func_name) + ": " + err->desc;
-  return 0;
-}
-}  // namespace
-
-std::string hdf5_error_string() {
-  std::string message = "unknown HDF5 error";
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, collect_innermost, &message);
-  return message;
-}
 
 }  // namespace trlhpc

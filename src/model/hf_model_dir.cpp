@@ -1,5 +1,5 @@
 // HfModelDir: reading a Hugging Face model directory. Saving is in hf_model_save.cpp.
-#include "trlhpc/io/hf_model_dir.hpp"
+#include "trlhpc/model/hf_model_dir.hpp"
 
 #include <algorithm>
 #include <cmath>

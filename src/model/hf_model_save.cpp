@@ -4,7 +4,7 @@
 #include <filesystem>
 
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/io/hf_model_dir.hpp"
+#include "trlhpc/model/hf_model_dir.hpp"
 
 namespace trlhpc {
 namespace fs = std::filesystem;

@@ -5,6 +5,7 @@
 #include <sstream>
 #include <thread>
 
+#include "trlhpc/runtime/mpi_check.hpp"
 #include "trlhpc/core/error.hpp"
 
 namespace trlhpc {

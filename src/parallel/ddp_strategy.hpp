@@ -10,8 +10,9 @@
 
 namespace trlhpc {
 
-class DdpStrategy final : public DataParallelStrategy {
+class DdpStrategy final : public DataParallelStrategy, public ShardedStateView {
  public:
+  ShardedStateView& state() override { return *this; }
   DdpStrategy(const DataParallelOptions& options, ParameterStore& store, ProcessGroups& groups, Ops& ops);
 
   void begin_micro_step(bool last_micro_step) override;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "trlhpc/runtime/mpi_check.hpp"
 #include "trlhpc/core/dtype.hpp"
 #include "trlhpc/core/error.hpp"
 

@@ -1,4 +1,5 @@
 #include "trlhpc/parallel/mpi_communicator.hpp"
+#include "trlhpc/runtime/mpi_check.hpp"
 
 #include <algorithm>
 #include <chrono>

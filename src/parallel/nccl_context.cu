@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "cuda_raii.cuh"
+#include "trlhpc/runtime/mpi_check.hpp"
 #include "trlhpc/core/cuda_check.hpp"
 #include "trlhpc/parallel/nccl_context.hpp"
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "src/parallel/hdf5_check.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/parallel/communicator.hpp"
 #include "trlhpc/parallel/process_groups.hpp"

@@ -1,5 +1,6 @@
 #include "trlhpc/parallel/process_groups.hpp"
 
+#include "trlhpc/runtime/mpi_check.hpp"
 #include "trlhpc/core/error.hpp"
 
 namespace trlhpc {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "trlhpc/runtime/mpi_check.hpp"
 #include "trlhpc/core/error.hpp"
 
 namespace trlhpc {

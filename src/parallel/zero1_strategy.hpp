@@ -20,8 +20,9 @@
 
 namespace trlhpc {
 
-class Zero1Strategy : public DataParallelStrategy {
+class Zero1Strategy : public DataParallelStrategy, public ShardedStateView {
  public:
+  ShardedStateView& state() override { return *this; }
   Zero1Strategy(const DataParallelOptions& options, ParameterStore& store, ProcessGroups& groups, Ops& ops);
 
   void begin_micro_step(bool last_micro_step) override { last_micro_step_ = last_micro_step; }

@@ -26,8 +26,9 @@
 
 namespace trlhpc {
 
-class Zero3Strategy final : public DataParallelStrategy {
+class Zero3Strategy final : public DataParallelStrategy, public ShardedStateView {
  public:
+  ShardedStateView& state() override { return *this; }
   Zero3Strategy(const DataParallelOptions& options, ParameterStore& store, ProcessGroups& groups, Ops& ops);
 
   void begin_micro_step(bool last_micro_step) override { last_micro_step_ = last_micro_step; }

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "trlhpc/runtime/mpi_check.hpp"
 #include "trlhpc/core/error.hpp"
 
 namespace trlhpc {

@@ -38,6 +38,8 @@ MpiEnvironment::MpiEnvironment(int* argc, char*** argv) {
     if (std::getenv(name) != nullptr) under_launcher_ = true;
 }
 
+MPI_Comm MpiEnvironment::world() const { return MPI_COMM_WORLD; }
+
 MpiEnvironment::~MpiEnvironment() {
   if (!owns_mpi_) return;
   if (std::uncaught_exceptions() > uncaught_at_start_ && world_size_ > 1) MPI_Abort(MPI_COMM_WORLD, 2);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 
+#include "trlhpc/runtime/mpi_check.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/runtime/mpi_comm.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/io/hf_model_dir.hpp"
+#include "trlhpc/model/hf_model_dir.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
 #include "trlhpc/ops/ops.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
@@ -60,12 +60,12 @@ void export_hf_model(ParallelModel& model, const std::string& output_dir, const 
   });
   std::vector<float> full;  // (numel of the largest full tensor) one parameter at a time
   for (int u = 0; u < store.num_units(); ++u) {
-    strategy.gather_unit_parameters(u);
+    strategy.state().gather_unit_parameters(u);
     for (const ParameterSlot& slot : store.unit(u).slots) {
       gather_tp_tensor(slot, store, model.ops(), groups.tp().comm(), writer, full);
       attempt([&] { out->append(slot.spec.name, full.data(), static_cast<int64_t>(full.size())); });
     }
-    strategy.release_unit_parameters(u);
+    strategy.state().release_unit_parameters(u);
   }
   attempt([&] { out->finish(); });
   int failed = failure ? 1 : 0;

@@ -56,7 +56,7 @@ ParallelModel::ParallelModel(const ModelConfig& config, Ops& ops, ProcessGroups&
 
 ParallelModel::~ParallelModel() = default;
 
-void ParallelModel::load_weights(const UnitRangeSource& source) { strategy_->load_parameters(source); }
+void ParallelModel::load_weights(const UnitRangeSource& source) { strategy_->state().load_parameters(source); }
 
 Batch ParallelModel::shard_tokens(const Batch& batch) const {
   return shard_sequence(pad_sequence(batch, sequence_multiple_), shard_);

@@ -10,7 +10,7 @@
 #include "src/train/sft_loop.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/data/dataset/fingerprint.hpp"
-#include "trlhpc/io/hf_model_dir.hpp"
+#include "trlhpc/model/hf_model_dir.hpp"
 #include "trlhpc/ops/backend.hpp"
 #include "trlhpc/parallel/deadline_timer.hpp"
 #include "trlhpc/parallel/memory_plan.hpp"

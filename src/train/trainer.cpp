@@ -11,7 +11,7 @@ namespace trlhpc {
 
 Trainer::Trainer(const ModelConfig& config, Ops& ops, ProcessGroups& groups, const TrainerOptions& options)
     : ops_(ops), groups_(groups), options_(options), model_(parallelize(config, ops, groups, options.parallel)) {
-  optimizer_ = std::make_unique<AdamW>(model_->store(), model_->strategy().owned_ranges(), options.adamw, ops);
+  optimizer_ = std::make_unique<AdamW>(model_->store(), model_->sharded_state().owned_ranges(), options.adamw, ops);
 }
 
 Trainer::~Trainer() = default;
@@ -95,15 +95,15 @@ StepResult Trainer::step(const std::vector<Batch>& micro_batches, double lr) {
     const double coef = options_.max_grad_norm / (result.grad_norm + 1e-6);
     if (coef < 1.0) model_->strategy().scale_owned_grads(static_cast<float>(coef));
   }
-  optimizer_->step(model_->strategy().owned_params(), model_->strategy().owned_grads(), static_cast<float>(lr));
+  optimizer_->step(model_->sharded_state().owned_params(), model_->sharded_state().owned_grads(), static_cast<float>(lr));
   model_->strategy().finish_step();
   return result;
 }
 
 std::string Trainer::first_nonfinite_gradient() {
   ParameterStore& store = model_->store();
-  const std::vector<OptimizerRange> ranges = model_->strategy().owned_ranges();
-  const std::vector<Tensor> grads = model_->strategy().owned_grads();
+  const std::vector<OptimizerRange> ranges = model_->sharded_state().owned_ranges();
+  const std::vector<Tensor> grads = model_->sharded_state().owned_grads();
   int64_t first = std::numeric_limits<int64_t>::max(), index = 0;
   std::vector<std::string> names;
   for (int u = 0; u < store.num_units(); ++u) {

@@ -123,13 +123,13 @@ testing::Curve train(const ModelConfig& config, const UnitRangeSource& weights, 
       rows.push_back(testing::synthetic_row(options.seq_len, config.vocab_size, options.data_seed, s, d * R + i));
     curve.steps.push_back(trainer.step({trainer.model().shard_tokens(testing::concat_rows(rows))}, options.lr));
   }
-  trainer.model().strategy().gather_full_parameters();
+  trainer.model().sharded_state().gather_full_parameters();
   for (ParameterUnit& unit : trainer.model().store().units()) {
     std::vector<float> host(static_cast<size_t>(unit.numel));
     ops->copy_to_host(host.data(), unit.params, host.size() * sizeof(float));
     curve.final_params.push_back(std::move(host));
   }
-  trainer.model().strategy().release_full_parameters();
+  trainer.model().sharded_state().release_full_parameters();
   return curve;
 }
 

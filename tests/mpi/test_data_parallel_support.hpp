@@ -16,7 +16,7 @@
 
 #include "test_support.hpp"
 #include "trlhpc/data/batch.hpp"
-#include "trlhpc/io/hf_model_dir.hpp"
+#include "trlhpc/model/hf_model_dir.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/train/trainer.hpp"
 
@@ -139,13 +139,13 @@ inline Curve train_curve(const ModelConfig& config, const UnitRangeSource& weigh
   for (int64_t row = d; row < options.global_rows; row += D)
     eval.push_back(synthetic_row(options.seq_len, config.vocab_size, options.data_seed + 1, 0, row));
   curve.eval_loss = trainer.evaluate(eval);
-  trainer.model().strategy().gather_full_parameters();
+  trainer.model().sharded_state().gather_full_parameters();
   for (ParameterUnit& unit : trainer.model().store().units()) {
     std::vector<float> host(static_cast<size_t>(unit.numel));
     ops->copy_to_host(host.data(), unit.params, host.size() * sizeof(float));
     curve.final_params.push_back(std::move(host));
   }
-  trainer.model().strategy().release_full_parameters();
+  trainer.model().sharded_state().release_full_parameters();
   return curve;
 }
 

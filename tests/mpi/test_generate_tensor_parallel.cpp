@@ -12,7 +12,7 @@
 
 #include "test_support.hpp"
 #include "trlhpc/generate/generator.hpp"
-#include "trlhpc/io/hf_model_dir.hpp"
+#include "trlhpc/model/hf_model_dir.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/train/parallelize.hpp"

@@ -8,7 +8,7 @@
 #include "golden_fixture.hpp"
 #include "test_support.hpp"
 #include "trlhpc/data/batch.hpp"
-#include "trlhpc/io/hf_model_dir.hpp"
+#include "trlhpc/model/hf_model_dir.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/train/trainer.hpp"
 

@@ -3,7 +3,7 @@
 #include <mpi.h>
 
 #include "test_support.hpp"
-#include "trlhpc/io/hf_model_dir.hpp"
+#include "trlhpc/model/hf_model_dir.hpp"
 #include "trlhpc/parallel/memory_plan.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/train/trainer.hpp"

@@ -18,7 +18,7 @@
 #include <random>
 
 #include "test_support.hpp"
-#include "trlhpc/io/hf_model_dir.hpp"
+#include "trlhpc/model/hf_model_dir.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/parallel/sequence_shard.hpp"
 #include "trlhpc/train/trainer.hpp"

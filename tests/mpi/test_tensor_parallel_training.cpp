@@ -112,7 +112,7 @@ ModelConfig biased_llama() {
 
 // Full parameters of every unit (tp slices all-gathered and reassembled), in full-spec order.
 std::vector<std::vector<float>> full_parameters(Trainer& trainer, ProcessGroups& groups, const ModelConfig& config) {
-  trainer.model().strategy().gather_full_parameters();
+  trainer.model().sharded_state().gather_full_parameters();
   Communicator& tp = groups.tp().comm();
   std::vector<std::vector<float>> units;
   for (ParameterUnit& unit : trainer.model().store().units()) {
@@ -127,7 +127,7 @@ std::vector<std::vector<float>> full_parameters(Trainer& trainer, ProcessGroups&
     }
     units.push_back(std::move(out));
   }
-  trainer.model().strategy().release_full_parameters();
+  trainer.model().sharded_state().release_full_parameters();
   (void)config;
   return units;
 }

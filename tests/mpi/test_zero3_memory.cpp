@@ -17,7 +17,7 @@
 
 #include "heap_usage.hpp"
 #include "test_data_parallel_support.hpp"
-#include "trlhpc/io/hf_model_dir.hpp"
+#include "trlhpc/model/hf_model_dir.hpp"
 #include "trlhpc/io/safetensors.hpp"
 #include "trlhpc/model/init.hpp"
 #include "trlhpc/parallel/memory_plan.hpp"
@@ -131,8 +131,8 @@ TEST(Zero3Memory, LoadAndFinalSaveHoldTheShardPlusOneUnit) {
   // The loaded shards are the init's bits.
   for (int u = 0; u < store.num_units(); ++u) {
     const std::vector<float> want = init_unit(config, u, store.unit(u).padded_numel);
-    const Tensor shard = trainer->model().strategy().owned_params()[static_cast<size_t>(u)];
-    const OptimizerRange range = trainer->model().strategy().owned_ranges()[static_cast<size_t>(u)];
+    const Tensor shard = trainer->model().sharded_state().owned_params()[static_cast<size_t>(u)];
+    const OptimizerRange range = trainer->model().sharded_state().owned_ranges()[static_cast<size_t>(u)];
     const std::vector<float> got = to_host(*ops, shard);
     ASSERT_EQ(static_cast<int64_t>(got.size()), range.end - range.begin);
     for (int64_t i = 0; i < range.end - range.begin; ++i)
@@ -169,7 +169,7 @@ TEST(Zero3Memory, LoadAndFinalSaveHoldTheShardPlusOneUnit) {
       << tensor << ", the full model " << full_model;
 
   // The file holds the trained parameters (all units gathered at once: the independent path).
-  trainer->model().strategy().gather_full_parameters();
+  trainer->model().sharded_state().gather_full_parameters();
   if (rank == 0) {
     const SafetensorsReader saved(out_dir + "/model.safetensors");
     for (const ParameterUnit& u : store.units())
@@ -180,7 +180,7 @@ TEST(Zero3Memory, LoadAndFinalSaveHoldTheShardPlusOneUnit) {
         EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << slot.spec.name << " differs in the file";
       }
   }
-  trainer->model().strategy().release_full_parameters();
+  trainer->model().sharded_state().release_full_parameters();
   if (rank == 0)
     std::printf("[ measured ] %d ranks: full model %lld B, sharded state %lld B, largest unit %lld B; set-up + load "
                 "peak %lld B, final save peak %lld B (largest tensor %lld B)\n",
@@ -224,7 +224,7 @@ TEST(Zero3Memory, Bf16TrainingGathersRoundSavingGathersDoNot) {
   Trainer trainer(config, *ops, groups, zero3_options(false));
   trainer.model().load_weights(weights_from_init(config, kSeed));
   ParameterStore& store = trainer.model().store();
-  DataParallelStrategy& strategy = trainer.model().strategy();
+  ShardedStateView& strategy = trainer.model().sharded_state();
   const int unit = 1;
   const int64_t n = store.unit(unit).padded_numel;
   auto values = [&] {

@@ -14,7 +14,7 @@
 #include "test_support.hpp"
 #include "trlhpc/data/tokenizer/tokenizer.hpp"
 #include "trlhpc/generate/generator.hpp"
-#include "trlhpc/io/hf_model_dir.hpp"
+#include "trlhpc/model/hf_model_dir.hpp"
 #include "trlhpc/model/decoder.hpp"
 #include "trlhpc/model/model_weights.hpp"
 

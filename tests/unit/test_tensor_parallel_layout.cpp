@@ -11,7 +11,7 @@
 
 #include "test_support.hpp"
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/io/hf_model_dir.hpp"
+#include "trlhpc/model/hf_model_dir.hpp"
 #include "trlhpc/model/model_weights.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
 

@@ -38,30 +38,8 @@ std::string rank_prefix();
                                         const char* file, int line);
 [[noreturn]] void throw_user_error(const std::string& message);
 
-// MPI: error string from MPI_Error_string. Communicators use MPI_ERRORS_RETURN so this sees the code.
-std::string mpi_error_string(int code);
-// HDF5: the error stack's innermost message.
-std::string hdf5_error_string();
 
 }  // namespace trlhpc
-
-#define TRLHPC_CHECK_MPI(expr)                                                                      \
-  do {                                                                                              \
-    int trlhpc_rc_ = (expr);                                                                        \
-    if (trlhpc_rc_ != 0)                                                                            \
-      ::trlhpc::throw_runtime_failure("MPI", #expr, ::trlhpc::mpi_error_string(trlhpc_rc_),         \
-                                      __FILE__, __LINE__);                                          \
-  } while (0)
-
-// HDF5 calls return a negative value on failure.
-#define TRLHPC_CHECK_HDF5(expr)                                                                     \
-  ([&]() {                                                                                          \
-    auto trlhpc_rc_ = (expr);                                                                       \
-    if (trlhpc_rc_ < 0)                                                                             \
-      ::trlhpc::throw_runtime_failure("HDF5", #expr, ::trlhpc::hdf5_error_string(), __FILE__,       \
-                                      __LINE__);                                                    \
-    return trlhpc_rc_;                                                                              \
-  }())
 
 // Internal invariant (a bug in trlhpc, not the user's input).
 #define TRLHPC_ASSERT(cond, msg)                                                                    \

@@ -6,7 +6,7 @@
 #include <functional>
 
 #include "trlhpc/core/tensor.hpp"
-#include "trlhpc/io/hf_model_dir.hpp"
+#include "trlhpc/model/hf_model_dir.hpp"
 #include "trlhpc/model/parameter_store.hpp"
 
 namespace trlhpc {

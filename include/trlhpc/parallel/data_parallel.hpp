@@ -55,13 +55,12 @@ struct CommTimeline {
   double backward_end = 0;
 };
 
-class DataParallelStrategy : public UnitHooks {
+// The state a data-parallel profile keeps between steps, as the rest of the job sees it: what this rank
+// owns (the optimizer's and the checkpoint's view), loading it, and bringing units together for saving,
+// export and tests that inspect the whole model.
+class ShardedStateView {
  public:
-  ~DataParallelStrategy() override = default;
-  virtual void begin_micro_step(bool last_micro_step) = 0;
-  virtual void finish_gradients() = 0;
-  virtual double grad_norm_squared() = 0;
-  virtual void scale_owned_grads(float factor) = 0;
+  virtual ~ShardedStateView() = default;
   virtual std::vector<OptimizerRange> owned_ranges() const = 0;
   // True on exactly one of the ranks (of one tp slice) that own the same elements: DDP's owned
   // ranges are whole units on every rank of the loss group, ZeRO's shards are repeated across
@@ -69,9 +68,6 @@ class DataParallelStrategy : public UnitHooks {
   virtual bool primary_owner() const = 0;
   virtual std::vector<Tensor> owned_params() = 0;
   virtual std::vector<Tensor> owned_grads() = 0;
-  virtual void finish_step() = 0;
-  virtual MemoryAccount memory(const AdamW* optimizer) const = 0;
-  virtual const CommTimeline& timeline() const = 0;
   // Fills the parameters this rank stores from `source` (every unit in full, or its shards).
   virtual void load_parameters(const UnitRangeSource& source) = 0;
   // Brings every unit's full parameters to this rank at once (tests that inspect the whole model); no-op
@@ -79,12 +75,29 @@ class DataParallelStrategy : public UnitHooks {
   virtual void gather_full_parameters() = 0;
   virtual void release_full_parameters() = 0;
   // Unit `unit`'s full parameters in store.unit(unit).params until release_unit_parameters(unit):
-  // collective over fsdp under ZeRO-3 (every rank, same units, same order), no-op otherwise.
+  // collective over fsdp under ZeRO-3 (every rank, same units, same order), no-op otherwise. Full
+  // precision (fp32), also under --bf16, whose training gathers are bf16 (docs/ARCHITECTURE.md).
   virtual void gather_unit_parameters(int unit) = 0;
   virtual void release_unit_parameters(int unit) = 0;
+};
+
+// The step protocol of the header comment: the hooks the trainer and the decoder call during a step.
+class DataParallelStrategy : public UnitHooks {
+ public:
+  ~DataParallelStrategy() override = default;
+  virtual void begin_micro_step(bool last_micro_step) = 0;
+  virtual void finish_gradients() = 0;
+  virtual double grad_norm_squared() = 0;
+  virtual void scale_owned_grads(float factor) = 0;
+  virtual void finish_step() = 0;
   // Returns the idle full-size unit buffers a sharded strategy keeps for the next step (ZeRO-1/2/3) to
   // the allocator, e.g. before the final save; a later step allocates them again.
   virtual void release_cached_buffers() = 0;
+  virtual MemoryAccount memory(const AdamW* optimizer) const = 0;
+  // The last step's gradient-communication events (the overlap test and dp_bench).
+  virtual const CommTimeline& timeline() const = 0;
+  // The same profile's state between steps.
+  virtual ShardedStateView& state() = 0;
 };
 
 // The full-size unit buffers a strategy of `kind` keeps in the store (ZeRO-2 shards the gradients,

@@ -30,8 +30,9 @@ class MpiEnvironment {
   // isatty() on a rank cannot tell a user's terminal from a redirected log.
   bool under_launcher() const { return under_launcher_; }
   // The job's world communicator, to build ProcessGroups from (which duplicate it: trlhpc never
-  // communicates on it directly).
-  MPI_Comm world() const { return MPI_COMM_WORLD; }
+  // communicates on it directly). Out of line: MPI_COMM_WORLD is an MPI library symbol, and only
+  // runtime/ and parallel/ may reference those (docs/ARCHITECTURE.md "Layering").
+  MPI_Comm world() const;
 
   // Abort every rank with `exit_code` (used by the CLI after printing an error that not all ranks saw).
   [[noreturn]] void abort(int exit_code) const;

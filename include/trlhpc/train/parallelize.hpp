@@ -59,6 +59,7 @@ class ParallelModel {
   TpLayout tp_layout() const { return tp_; }  // pass it to weights_from_hf_dir / weights_from_init
   ParameterStore& store() { return *store_; }
   DataParallelStrategy& strategy() { return *strategy_; }
+  ShardedStateView& sharded_state() { return strategy_->state(); }
   SequenceAttention& sequence_attention() { return *attention_; }
   const SequenceShard& sequence_shard() const { return shard_; }
   Decoder& decoder() { return *decoder_; }

@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/io/hf_model_dir.hpp"
+#include "trlhpc/model/hf_model_dir.hpp"
 #include "trlhpc/train/checkpoint/manifest.hpp"
 
 namespace trlhpc::checkpoint {

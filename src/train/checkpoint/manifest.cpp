@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/io/hf_model_dir.hpp"
+#include "trlhpc/model/hf_model_dir.hpp"
 
 namespace trlhpc::checkpoint {
 namespace fs = std::filesystem;

@@ -97,7 +97,7 @@ constexpr std::array<const char*, 3> kStateKinds = {kParams, kExpAvg, kExpAvgSq}
 StateLayout state_layout(ParallelModel& model, AdamW& optimizer) {
   ParameterStore& store = model.store();
   const TpLayout tp = model.tp_layout();
-  const bool primary = model.strategy().primary_owner();
+  const bool primary = model.sharded_state().primary_owner();
   StateLayout layout;
   layout.num_sources = static_cast<int>(kStateKinds.size()) * store.num_units();
   int source = 0;
@@ -124,7 +124,7 @@ HostValues copy_source(ParallelModel& model, AdamW& optimizer, const StateLayout
   if (!writes) return {};
   const int units = model.store().num_units();
   const int kind = source / units, u = source % units;
-  const Tensor t = kind == 0 ? model.strategy().owned_params()[static_cast<size_t>(u)]
+  const Tensor t = kind == 0 ? model.sharded_state().owned_params()[static_cast<size_t>(u)]
                     : kind == 1 ? optimizer.exp_avg()[static_cast<size_t>(u)]
                                 : optimizer.exp_avg_sq()[static_cast<size_t>(u)];
   HostValues host{std::make_unique_for_overwrite<float[]>(static_cast<size_t>(t.numel())),
@@ -211,8 +211,8 @@ void read_parameters(ParallelHdf5File& file, ParallelModel& model, const nlohman
   ParameterStore& store = model.store();
   const TpLayout tp = model.tp_layout();
   const std::vector<std::string> names = open_all(file, store, tp, {kParams});
-  const std::vector<OptimizerRange> owned = model.strategy().owned_ranges();
-  const bool primary = model.strategy().primary_owner();
+  const std::vector<OptimizerRange> owned = model.sharded_state().owned_ranges();
+  const bool primary = model.sharded_state().primary_owner();
   const std::vector<size_t> first = first_slot_of_units(store);
   std::vector<int64_t> sums(2 * names.size(), 0);
   model.load_weights([&](int unit, int64_t begin, int64_t end, float* out) {
@@ -226,7 +226,7 @@ void read_optimizer_state(ParallelHdf5File& file, ParallelModel& model, AdamW& o
   ParameterStore& store = model.store();
   const TpLayout tp = model.tp_layout();
   const std::vector<std::string> names = open_all(file, store, tp, {kExpAvg, kExpAvgSq});
-  const bool primary = model.strategy().primary_owner();
+  const bool primary = model.sharded_state().primary_owner();
   const std::vector<size_t> first = first_slot_of_units(store);
   const size_t per_kind = names.size() / 2;
   std::vector<int64_t> sums(2 * names.size(), 0);
