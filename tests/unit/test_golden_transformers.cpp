@@ -125,7 +125,8 @@ TEST_P(GoldenTransformers, Bf16FollowsTheReference) {
               GetParam().c_str(), loss_error, grad_error);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, GoldenTransformers, ::testing::Values("qwen2_tiny", "llama_tiny", "qwen3_tiny"));
+INSTANTIATE_TEST_SUITE_P(Models, GoldenTransformers, ::testing::Values("qwen2_tiny", "llama_tiny", "qwen3_tiny", "mistral_tiny",
+                                                                    "qwen3_sliding_tiny", "smollm3_tiny"));
 
 }  // namespace
 }  // namespace trlhpc
