@@ -8,7 +8,8 @@
 // train the whole curve), so np 1 checks the reference path and np 8 runs every layout. The global
 // batch (8 rows of 30 tokens, not a multiple of 2*cp, so rows are padded) is dealt to dp ranks and
 // accumulation steps, then each micro-batch is sharded by the rank's cp/sp coordinate as sft_job does.
-// Rows hold one document each ("unpacked") or several packed documents, with right padding.
+// Rows hold one document each ("unpacked") or several packed documents, with right padding. Sliding
+// windows: qwen3_sliding_tiny and mistral_tiny on cp 2/4, sp 2, cp 2 x sp 2 and ZeRO-3 x cp 2.
 // Bound: loss and grad norm within 1e-5 relative at every step; the sequence split changes only the
 // fp32 summation order (printed as "[ measured ]").
 #include <gtest/gtest.h>
@@ -202,6 +203,22 @@ TEST(SequenceParallelTraining, Qwen3LayoutsMatchSingleProcessCurves) {
       {.dp_shard = 2, .cp = 2, .sp = 2, .sharding = SK::Zero3},
   };
   expect_layouts_match("qwen3_tiny", layouts);
+}
+
+// Sliding windows (qwen3_sliding_tiny: window 4 on layers 1-2; mistral_tiny: window 3 on every layer,
+// documents of up to 30 tokens): ring attention skips the chunk pairs entirely outside the window and
+// masks the rest, Ulysses hands the window to the local kernel; both must match one process.
+TEST(SequenceParallelTraining, SlidingWindowLayoutsMatchSingleProcessCurves) {
+  const std::vector<SpLayout> layouts = {
+      {.cp = 2},
+      {.cp = 2, .packed = false},
+      {.sp = 2},
+      {.cp = 4, .checkpointing = true},
+      {.cp = 2, .sp = 2, .packed = false},
+      {.dp_shard = 2, .cp = 2, .sharding = SK::Zero3},
+  };
+  expect_layouts_match("qwen3_sliding_tiny", layouts);
+  expect_layouts_match("mistral_tiny", layouts);
 }
 
 }  // namespace
