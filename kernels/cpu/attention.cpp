@@ -241,8 +241,7 @@ PackedKV pack_kv(const float* k, const float* v, int64_t B, int64_t Tk, int64_t 
 
 void attention_fwd(const float* q, const float* k, const float* v, const int32_t* q_pos, const int32_t* k_pos,
                    const int32_t* q_doc, const int32_t* k_doc, float* o, float* lse, int64_t B, int64_t Tq, int64_t Tk,
-                   int64_t NH, int64_t KVH, int64_t HS, float scale,
-                   int64_t window_size) {
+                   int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window_size) {
   check_heads(NH, KVH);
   const int64_t q_tiles = (Tq + kQueryTile - 1) / kQueryTile, k_tiles = (Tk + kKeyTile - 1) / kKeyTile;
   const int64_t group = NH / KVH;                                                        // query heads per kv head
@@ -412,8 +411,8 @@ void attention_bwd(const float* q, const float* k, const float* v, const float* 
   const BackwardArgs args{.qh = qh, .doh = doh, .lse = lse, .delta = delta,
                           .q_pos = q_pos, .k_pos = k_pos, .q_doc = q_doc, .k_doc = k_doc,
                           .Tq = Tq, .Tk = Tk, .NH = NH, .KVH = KVH, .HS = HS, .q_tiles = q_tiles,
-                          .k_tiles = k_tiles, .scale = scale,
-                          .window = effective_window(window_size), .kv = &kv, .q_ranges = &q_ranges, .k_ranges = &k_ranges};
+                          .k_tiles = k_tiles, .scale = scale, .window = effective_window(window_size),
+                          .kv = &kv, .q_ranges = &q_ranges, .k_ranges = &k_ranges};
   // clang-format on
 
   // The query tiles are processed in slabs; pass 1 stores each dS tile of the slab, pass 2 reuses it,

@@ -81,7 +81,7 @@ TEST_F(AttentionWindowTest, WindowLongerThanRowIsBitwiseNoWindow) {
   Problem p = make_problem(2, 130, 130, 4, 2, 16, 800);
   pack_documents(p, 90, 801);
   const Result none = run_both(p);
-  for (int64_t window : {130, 131, int64_t{1} << 40}) {
+  for (int64_t window : {int64_t{130}, int64_t{131}, int64_t{1} << 40}) {
     p.window = window;
     const Result got = run_both(p);
     EXPECT_EQ(got.o, none.o) << window;
