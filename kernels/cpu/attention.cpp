@@ -1,7 +1,8 @@
 // Masked multi-head attention (GQA) for the CPU backend: blocked, flash-style, fp32, OpenMP.
 //
 // Forward (Dao et al. 2022, "FlashAttention", Alg. 1; online softmax of Milakov & Gimelshein 2018).
-//   s_ij = scale * q_i . k_j on allowed pairs (doc_q == doc_k && pos_q >= pos_k), -inf elsewhere
+//   s_ij = scale * q_i . k_j on allowed pairs (doc_q == doc_k && pos_q >= pos_k, and with a sliding
+//          window W > 0 also pos_q - pos_k < W), -inf elsewhere
 //   o_i  = sum_j softmax_j(s_i) v_j,   lse_i = log sum_j exp(s_ij)    (o = 0, lse = -inf if none allowed)
 // Queries are cut into tiles of kQueryTile rows and keys into tiles of kKeyTile. For one (b, h, query
 // tile) the key tiles are visited in order keeping a running max m_i, running sum l_i and unnormalised
@@ -115,6 +116,14 @@ struct TileRange {
 };
 enum class TileMask { kSkip, kFull, kPartial };
 
+// The sliding window as the kernels test it: keys with pos_q - pos_k >= window are masked; no window
+// (0) is a window longer than any position difference, so the test never masks and the no-window
+// numerics are those of the plain causal mask.
+int64_t effective_window(int64_t window) {
+  if (window < 0) throw UserError("attention: sliding window " + std::to_string(window) + " is negative; use 0 for none");
+  return window == 0 ? std::numeric_limits<int64_t>::max() : window;
+}
+
 // Ranges of every tile of pos, doc (B, T): (B, ceil(T / tile)).
 std::vector<TileRange> tile_ranges(const int32_t* pos, const int32_t* doc, int64_t B, int64_t T, int64_t tile) {
   const int64_t tiles = (T + tile - 1) / tile;
@@ -132,23 +141,33 @@ std::vector<TileRange> tile_ranges(const int32_t* pos, const int32_t* doc, int64
   return out;
 }
 
-// kSkip: every key is later than every query, or the doc ranges are disjoint. kFull: one single
-// document on both sides, no key later than any query, and no padded key in the tile.
-TileMask classify(const TileRange& q, const TileRange& k, bool keys_padded) {
+// kSkip: every key is later than every query, every key is at least `window` behind every query,
+// or the doc ranges are disjoint. kFull: one single document on both sides, no key later than any
+// query, every key within the window of every query, and no padded key in the tile.
+TileMask classify(const TileRange& q, const TileRange& k, bool keys_padded, int64_t window) {
   if (k.pos_min > q.pos_max || k.doc_max < q.doc_min || k.doc_min > q.doc_max) return TileMask::kSkip;
+  if (int64_t{q.pos_min} - k.pos_max >= window) return TileMask::kSkip;
   const bool one_doc = q.doc_min == q.doc_max && k.doc_min == k.doc_max && q.doc_min == k.doc_min;
-  if (one_doc && k.pos_max <= q.pos_min && !keys_padded) return TileMask::kFull;
+  if (one_doc && k.pos_max <= q.pos_min && int64_t{q.pos_max} - k.pos_min < window && !keys_padded)
+    return TileMask::kFull;
   return TileMask::kPartial;
 }
 
 // Sets the disallowed entries of a score tile s (rows, kKeyTile) to -inf. Keys past k_valid are padding.
+// A key is allowed iff same document and oldest <= pos_k <= pos_q, oldest = pos_q - window + 1
+// (transformers' sliding_window_overlay: kv_idx > q_idx - sliding_window).
 void apply_mask(float* s, int64_t rows, int64_t k_valid, const int32_t* q_pos, const int32_t* q_doc,
-                const int32_t* k_pos, const int32_t* k_doc) {
+                const int32_t* k_pos, const int32_t* k_doc, int64_t window) {
   for (int64_t r = 0; r < rows; ++r) {
     float* sr = s + r * kKeyTile;  // (kKeyTile)
     const int32_t qp = q_pos[r], qd = q_doc[r];
+    // Clamped to int32: positions are int32, so a window reaching below INT32_MIN masks nothing.
+    const int64_t oldest64 = window == std::numeric_limits<int64_t>::max() ? std::numeric_limits<int32_t>::min()
+                                                                            : int64_t{qp} - window + 1;
+    const int32_t oldest = static_cast<int32_t>(std::max<int64_t>(oldest64, std::numeric_limits<int32_t>::min()));
 #pragma omp simd
-    for (int64_t j = 0; j < k_valid; ++j) sr[j] = (k_doc[j] == qd && k_pos[j] <= qp) ? sr[j] : kNegInf;
+    for (int64_t j = 0; j < k_valid; ++j)
+      sr[j] = (k_doc[j] == qd && k_pos[j] <= qp && k_pos[j] >= oldest) ? sr[j] : kNegInf;
     for (int64_t j = k_valid; j < kKeyTile; ++j) sr[j] = kNegInf;
   }
 }
@@ -222,7 +241,7 @@ PackedKV pack_kv(const float* k, const float* v, int64_t B, int64_t Tk, int64_t 
 
 void attention_fwd(const float* q, const float* k, const float* v, const int32_t* q_pos, const int32_t* k_pos,
                    const int32_t* q_doc, const int32_t* k_doc, float* o, float* lse, int64_t B, int64_t Tq, int64_t Tk,
-                   int64_t NH, int64_t KVH, int64_t HS, float scale) {
+                   int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window_size) {
   check_heads(NH, KVH);
   const int64_t q_tiles = (Tq + kQueryTile - 1) / kQueryTile, k_tiles = (Tk + kKeyTile - 1) / kKeyTile;
   const int64_t group = NH / KVH;                                                        // query heads per kv head
@@ -230,6 +249,7 @@ void attention_fwd(const float* q, const float* k, const float* v, const int32_t
   const std::vector<TileRange> k_ranges = tile_ranges(k_pos, k_doc, B, Tk, kKeyTile);    // (B, k_tiles)
   const PackedKV kv = pack_kv(k, v, B, Tk, KVH, HS, false);
   const int64_t Tkp = kv.Tkp;
+  const int64_t window = effective_window(window_size);
 
 #pragma omp parallel
   {
@@ -254,13 +274,13 @@ void attention_fwd(const float* q, const float* k, const float* v, const int32_t
       for (int64_t kt = 0; kt < k_tiles; ++kt) {
         const int64_t j0 = kt * kKeyTile, k_valid = std::min(kKeyTile, Tk - j0);
         const TileMask mask = classify(q_ranges[static_cast<size_t>(b * q_tiles + qt)],
-                                       k_ranges[static_cast<size_t>(b * k_tiles + kt)], k_valid < kKeyTile);
+                                       k_ranges[static_cast<size_t>(b * k_tiles + kt)], k_valid < kKeyTile, window);
         if (mask == TileMask::kSkip) continue;
         std::fill(s.begin(), s.end(), 0.0f);
         gemm_acc(rows, kKeyTile, HS, q_tile.data(), HS, 1, kv.kt_tile(b, KVH, g, kt), kKeyTile, s.data(), kKeyTile);
         if (mask == TileMask::kPartial)
           apply_mask(s.data(), rows, k_valid, q_pos + b * Tq + i0, q_doc + b * Tq + i0, k_pos + b * Tk + j0,
-                     k_doc + b * Tk + j0);
+                     k_doc + b * Tk + j0, window);
         for (int64_t r = 0; r < rows; ++r) {
           float* sr = s.data() + r * kKeyTile;  // (kKeyTile)
           float tile_max = kNegInf;
@@ -311,12 +331,13 @@ struct BackwardArgs {
   const int32_t *q_pos, *k_pos, *q_doc, *k_doc;
   int64_t Tq, Tk, NH, KVH, HS, q_tiles, k_tiles;
   float scale;
+  int64_t window;  // effective_window
   const PackedKV* kv;
   const std::vector<TileRange>*q_ranges, *k_ranges;
 
   TileMask mask(int64_t b, int64_t qt, int64_t kt) const {
     return classify((*q_ranges)[static_cast<size_t>(b * q_tiles + qt)],
-                    (*k_ranges)[static_cast<size_t>(b * k_tiles + kt)], (kt + 1) * kKeyTile > Tk);
+                    (*k_ranges)[static_cast<size_t>(b * k_tiles + kt)], (kt + 1) * kKeyTile > Tk, window);
   }
 };
 
@@ -335,7 +356,7 @@ void tile_p_ds(const BackwardArgs& a, TileMask mask, int64_t b, int64_t h, int64
   gemm_acc(rows, kKeyTile, a.HS, do_rows, a.HS, 1, a.kv->vt_tile(b, a.KVH, g, kt), kKeyTile, ds, kKeyTile);  // do v^T
   if (mask == TileMask::kPartial)
     apply_mask(p, rows, k_valid, a.q_pos + b * a.Tq + i0, a.q_doc + b * a.Tq + i0, a.k_pos + b * a.Tk + j0,
-               a.k_doc + b * a.Tk + j0);
+               a.k_doc + b * a.Tk + j0, a.window);
   for (int64_t r = 0; r < rows; ++r) {
     float* pr = p + r * kKeyTile;    // (kKeyTile) scores -> P
     float* dsr = ds + r * kKeyTile;  // (kKeyTile) dP -> dS
@@ -359,7 +380,7 @@ void tile_p_ds(const BackwardArgs& a, TileMask mask, int64_t b, int64_t h, int64
 void attention_bwd(const float* q, const float* k, const float* v, const float* o, const float* lse, const float* dout,
                    const int32_t* q_pos, const int32_t* k_pos, const int32_t* q_doc, const int32_t* k_doc, float* dq,
                    float* dk, float* dv, int64_t B, int64_t Tq, int64_t Tk, int64_t NH, int64_t KVH, int64_t HS,
-                   float scale) {
+                   float scale, int64_t window_size) {
   check_heads(NH, KVH);
   if (B == 0 || Tq == 0 || Tk == 0 || NH == 0) return;  // no allowed pair: every gradient term is zero
   const int64_t q_tiles = (Tq + kQueryTile - 1) / kQueryTile, k_tiles = (Tk + kKeyTile - 1) / kKeyTile;
@@ -390,7 +411,8 @@ void attention_bwd(const float* q, const float* k, const float* v, const float* 
   const BackwardArgs args{.qh = qh, .doh = doh, .lse = lse, .delta = delta,
                           .q_pos = q_pos, .k_pos = k_pos, .q_doc = q_doc, .k_doc = k_doc,
                           .Tq = Tq, .Tk = Tk, .NH = NH, .KVH = KVH, .HS = HS, .q_tiles = q_tiles,
-                          .k_tiles = k_tiles, .scale = scale, .kv = &kv, .q_ranges = &q_ranges, .k_ranges = &k_ranges};
+                          .k_tiles = k_tiles, .scale = scale, .window = effective_window(window_size),
+                          .kv = &kv, .q_ranges = &q_ranges, .k_ranges = &k_ranges};
   // clang-format on
 
   // The query tiles are processed in slabs; pass 1 stores each dS tile of the slab, pass 2 reuses it,

@@ -30,6 +30,7 @@ struct AttentionParams {
   int64_t Tq, Tk;
   int NH, KVH, HS, Br, Bc, q_tiles, k_tiles;
   float scale;
+  int64_t window;  // effective_window(AttentionDims::window)
 };
 
 // ranges (B, tiles): min/max of pos and doc over each tile of `tile` rows.
@@ -102,7 +103,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_fwd_kernel(const Atten
   for (int kt = 0; kt < p.k_tiles; ++kt) {
     const int64_t j0 = int64_t{kt} * Bc;
     const int k_valid = static_cast<int>(std::min<int64_t>(Bc, p.Tk - j0));
-    const TileMask mask = classify(q_range, p.k_ranges[b * p.k_tiles + kt], k_valid < Bc);
+    const TileMask mask = classify(q_range, p.k_ranges[b * p.k_tiles + kt], k_valid < Bc, p.window);
     if (mask == TileMask::kSkip) continue;
     __syncthreads();  // the previous tile's products are done with k_s, v_s, p_s
     load_rows(k_s, L.ldo, p.k + ((b * p.Tk + j0) * p.KVH + g) * HS, int64_t{p.KVH} * HS, k_valid, Bc, HS);
@@ -116,7 +117,8 @@ __global__ void __launch_bounds__(kAttnThreads) attention_fwd_kernel(const Atten
     T* p_row = p_s + row * L.ldp;      // (Bc)
     float tile_max = kNegInf;
     for (int c = lane; c < Bc; c += tpr) {
-      const bool allowed = mask == TileMask::kFull || (kdoc_s[c] == qd && kpos_s[c] <= qp);
+      const bool allowed =
+          mask == TileMask::kFull || (kdoc_s[c] == qd && kpos_s[c] <= qp && in_window(qp, kpos_s[c], p.window));
       const float x = allowed ? s_row[c] * p.scale : kNegInf;
       s_row[c] = x;
       tile_max = fmaxf(tile_max, x);
@@ -222,7 +224,8 @@ __device__ void probabilities_and_ds(const AttentionParams<T>& p, const Attentio
     const int r = idx / Bc, c = idx % Bc;
     const float lse = lse_s[r];
     const bool allowed =
-        lse != kNegInf && (mask == TileMask::kFull || (kdoc_s[c] == qdoc_s[r] && kpos_s[c] <= qpos_s[r]));
+        lse != kNegInf && (mask == TileMask::kFull || (kdoc_s[c] == qdoc_s[r] && kpos_s[c] <= qpos_s[r] &&
+                                                       in_window(qpos_s[r], kpos_s[c], p.window)));
     const float prob = allowed ? __expf(s_s[r * L.lds + c] * p.scale - lse) : 0.0f;
     const float ds = prob * (dp_s[r * L.lds + c] - delta_s[r]);
     if (want_p) p_s[r * L.ldp + c] = from_float<T>(prob);
@@ -257,7 +260,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_bwd_dkdv_kernel(const 
   bool touched = false;
   for (int h = g * group; h < (g + 1) * group; ++h)
     for (int qt = 0; qt < p.q_tiles; ++qt) {
-      const TileMask mask = classify(p.q_ranges[b * p.q_tiles + qt], k_range, k_valid < Bc);
+      const TileMask mask = classify(p.q_ranges[b * p.q_tiles + qt], k_range, k_valid < Bc, p.window);
       if (mask == TileMask::kSkip) continue;
       touched = true;
       __syncthreads();  // the previous pair's products are done with the query side
@@ -293,7 +296,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_bwd_dq_kernel(const At
   bool touched = false;
   for (int kt = 0; kt < p.k_tiles; ++kt) {
     const int k_valid = static_cast<int>(std::min<int64_t>(p.Bc, p.Tk - int64_t{kt} * p.Bc));
-    const TileMask mask = classify(q_range, p.k_ranges[b * p.k_tiles + kt], k_valid < p.Bc);
+    const TileMask mask = classify(q_range, p.k_ranges[b * p.k_tiles + kt], k_valid < p.Bc, p.window);
     if (mask == TileMask::kSkip) continue;
     touched = true;
     __syncthreads();
@@ -406,6 +409,7 @@ AttentionParams<T> base_params(const AttentionDims& d, const RangeBuffers& r, co
   p.Tq = d.Tq, p.Tk = d.Tk, p.NH = d.NH, p.KVH = d.KVH, p.HS = d.HS;
   p.Br = t.Br, p.Bc = t.Bc, p.q_tiles = r.q_tiles, p.k_tiles = r.k_tiles;
   p.scale = d.scale;
+  p.window = effective_window(d.window);
   return p;
 }
 

@@ -3,7 +3,8 @@
 // flash-attention style (CPU: kernels/cpu/attention.cpp; same semantics, same tile skipping).
 //
 // q (B, Tq, NH, HS), k and v (B, Tk, KVH, HS); q_pos, q_doc (B, Tq); k_pos, k_doc (B, Tk).
-// Query (b, i) attends key (b, j) iff q_doc[b,i] == k_doc[b,j] && q_pos[b,i] >= k_pos[b,j]; query
+// Query (b, i) attends key (b, j) iff q_doc[b,i] == k_doc[b,j] && q_pos[b,i] >= k_pos[b,j] (and, with
+// a sliding window W = AttentionDims::window > 0, q_pos[b,i] - k_pos[b,j] < W); query
 // head h uses kv head h / (NH / KVH) (GQA). o (B, Tq, NH, HS) = softmax(scale q k^T + mask) v and
 // lse (B, NH, Tq) = natural-log log-sum-exp of the masked scaled scores; a query with no allowed key
 // gets o = 0, lse = -inf.
@@ -34,6 +35,7 @@ struct AttentionDims {
   int64_t B = 0, Tq = 0, Tk = 0;
   int NH = 0, KVH = 0, HS = 0;
   float scale = 1.0f;
+  int64_t window = 0;  // sliding window (AttentionShape::window); 0 = none
 };
 
 // T in {float, bf16}. max_smem_bytes: the device's opt-in shared memory per block.

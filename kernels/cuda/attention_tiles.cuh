@@ -188,12 +188,23 @@ struct TileRange {
 
 enum class TileMask : int { kSkip, kFull, kPartial };
 
-// kSkip: every key is later than every query, or the doc-id ranges are disjoint: the pair is skipped.
-// kFull: one single document on both sides, no key later than any query, no padded key: no mask.
-__device__ inline TileMask classify(const TileRange& q, const TileRange& k, bool keys_padded) {
+// The sliding window as the kernels test it (AttentionDims::window 0 = none = longer than any
+// position difference, so the test never masks).
+__host__ __device__ inline int64_t effective_window(int64_t window) { return window == 0 ? INT64_MAX : window; }
+
+// Key at kp inside the window of the query at qp (pos_q - pos_k < window; int64: no overflow).
+__device__ inline bool in_window(int32_t qp, int32_t kp, int64_t window) { return int64_t{qp} - kp < window; }
+
+// kSkip: every key is later than every query, every key is at least `window` behind every query, or
+// the doc-id ranges are disjoint: the pair is skipped.
+// kFull: one single document on both sides, no key later than any query, every key within the window
+// of every query, no padded key: no mask.
+__device__ inline TileMask classify(const TileRange& q, const TileRange& k, bool keys_padded, int64_t window) {
   if (k.pos_min > q.pos_max || k.doc_max < q.doc_min || k.doc_min > q.doc_max) return TileMask::kSkip;
+  if (!in_window(q.pos_min, k.pos_max, window)) return TileMask::kSkip;
   const bool one_doc = q.doc_min == q.doc_max && k.doc_min == k.doc_max && q.doc_min == k.doc_min;
-  if (one_doc && k.pos_max <= q.pos_min && !keys_padded) return TileMask::kFull;
+  if (one_doc && k.pos_max <= q.pos_min && in_window(q.pos_max, k.pos_min, window) && !keys_padded)
+    return TileMask::kFull;
   return TileMask::kPartial;
 }
 

@@ -78,8 +78,13 @@ std::vector<float> Decoder::forward_incremental(KvCache& cache, std::span<const 
       ops_.rmsnorm_fwd(q_pre, w.qn, q, q_rstd, eps);
       ops_.rmsnorm_fwd(k_pre, w.kn, k_new, k_rstd, eps);
     }
-    ops_.rope_fwd(q.reshape({n, NH, HS}), q_pos, inv_freq_);
-    ops_.rope_fwd(k_new.reshape({n, KVH, HS}), q_pos, inv_freq_);
+    if (c.layer_uses_rope(l)) {
+      ops_.rope_fwd(q.reshape({n, NH, HS}), q_pos, inv_freq_);
+      ops_.rope_fwd(k_new.reshape({n, KVH, HS}), q_pos, inv_freq_);
+    }
+    // A sliding layer's cache keeps every key; the window is the mask's (keys older than the window
+    // are never attended, as transformers' DynamicSlidingWindowLayer drops them).
+    shape.window = c.attention_window(l);
     ops_.attention_fwd(q, keys.view({Tk, KD}), values.view({Tk, KD}), q_pos, k_pos, q_doc, k_doc, attn, lse, shape);
     ops_.matmul(attn, false, w.wo, true, branch);
     tp_all_reduce_sum(branch);  // g: row-parallel o_proj's partial sums

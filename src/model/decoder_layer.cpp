@@ -68,8 +68,9 @@ void linear(Ops& ops, const Tensor& x, const Tensor& w, const Tensor& b, const T
 
 namespace {
 
-AttentionShape attention_shape(const ModelConfig& c, const DeviceBatch& batch) {
+AttentionShape attention_shape(const ModelConfig& c, const DeviceBatch& batch, int layer) {
   AttentionShape s;
+  s.window = c.attention_window(layer);  // 0 on full-attention layers
   s.B = batch.B;
   s.Tq = s.Tk = batch.T;
   s.NH = c.num_attention_heads;
@@ -186,9 +187,12 @@ void Decoder::layer_forward(int layer, const DeviceBatch& batch, const Tensor& x
     ops_.rmsnorm_fwd(a.q_pre, w.qn, a.q, a.q_rstd, eps);
     ops_.rmsnorm_fwd(a.k_pre, w.kn, a.k, a.k_rstd, eps);
   }
-  ops_.rope_fwd(a.q.reshape({N, c.num_attention_heads, c.head_dim}), batch.positions, inv_freq_);
-  ops_.rope_fwd(a.k.reshape({N, c.num_key_value_heads, c.head_dim}), batch.positions, inv_freq_);
-  attention().forward(ops_, a.q, a.k, a.v, batch.positions, batch.doc_ids, a.attn, a.lse, attention_shape(c, batch));
+  if (c.layer_uses_rope(layer)) {  // SmolLM3's no-RoPE layers attend with q, k as projected
+    ops_.rope_fwd(a.q.reshape({N, c.num_attention_heads, c.head_dim}), batch.positions, inv_freq_);
+    ops_.rope_fwd(a.k.reshape({N, c.num_key_value_heads, c.head_dim}), batch.positions, inv_freq_);
+  }
+  attention().forward(ops_, a.q, a.k, a.v, batch.positions, batch.doc_ids, a.attn, a.lse,
+                      attention_shape(c, batch, layer));
   // Row-parallel o_proj: partial sum over this rank's heads -> g (sum over tp) -> residual, bias once.
   const Tensor o_partial = tp_sp_ ? s.row_out : a.x_mid;  // (N, C)
   ops_.matmul(a.attn, false, w.wo, true, o_partial);
@@ -237,9 +241,11 @@ void Decoder::layer_backward(int layer, const DeviceBatch& batch, const LayerAct
   linear_weight_grad(ops_, dxf, a.attn, g.wo, g.bo);
   ops_.matmul(dxf, false, w.wo, false, s.dattn);
   attention().backward(ops_, a.q, a.k, a.v, a.attn, a.lse, s.dattn, batch.positions, batch.doc_ids, s.dq, s.dk, s.dv,
-                       attention_shape(c, batch));
-  ops_.rope_bwd(s.dq.reshape({N, c.num_attention_heads, c.head_dim}), batch.positions, inv_freq_);
-  ops_.rope_bwd(s.dk.reshape({N, c.num_key_value_heads, c.head_dim}), batch.positions, inv_freq_);
+                       attention_shape(c, batch, layer));
+  if (c.layer_uses_rope(layer)) {
+    ops_.rope_bwd(s.dq.reshape({N, c.num_attention_heads, c.head_dim}), batch.positions, inv_freq_);
+    ops_.rope_bwd(s.dk.reshape({N, c.num_key_value_heads, c.head_dim}), batch.positions, inv_freq_);
+  }
   Tensor dq = s.dq, dk = s.dk;  // gradients w.r.t. the q/k_proj outputs
   if (c.qk_norm) {
     ops_.rmsnorm_bwd(a.q_pre, w.qn, a.q_rstd, s.dq, s.dq_pre, head_norm_grad_target(g.qn, 0));

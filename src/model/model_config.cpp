@@ -4,67 +4,36 @@
 #include <fstream>
 #include <sstream>
 
+#include "src/model/config_field_reader.hpp"
 #include "trlhpc/core/error.hpp"
 
 namespace trlhpc {
 namespace {
 
 using nlohmann::json;
+using model_config_detail::FieldReader;
 
-// Reads fields of one JSON object, naming the file and the field in every error.
-class FieldReader {
- public:
-  FieldReader(const json& object, std::string source, std::string prefix = "")
-      : object_(object), source_(std::move(source)), prefix_(std::move(prefix)) {}
-
-  bool has(const char* field) const { return object_.contains(field) && !object_.at(field).is_null(); }
-  const json& at(const char* field) const { return object_.at(field); }
-
-  [[noreturn]] void fail(const char* field, const std::string& problem) const {
-    std::string value = object_.contains(field) ? object_.at(field).dump() : "(missing)";
-    throw UserError(source_ + ": field '" + prefix_ + field + "' = " + value + ": " + problem);
-  }
-
-  int64_t integer(const char* field, std::optional<int64_t> fallback = std::nullopt) const {
-    if (!has(field)) {
-      if (fallback) return *fallback;
-      fail(field, "required; add it to the config");
-    }
-    const json& v = at(field);
-    if (v.is_number_integer()) return v.get<int64_t>();
-    if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>()) return static_cast<int64_t>(v.get<double>());
-    fail(field, "expected an integer");
-  }
-  int64_t positive(const char* field, std::optional<int64_t> fallback = std::nullopt) const {
-    int64_t value = integer(field, fallback);
-    if (value <= 0) fail(field, "must be a positive integer");
-    return value;
-  }
-  double number(const char* field, double fallback) const {
-    if (!has(field)) return fallback;
-    if (!at(field).is_number()) fail(field, "expected a number");
-    return at(field).get<double>();
-  }
-  bool boolean(const char* field, bool fallback) const {
-    if (!has(field)) return fallback;
-    if (!at(field).is_boolean()) fail(field, "expected true or false");
-    return at(field).get<bool>();
-  }
-  std::string string(const char* field, const std::string& fallback) const {
-    if (!has(field)) return fallback;
-    if (!at(field).is_string()) fail(field, "expected a string");
-    return at(field).get<std::string>();
-  }
-  std::optional<int64_t> optional_integer(const char* field) const {
-    if (!has(field)) return std::nullopt;
-    return integer(field);
-  }
-
- private:
-  const json& object_;
-  std::string source_;
-  std::string prefix_;
+// The supported architectures: (architectures[0], model_type).
+struct ArchitectureName {
+  ModelArchitecture architecture;
+  const char *class_name, *model_type;
 };
+constexpr ArchitectureName kArchitectures[] = {
+    {ModelArchitecture::Llama, "LlamaForCausalLM", "llama"},
+    {ModelArchitecture::Qwen2, "Qwen2ForCausalLM", "qwen2"},
+    {ModelArchitecture::Qwen3, "Qwen3ForCausalLM", "qwen3"},
+    {ModelArchitecture::Mistral, "MistralForCausalLM", "mistral"},
+    {ModelArchitecture::SmolLM3, "SmolLM3ForCausalLM", "smollm3"},
+};
+constexpr const char* kSupportedClasses =
+    "LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM and SmolLM3ForCausalLM";
+constexpr const char* kSupportedTypes = "\"llama\", \"qwen2\", \"qwen3\", \"mistral\" and \"smollm3\"";
+
+const ArchitectureName& name_of(ModelArchitecture a) {
+  for (const ArchitectureName& n : kArchitectures)
+    if (n.architecture == a) return n;
+  return kArchitectures[0];
+}
 
 ModelArchitecture parse_architecture(const FieldReader& r) {
   std::optional<ModelArchitecture> from_architectures, from_model_type;
@@ -73,25 +42,23 @@ ModelArchitecture parse_architecture(const FieldReader& r) {
     if (!list.is_array() || list.empty() || !list[0].is_string())
       r.fail("architectures", "expected a list like [\"LlamaForCausalLM\"]");
     const std::string name = list[0].get<std::string>();
-    if (name == "LlamaForCausalLM") from_architectures = ModelArchitecture::Llama;
-    else if (name == "Qwen2ForCausalLM") from_architectures = ModelArchitecture::Qwen2;
-    else if (name == "Qwen3ForCausalLM") from_architectures = ModelArchitecture::Qwen3;
-    else r.fail("architectures", "unsupported architecture; trlhpc trains LlamaForCausalLM, Qwen2ForCausalLM and "
-                                 "Qwen3ForCausalLM");
+    for (const ArchitectureName& n : kArchitectures)
+      if (name == n.class_name) from_architectures = n.architecture;
+    if (!from_architectures)
+      r.fail("architectures", std::string("unsupported architecture; trlhpc trains ") + kSupportedClasses);
   }
   if (r.has("model_type")) {
     const std::string type = r.string("model_type", "");
-    if (type == "llama") from_model_type = ModelArchitecture::Llama;
-    else if (type == "qwen2") from_model_type = ModelArchitecture::Qwen2;
-    else if (type == "qwen3") from_model_type = ModelArchitecture::Qwen3;
-    else r.fail("model_type", "unsupported model type; trlhpc trains \"llama\", \"qwen2\" and \"qwen3\"");
+    for (const ArchitectureName& n : kArchitectures)
+      if (type == n.model_type) from_model_type = n.architecture;
+    if (!from_model_type) r.fail("model_type", std::string("unsupported model type; trlhpc trains ") + kSupportedTypes);
   }
   if (from_architectures && from_model_type && *from_architectures != *from_model_type)
     r.fail("model_type", "does not match the architectures field; make them agree");
   if (from_architectures) return *from_architectures;
   if (from_model_type) return *from_model_type;
-  r.fail("architectures",
-         "neither architectures nor model_type is given; add \"model_type\": \"llama\", \"qwen2\" or \"qwen3\"");
+  r.fail("architectures", std::string("neither architectures nor model_type is given; add \"model_type\": one of ") +
+                              kSupportedTypes);
 }
 
 // rope_scaling (transformers 4) or rope_parameters (transformers 5): null, "default" or "llama3".
@@ -130,16 +97,6 @@ void parse_rope(const json& root, const std::string& source, ModelConfig& config
 void reject_unsupported(const FieldReader& r, const ModelConfig& config) {
   if (r.string("hidden_act", "silu") != "silu")
     r.fail("hidden_act", "unsupported activation; trlhpc implements SwiGLU with \"silu\"");
-  if (r.boolean("use_sliding_window", false))
-    r.fail("use_sliding_window", "sliding-window attention is not supported yet; set it to false");
-  if (r.has("layer_types")) {
-    const json& types = r.at("layer_types");
-    if (!types.is_array()) r.fail("layer_types", "expected a list");
-    for (const json& t : types)
-      if (t != "full_attention")
-        r.fail("layer_types", "only \"full_attention\" layers are supported (sliding-window attention is not "
-                              "implemented yet)");
-  }
   if (r.number("attention_dropout", 0.0) != 0.0)
     r.fail("attention_dropout", "dropout is not implemented; set it to 0.0");
   if (r.number("mlp_dropout", 0.0) != 0.0) r.fail("mlp_dropout", "dropout is not implemented; set it to 0.0");
@@ -162,6 +119,42 @@ std::vector<int64_t> parse_eos(const FieldReader& r) {
     ids.push_back(id.get<int64_t>());
   }
   return ids;
+}
+
+// The fields only some architectures have, as their configuration classes name them, so that
+// transformers derives the same layers back (the sliding window is written as read: 0 = null).
+void write_architecture_fields(const ModelConfig& c, json& j) {
+  const json window = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
+  switch (c.architecture) {
+    case ModelArchitecture::Llama:
+      j["attention_bias"] = c.qkv_bias;
+      j["mlp_bias"] = c.mlp_bias;
+      break;
+    case ModelArchitecture::Qwen2:
+    case ModelArchitecture::Qwen3:
+      if (c.architecture == ModelArchitecture::Qwen3) j["attention_bias"] = c.qkv_bias;
+      j["use_sliding_window"] = c.use_sliding_window;
+      j["sliding_window"] = window;
+      // Before sliding layers existed trlhpc wrote max_window_layers = L; kept when there is no window.
+      j["max_window_layers"] = c.sliding_window > 0 ? c.max_window_layers : c.num_hidden_layers;
+      if (c.sliding_window > 0) j["layer_types"] = c.layer_types();  // as read or derived; exact either way
+      break;
+    case ModelArchitecture::Mistral:
+      j["sliding_window"] = window;
+      break;
+    case ModelArchitecture::SmolLM3: {
+      j["attention_bias"] = c.qkv_bias;
+      j["mlp_bias"] = c.mlp_bias;
+      j["use_sliding_window"] = c.use_sliding_window;
+      j["sliding_window"] = window;
+      json no_rope = json::array();
+      for (int64_t i = 0; i < c.num_hidden_layers; ++i) no_rope.push_back(c.layer_uses_rope(i) ? 1 : 0);
+      j["no_rope_layers"] = no_rope;
+      j["no_rope_layer_interval"] = c.no_rope_layer_interval;
+      j["layer_types"] = c.layer_types();
+      break;
+    }
+  }
 }
 
 }  // namespace
@@ -195,8 +188,11 @@ ModelConfig ModelConfig::from_json(const json& root, const std::string& source) 
   // Qwen3Config's head_dim defaults to 128 whatever hidden_size / num_attention_heads is.
   c.head_dim = r.positive("head_dim", qwen3 ? 128 : c.hidden_size / c.num_attention_heads);
   c.vocab_size = r.positive("vocab_size");
-  c.max_position_embeddings =
-      r.positive("max_position_embeddings", c.architecture == ModelArchitecture::Llama ? 2048 : 32768);
+  // The configuration classes' defaults (LlamaConfig 2048, MistralConfig 4096 * 32, Qwen / SmolLM3 32768).
+  const int64_t default_max_positions = c.architecture == ModelArchitecture::Llama     ? 2048
+                                        : c.architecture == ModelArchitecture::Mistral ? 131072
+                                                                                       : 32768;
+  c.max_position_embeddings = r.positive("max_position_embeddings", default_max_positions);
   c.rms_norm_eps = r.number("rms_norm_eps", 1e-6);
   c.initializer_range = r.number("initializer_range", 0.02);
   parse_rope(root, source, c);
@@ -209,36 +205,26 @@ ModelConfig ModelConfig::from_json(const json& root, const std::string& source) 
     c.qkv_bias = c.o_bias = r.boolean("attention_bias", false);
     c.mlp_bias = false;
     c.qk_norm = true;
-  } else {
+  } else if (c.architecture == ModelArchitecture::Mistral) {
+    c.qkv_bias = c.o_bias = c.mlp_bias = false;  // MistralAttention / MistralMLP: Linear(bias=False)
+  } else {  // llama, smollm3: attention_bias on q/k/v/o, mlp_bias on gate/up/down
     c.qkv_bias = c.o_bias = r.boolean("attention_bias", false);
     c.mlp_bias = r.boolean("mlp_bias", false);
   }
-  c.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
+  // SmolLM3Config ties the embeddings by default; the others do not.
+  c.tie_word_embeddings = r.boolean("tie_word_embeddings", c.architecture == ModelArchitecture::SmolLM3);
   c.bos_token_id = r.optional_integer("bos_token_id");
   c.eos_token_ids = parse_eos(r);
   c.pad_token_id = r.optional_integer("pad_token_id");
   c.torch_dtype = r.string("torch_dtype", r.string("dtype", "float32"));
   reject_unsupported(r, c);
+  model_config_detail::parse_layer_pattern(r, c);
   return c;
 }
 
-const char* ModelConfig::model_type() const {
-  switch (architecture) {
-    case ModelArchitecture::Qwen2: return "qwen2";
-    case ModelArchitecture::Qwen3: return "qwen3";
-    case ModelArchitecture::Llama: break;
-  }
-  return "llama";
-}
+const char* ModelConfig::model_type() const { return name_of(architecture).model_type; }
 
-const char* ModelConfig::architecture_name() const {
-  switch (architecture) {
-    case ModelArchitecture::Qwen2: return "Qwen2ForCausalLM";
-    case ModelArchitecture::Qwen3: return "Qwen3ForCausalLM";
-    case ModelArchitecture::Llama: break;
-  }
-  return "LlamaForCausalLM";
-}
+const char* ModelConfig::architecture_name() const { return name_of(architecture).class_name; }
 
 json ModelConfig::to_json() const {
   json j;
@@ -264,15 +250,7 @@ json ModelConfig::to_json() const {
     j["rope_scaling"] = nullptr;
   }
   j["hidden_act"] = "silu";
-  if (architecture == ModelArchitecture::Llama) {
-    j["attention_bias"] = qkv_bias;
-    j["mlp_bias"] = mlp_bias;
-  } else {
-    if (architecture == ModelArchitecture::Qwen3) j["attention_bias"] = qkv_bias;
-    j["use_sliding_window"] = false;
-    j["sliding_window"] = nullptr;
-    j["max_window_layers"] = num_hidden_layers;
-  }
+  write_architecture_fields(*this, j);
   j["attention_dropout"] = 0.0;
   j["tie_word_embeddings"] = tie_word_embeddings;
   j["initializer_range"] = initializer_range;

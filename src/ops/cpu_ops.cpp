@@ -143,7 +143,7 @@ class CpuOps final : public Ops {
                      const AttentionShape& s) override {
     W qw(q, W::In), kw(k, W::In), vw(v, W::In), ow(o, W::Out);
     cpu::attention_fwd(qw.get(), kw.get(), vw.get(), ids_of(q_pos), ids_of(k_pos), ids_of(q_doc), ids_of(k_doc),
-                       ow.get(), lse.f32(), s.B, s.Tq, s.Tk, s.NH, s.KVH, s.HS, s.scale);
+                       ow.get(), lse.f32(), s.B, s.Tq, s.Tk, s.NH, s.KVH, s.HS, s.scale, s.window);
   }
   void attention_bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& lse,
                      const Tensor& dout, const Tensor& q_pos, const Tensor& k_pos, const Tensor& q_doc,
@@ -153,7 +153,7 @@ class CpuOps final : public Ops {
     W dqw(dq, W::InOut), dkw(dk, W::InOut), dvw(dv, W::InOut);
     cpu::attention_bwd(qw.get(), kw.get(), vw.get(), ow.get(), lse.f32(), doutw.get(), ids_of(q_pos), ids_of(k_pos),
                        ids_of(q_doc), ids_of(k_doc), dqw.get(), dkw.get(), dvw.get(), s.B, s.Tq, s.Tk, s.NH, s.KVH,
-                       s.HS, s.scale);
+                       s.HS, s.scale, s.window);
   }
   void attention_merge(const Tensor& o_acc, const Tensor& lse_acc, const Tensor& o_blk, const Tensor& lse_blk,
                        const AttentionShape& s) override {

@@ -120,8 +120,9 @@ namespace {
 cuda::AttentionDims attention_dims(const AttentionShape& s) {
   TRLHPC_ASSERT(s.NH < (int64_t{1} << 30) && s.KVH < (int64_t{1} << 30) && s.HS < (int64_t{1} << 30),
                 "attention: head counts out of range");
+  TRLHPC_ASSERT(s.window >= 0, "attention: sliding window " + std::to_string(s.window) + " is negative (0 = none)");
   return cuda::AttentionDims{s.B, s.Tq, s.Tk, static_cast<int>(s.NH), static_cast<int>(s.KVH),
-                             static_cast<int>(s.HS), s.scale};
+                             static_cast<int>(s.HS), s.scale, s.window};
 }
 
 // q-side (B, Tq, NH, HS), k-side (B, Tk, KVH, HS), ids (B, T*), lse (B, NH, Tq).

@@ -166,7 +166,7 @@ void RingAttention::forward(Ops& ops, const Tensor& q, const Tensor& k, const Te
     const auto t0 = Clock::now();
     // Step 0 is the local block: it writes o and lse of every query chunk in place; later blocks merge.
     const ring::BlockPlan plan =
-        ring::plan_block(q_summary, step == 0 ? q_summary : summarize(ops, w, w.meta[cur]), w.B, step == 0);
+        ring::plan_block(q_summary, step == 0 ? q_summary : summarize(ops, w, w.meta[cur]), w.B, step == 0, s.window);
     stats_.chunk_pairs += plan.pairs;
     stats_.chunk_pairs_skipped += plan.pairs_skipped;
     for (const ring::BlockItem& it : plan.items) {
@@ -212,7 +212,7 @@ void RingAttention::backward(Ops& ops, const Tensor& q, const Tensor& k, const T
     BlockTransfer transfer = step + 1 < P ? pass_block(comm_, w, cur, next, prev, stats_) : BlockTransfer{};
     const auto t0 = Clock::now();
     const ring::BlockPlan plan =
-        ring::plan_block(q_summary, step == 0 ? q_summary : summarize(ops, w, w.meta[cur]), w.B, false);
+        ring::plan_block(q_summary, step == 0 ? q_summary : summarize(ops, w, w.meta[cur]), w.B, false, s.window);
     stats_.chunk_pairs += plan.pairs;
     stats_.chunk_pairs_skipped += plan.pairs_skipped;
     ops.fill_zero(w.dkv_block);

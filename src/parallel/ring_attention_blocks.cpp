@@ -34,7 +34,7 @@ std::vector<ChunkSummary> summarize_chunks(const int32_t* pos, const int32_t* do
   return out;
 }
 
-bool chunk_pair_allowed(const ChunkSummary& q, const ChunkSummary& k) {
+bool chunk_pair_allowed(const ChunkSummary& q, const ChunkSummary& k, int64_t window) {
   size_t i = 0, j = 0;
   while (i < q.size() && j < k.size()) {
     if (q[i].doc < k[j].doc) {
@@ -42,7 +42,8 @@ bool chunk_pair_allowed(const ChunkSummary& q, const ChunkSummary& k) {
     } else if (k[j].doc < q[i].doc) {
       ++j;
     } else {
-      if (k[j].pos_min <= q[i].pos_max) return true;
+      const bool in_window = window <= 0 || int64_t{q[i].pos_min} - k[j].pos_max < window;
+      if (k[j].pos_min <= q[i].pos_max && in_window) return true;
       ++i, ++j;
     }
   }
@@ -50,13 +51,13 @@ bool chunk_pair_allowed(const ChunkSummary& q, const ChunkSummary& k) {
 }
 
 BlockPlan plan_block(const std::vector<ChunkSummary>& q, const std::vector<ChunkSummary>& k, int64_t B,
-                     bool cover_every_query_chunk) {
+                     bool cover_every_query_chunk, int64_t window) {
   BlockPlan plan;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t qc = 0; qc < 2; ++qc) {
       const ChunkSummary& qs = q[static_cast<size_t>(b * 2 + qc)];
-      const bool need0 = chunk_pair_allowed(qs, k[static_cast<size_t>(b * 2)]);
-      const bool need1 = chunk_pair_allowed(qs, k[static_cast<size_t>(b * 2 + 1)]);
+      const bool need0 = chunk_pair_allowed(qs, k[static_cast<size_t>(b * 2)], window);
+      const bool need1 = chunk_pair_allowed(qs, k[static_cast<size_t>(b * 2 + 1)], window);
       plan.pairs += 2;
       if (need0 && need1) {
         plan.items.push_back({b, qc, 0, 2});

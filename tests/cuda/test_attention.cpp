@@ -1,6 +1,6 @@
 // CUDA flash attention against the CPU primitive: plain causal, packed documents, GQA, ring-attention
 // blocks (Tq != Tk, offset positions), queries with no allowed key, odd lengths that straddle the
-// tiles, head sizes 24 (fp32 only), 64 and 128, fp32 and bf16; forward (o, lse) and backward (dq, dk, dv
+// tiles, sliding windows, head sizes 24 (fp32 only), 64 and 128, fp32 and bf16; forward (o, lse) and backward (dq, dk, dv
 // accumulate), the log-sum-exp merge, and bitwise reproducibility of the backward.
 #include <gtest/gtest.h>
 
@@ -18,6 +18,7 @@ using testing::random_floats;
 struct Layout {
   int64_t B, Tq, Tk, NH, KVH, HS;
   enum Kind { kCausal, kPacked, kRingBlock, kOrphanQueries } kind;
+  int64_t window = 0;  // sliding window (AttentionShape::window), 0 = none
 };
 
 struct Ids {
@@ -53,7 +54,8 @@ Ids make_ids(const Layout& l, uint64_t seed) {
 }
 
 AttentionShape shape_of(const Layout& l) {
-  return AttentionShape{l.B, l.Tq, l.Tk, l.NH, l.KVH, l.HS, static_cast<float>(1.0 / std::sqrt(double(l.HS)))};
+  return AttentionShape{l.B, l.Tq, l.Tk, l.NH, l.KVH, l.HS, static_cast<float>(1.0 / std::sqrt(double(l.HS))),
+                        l.window};
 }
 
 void check_layout(Backends& be, const Layout& l, DType dtype, uint64_t seed) {
@@ -116,6 +118,15 @@ TEST(CudaAttention, MatchesCpuOnEveryLayout) {
   // Head size 24 (not a multiple of 16): fp32 only; bf16 is refused with a clear message.
   check_layout(be, {1, 77, 77, 3, 3, 24, Layout::kPacked}, DType::F32, seed += 10);
   check_layout(be, {2, 33, 70, 2, 1, 24, Layout::kRingBlock}, DType::F32, seed += 10);
+  // Sliding windows: 1 (itself only), 2, shorter and longer than a tile, longer than the row; a ring
+  // block whose keys are partly (window 40) or entirely (window 1) outside the window.
+  for (int64_t window : {1, 2, 37, 129, 5000})
+    for (DType dtype : {DType::F32, DType::BF16}) {
+      check_layout(be, {2, 300, 300, 4, 2, 64, Layout::kCausal, window}, dtype, seed += 10);
+      check_layout(be, {2, 200, 200, 6, 2, 64, Layout::kPacked, window}, dtype, seed += 10);
+    }
+  for (int64_t window : {1, 40})
+    check_layout(be, {2, 64, 100, 4, 4, 64, Layout::kRingBlock, window}, DType::F32, seed += 10);
 }
 
 TEST(CudaAttention, Bf16NeedsHeadSizeMultipleOf16) {

@@ -60,6 +60,7 @@ struct AttentionCase {
   int64_t NH = 4, KVH = 2, HS = 16;
   bool packed = false;    // several documents per row (odd lengths, crossing chunk boundaries) + padding
   uint64_t seed = 1;
+  int64_t window = 0;     // sliding window (AttentionShape::window), 0 = none
 };
 
 // Positions and doc ids of the case (ids and targets unused by attention): one causal document per
@@ -144,7 +145,7 @@ inline FullAttention full_attention(Ops& ops, const AttentionCase& c, int64_t ch
   f.k = random_floats(static_cast<size_t>(N * c.KVH * c.HS), c.seed * 11 + 2);
   f.v = random_floats(static_cast<size_t>(N * c.KVH * c.HS), c.seed * 11 + 3);
   f.dout = random_floats(static_cast<size_t>(N * c.NH * c.HS), c.seed * 11 + 4);
-  AttentionShape s{c.B, f.rows.seq_len, f.rows.seq_len, c.NH, c.KVH, c.HS, 1.0f / std::sqrt(float(c.HS))};
+  AttentionShape s{c.B, f.rows.seq_len, f.rows.seq_len, c.NH, c.KVH, c.HS, 1.0f / std::sqrt(float(c.HS)), c.window};
   const Tensor q = upload(ops, f.q), k = upload(ops, f.k), v = upload(ops, f.v), dout = upload(ops, f.dout);
   const Tensor pos = upload(ops, f.rows.positions), doc = upload(ops, f.rows.doc_ids);
   const Tensor o = ops.allocate(q.shape()), lse = ops.allocate({c.B * c.NH * f.rows.seq_len});
@@ -181,7 +182,7 @@ struct ShardedAttention {
 
   ShardedAttention(Ops& ops, const FullAttention& f, const AttentionCase& c, const std::vector<int64_t>& index) {
     const int64_t Tl = static_cast<int64_t>(index.size()) / c.B, QW = c.NH * c.HS, KW = c.KVH * c.HS;
-    shape = AttentionShape{c.B, Tl, Tl, c.NH, c.KVH, c.HS, 1.0f / std::sqrt(float(c.HS))};
+    shape = AttentionShape{c.B, Tl, Tl, c.NH, c.KVH, c.HS, 1.0f / std::sqrt(float(c.HS)), c.window};
     q = upload(ops, take_tokens(f.q, QW, index)), k = upload(ops, take_tokens(f.k, KW, index));
     v = upload(ops, take_tokens(f.v, KW, index)), dout = upload(ops, take_tokens(f.dout, QW, index));
     pos = upload(ops, take_ids(f.rows.positions, index)), doc = upload(ops, take_ids(f.rows.doc_ids, index));

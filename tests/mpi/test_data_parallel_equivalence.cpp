@@ -3,8 +3,8 @@
 // and accumulation, and per-device x dp x accumulation splits of the same global batch (16 rows: e.g.
 // 8x1x2 = 2x4x2 = 1x8x2 = 1x4x4 on 8 ranks, smaller dp on sub-groups of the world), train 10
 // AdamW steps (clipping and weight decay active) on qwen2_tiny (untied head), qwen3_tiny (q/k norms,
-// tied) and llama_tiny (tied embeddings) and must reproduce the loss and grad-norm curve of a
-// single-process run that each rank computes itself on MPI_COMM_SELF.
+// tied), qwen3_sliding_tiny (sliding-window layers) and llama_tiny (tied embeddings) and must
+// reproduce the loss and grad-norm curve of a single-process run that each rank computes itself on MPI_COMM_SELF.
 //
 // After the steps, Trainer::evaluate (forward only: ZeRO-3 gathers and frees without a backward) on a
 // fresh batch dealt over the dp ranks must give the reference's eval loss.
@@ -114,7 +114,8 @@ TEST_P(DataParallelEquivalence, EveryLayoutMatchesTheSingleProcessCurve) {
                 worst_eval, worst_param);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, DataParallelEquivalence, ::testing::Values("qwen2_tiny", "llama_tiny", "qwen3_tiny"));
+INSTANTIATE_TEST_SUITE_P(Models, DataParallelEquivalence, ::testing::Values("qwen2_tiny", "llama_tiny", "qwen3_tiny",
+                                                                              "qwen3_sliding_tiny"));
 
 }  // namespace
 }  // namespace trlhpc

@@ -60,7 +60,7 @@ TEST(GenerateTensorParallel, GreedyEqualsTransformers) {
         << name << " at tp " << tp << " (transformers' smallest top-2 logit gap " << c.at("min_margin") << ")";
     ++cases;
   }
-  EXPECT_EQ(cases, 9);
+  EXPECT_EQ(cases, 15);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Ring attention (cp) at layer level: o, lse, dq, dk, dv of RingAttention on zigzag shards equal
 // LocalAttention on the whole padded sequence, for cp = 1, 2, 4 (each size that divides the world,
 // see sequence_attention_support.hpp), with one causal document per row, packed documents of odd
-// lengths crossing chunk boundaries, right padding (rows padded to the chunk count), GQA and MQA.
+// lengths crossing chunk boundaries, right padding (rows padded to the chunk count), GQA and MQA, and
+// sliding windows (1, 2, shorter and longer than a chunk, longer than the row) on causal and packed rows.
 // Bound: max|err| / max|ref| <= 1e-5 per tensor; the only difference is fp32 summation order (the
 // log-sum-exp merge of blocks, dK/dV summed around the ring). Measured: printed as "[ measured ]".
 #include <gtest/gtest.h>
@@ -23,6 +24,12 @@ std::vector<AttentionCase> cases() {
       {"packed_padded", 3, 90, 4, 2, 16, true, 2},
       {"packed_mqa_multi_tile", 1, 301, 4, 1, 8, true, 3},
       {"tiny_packed", 1, 5, 2, 2, 4, true, 4},
+      {"causal_window_1", 1, 64, 4, 2, 8, false, 5, 1},
+      {"causal_window_2", 2, 40, 4, 2, 8, false, 6, 2},
+      {"causal_window_11", 2, 128, 4, 2, 16, false, 7, 11},
+      {"packed_window_3", 3, 90, 4, 2, 16, true, 8, 3},
+      {"packed_mqa_window_70", 1, 301, 4, 1, 8, true, 9, 70},
+      {"packed_window_longer_than_row", 2, 90, 4, 2, 8, true, 10, 1000},
   };
 }
 
@@ -64,7 +71,7 @@ TEST(RingAttention, MatchesLocalAttention) {
 
       const RingAttentionStats& st = ring.stats();
       EXPECT_EQ(st.chunk_pairs, 3 * c.B * 4 * P);  // forward + two backwards, 4P pairs per row each
-      if (!c.packed) {
+      if (!c.packed && c.window == 0) {
         // One causal document: chunk r never sees the later chunk of its own block, and half of the
         // pairs of every other block are masked (zigzag balance).
         EXPECT_EQ(st.chunk_pairs_skipped, 3 * c.B * (1 + 2 * (P - 1)));
@@ -98,6 +105,28 @@ TEST(RingAttention, SkipsBlocksOfOtherDocuments) {
     // Only the local diagonal pairs (chunk c with itself) are computed: 2 of 4P pairs.
     EXPECT_EQ(ring.stats().chunk_pairs, 4 * P);
     EXPECT_EQ(ring.stats().chunk_pairs_skipped, 4 * P - 2);
+  }
+}
+
+// Blocks entirely outside a sliding window are skipped, not computed and masked: with window 1 on one
+// causal document each query chunk needs only itself, so of the 4P chunk pairs of a forward only the
+// 2 local diagonal ones are computed (the K/V blocks still travel: transfers are unchanged).
+TEST(RingAttention, SkipsBlocksOutsideTheWindow) {
+  auto ops = make_cpu_ops();
+  for (int P : group_sizes({2, 4})) {
+    RankGroup group(P);
+    const SequenceShard shard{SequenceShardKind::kZigzag, P, group.communicator->rank()};
+    const AttentionCase c{"causal_window_1", 1, 16 * P, 2, 1, 8, false, 21, 1};
+    const FullAttention f = full_attention(*ops, c, shard.chunk_count());
+    const std::vector<int64_t> index = local_to_global(c.B, f.rows.seq_len, shard);
+    const ShardedAttention run(*ops, f, c, index);
+    RingAttention ring(*group.communicator);
+    run.forward(*ops, ring);
+    EXPECT_EQ(ring.stats().chunk_pairs, 4 * P);
+    EXPECT_EQ(ring.stats().chunk_pairs_skipped, 4 * P - 2);
+    EXPECT_EQ(ring.stats().transfers, 2 * (P - 1));
+    run.backward(*ops, ring);
+    run.expect_matches(*ops, f, c, index, ring_lse_layout(f, c, index), kBound);
   }
 }
 

@@ -8,7 +8,8 @@
 // train the whole curve), so np 1 checks the reference path and np 8 runs every layout. The global
 // batch (8 rows of 30 tokens, not a multiple of 2*cp, so rows are padded) is dealt to dp ranks and
 // accumulation steps, then each micro-batch is sharded by the rank's cp/sp coordinate as sft_job does.
-// Rows hold one document each ("unpacked") or several packed documents, with right padding.
+// Rows hold one document each ("unpacked") or several packed documents, with right padding. Sliding
+// windows: qwen3_sliding_tiny and mistral_tiny on cp 2/4, sp 2, cp 2 x sp 2 and ZeRO-3 x cp 2.
 // Bound: loss and grad norm within 1e-5 relative at every step; the sequence split changes only the
 // fp32 summation order (printed as "[ measured ]").
 #include <gtest/gtest.h>
@@ -117,7 +118,9 @@ std::vector<StepResult> train_curve(const ModelConfig& config, const UnitRangeSo
 
 double relative(double got, double want) { return std::abs(got - want) / std::max(std::abs(want), 1e-30); }
 
-void expect_layouts_match(const std::string& model, const std::vector<SpLayout>& layouts) {
+// later_bound: the bound after step 0 (kBound unless a model's curve amplifies rounding, see its test).
+void expect_layouts_match(const std::string& model, const std::vector<SpLayout>& layouts,
+                          double later_bound = kBound) {
   HfModelDir dir(testing::tests_dir() + "/golden/" + model + "/model");
   const ModelConfig& config = dir.config();
   const UnitRangeSource weights = weights_from_hf_dir(dir);
@@ -140,9 +143,10 @@ void expect_layouts_match(const std::string& model, const std::vector<SpLayout>&
       const StepResult& ref = want[static_cast<size_t>(s)];
       EXPECT_EQ(got.target_tokens, ref.target_tokens) << "step " << s;
       EXPECT_EQ(got.tokens, ref.tokens) << "step " << s;
-      EXPECT_LE(relative(got.loss, ref.loss), kBound) << "step " << s << ": " << got.loss << " vs " << ref.loss;
-      EXPECT_LE(relative(got.grad_norm, ref.grad_norm), kBound) << "step " << s << ": " << got.grad_norm << " vs "
-                                                              << ref.grad_norm;
+      const double bound = s == 0 ? kBound : later_bound;
+      EXPECT_LE(relative(got.loss, ref.loss), bound) << "step " << s << ": " << got.loss << " vs " << ref.loss;
+      EXPECT_LE(relative(got.grad_norm, ref.grad_norm), bound) << "step " << s << ": " << got.grad_norm << " vs "
+                                                             << ref.grad_norm;
       worst_loss = std::max(worst_loss, relative(got.loss, ref.loss));
       worst_norm = std::max(worst_norm, relative(got.grad_norm, ref.grad_norm));
     }
@@ -202,6 +206,27 @@ TEST(SequenceParallelTraining, Qwen3LayoutsMatchSingleProcessCurves) {
       {.dp_shard = 2, .cp = 2, .sp = 2, .sharding = SK::Zero3},
   };
   expect_layouts_match("qwen3_tiny", layouts);
+}
+
+// Sliding windows (qwen3_sliding_tiny: window 4 on layers 1-2; mistral_tiny: window 3 on every layer,
+// documents of up to 30 tokens): ring attention skips the chunk pairs entirely outside the window and
+// masks the rest, Ulysses hands the window to the local kernel; both must match one process.
+// Step 0 (the first forward/backward, before any update) is held to kBound: measured 1.8e-8 on the
+// grad norm, where a window off by one moves it by ~1e-2. The later steps drift as fp32 rounding
+// (different summation order) is amplified by these windowed tiny models' AdamW updates under
+// clipping: 6e-7 after one step, growing to 1.8e-4 by step 9 even for Ulysses, whose attention is
+// the local kernel on the same rows; they are held to 1e-3.
+TEST(SequenceParallelTraining, SlidingWindowLayoutsMatchSingleProcessCurves) {
+  const std::vector<SpLayout> layouts = {
+      {.cp = 2},
+      {.cp = 2, .packed = false},
+      {.sp = 2},
+      {.cp = 4, .checkpointing = true},
+      {.cp = 2, .sp = 2, .packed = false},
+      {.dp_shard = 2, .cp = 2, .sharding = SK::Zero3},
+  };
+  expect_layouts_match("qwen3_sliding_tiny", layouts, 1e-3);
+  expect_layouts_match("mistral_tiny", layouts, 1e-3);
 }
 
 }  // namespace

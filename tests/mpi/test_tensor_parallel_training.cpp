@@ -236,6 +236,17 @@ TEST(TensorParallelTraining, Qwen3TinyMatchesTheSingleProcessCurve) {
   expect_tp_layouts_match("qwen3_tiny", dir.config(), [&](TpLayout tp) { return weights_from_hf_dir(dir, tp); });
 }
 
+// Sliding windows and RoPE-less layers are per-layer attention properties: every tp rank applies them
+// to its own heads. mistral_tiny (window 3 on every layer, head_dim 16 != hidden / heads) and
+// smollm3_tiny (layers 1, 3 without RoPE and with window 3; q/k/v/o and MLP biases, tied head).
+TEST(TensorParallelTraining, SlidingWindowModelsMatchTheSingleProcessCurve) {
+  for (const std::string name : {"mistral_tiny", "smollm3_tiny"}) {
+    HfModelDir dir(testing::tests_dir() + "/golden/" + name + "/model");
+    ASSERT_GT(dir.config().attention_window(1), 0) << name;
+    expect_tp_layouts_match(name, dir.config(), [&](TpLayout tp) { return weights_from_hf_dir(dir, tp); });
+  }
+}
+
 // --bf16 on the tp layouts (q/k norm inputs/outputs stored in bf16, their gradients fp32 and summed over
 // tp): follows the single-process --bf16 curve within the bounds of kBf16Bound's comment.
 TEST(TensorParallelTraining, Qwen3TinyBf16FollowsTheSingleProcessBf16Curve) {

@@ -1,7 +1,8 @@
 // Ulysses sequence parallel attention (sp) at layer level: o, lse, dq, dk, dv of UlyssesAttention on
 // contiguous shards equal LocalAttention on the whole padded sequence, for sp = 1, 2, 4 (each size that
 // divides the world, see sequence_attention_support.hpp), causal and packed with padding, and GQA with
-// KVH >= sp (kv heads split) and KVH < sp (kv heads repeated sp/KVH times, their gradients summed).
+// KVH >= sp (kv heads split) and KVH < sp (kv heads repeated sp/KVH times, their gradients summed), with
+// and without sliding windows (the window travels in the AttentionShape to the local kernel).
 // Bound: max|err| / max|ref| <= 1e-5 per tensor (fp32 summation order only: the primitive sees the
 // same rows with fewer heads; repeated kv heads add their dk/dv copies). Measured: "[ measured ]".
 #include <gtest/gtest.h>
@@ -25,6 +26,10 @@ std::vector<AttentionCase> cases() {
       {"packed_padded_mqa", 3, 90, 8, 1, 8, true, 12},   // KVH 1 < sp: repeated
       {"packed_mha", 1, 130, 4, 4, 8, true, 13},         // KVH = NH: split
       {"tiny_packed", 1, 5, 4, 2, 4, true, 14},
+      {"packed_window_1", 2, 64, 4, 2, 8, true, 15, 1},
+      {"causal_window_2", 1, 40, 4, 2, 8, false, 16, 2},
+      {"packed_padded_window_9", 3, 90, 8, 1, 8, true, 17, 9},
+      {"window_longer_than_row", 1, 64, 4, 2, 8, false, 18, 500},
   };
 }
 

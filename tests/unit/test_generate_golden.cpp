@@ -1,7 +1,10 @@
 // KV-cache decoding (Decoder::forward_incremental + generate) against two independent references:
 //  - transformers' greedy `generate` (tests/golden/make_generate_fixtures.py): the real pretrained
 //    stories260K from text prompts, and the tiny random Qwen2, Llama (llama3 RoPE scaling, biases,
-//    tied head) and Qwen3 (q/k norms, head_dim 16 != hidden/heads) from token prompts: the same new tokens;
+//    tied head), Qwen3 (q/k norms, head_dim 16 != hidden/heads), Mistral (sliding window 3 on every
+//    layer), sliding Qwen3 (window 4 on layers 1-2) and SmolLM3 (no-RoPE layers, window 3 on them) from
+//    token prompts: the same new tokens. The prompts plus 40 new tokens run far past the windows;
+//    transformers' caches drop keys older than the window, trlhpc's cache keeps them and masks them;
 //  - trlhpc's own full-sequence forward (Decoder::logits, the training path): the logits of every
 //    position, prefilled in chunks of several tokens and then one token at a time, agree to fp32
 //    rounding, so the cache holds exactly the keys and values a full forward computes.
@@ -64,7 +67,7 @@ TEST(GenerateGolden, GreedyEqualsTransformers) {
     }
     ++cases;
   }
-  EXPECT_EQ(cases, 9);
+  EXPECT_EQ(cases, 15);
 }
 
 // Full-sequence logits of `ids` through the training path's forward.
@@ -86,7 +89,8 @@ std::vector<float> full_logits(LoadedModel& model, const std::vector<int32_t>& i
 
 TEST(GenerateGolden, IncrementalLogitsEqualTheFullForward) {
   for (const std::string name : {"shared:stories260K", "tests/golden/qwen2_tiny/model", "tests/golden/llama_tiny/model",
-                                 "tests/golden/qwen3_tiny/model"}) {
+                                 "tests/golden/qwen3_tiny/model", "tests/golden/mistral_tiny/model",
+                                 "tests/golden/qwen3_sliding_tiny/model", "tests/golden/smollm3_tiny/model"}) {
     LoadedModel model(model_dir(name));
     const int64_t V = model.hf.config().vocab_size;
     std::vector<int32_t> ids;

@@ -56,6 +56,14 @@ TEST_P(GoldenTransformers, LogitsLossAndGradients) {
     std::vector<float> want(static_cast<size_t>(g.numel()));
     expected.read_f32("grad." + spec.name, 0, g.numel(), want.data());
     std::vector<double> want_d(want.begin(), want.end());
+    double want_norm = 0, got_norm = 0;
+    for (int64_t i = 0; i < g.numel(); ++i) want_norm += want_d[i] * want_d[i], got_norm += g.f32()[i] * g.f32()[i];
+    if (std::sqrt(want_norm) < 1e-12) {
+      // Structurally zero (a k_proj bias on a layer without RoPE: it adds q.b to every key's score of a
+      // query alike, and softmax ignores that): only fp32 rounding noise may remain.
+      EXPECT_LT(std::sqrt(got_norm), 1e-6) << spec.name << " (exact gradient is zero)";
+      continue;
+    }
     const double err = testing::normalized_error(g.f32(), want_d.data(), want.size());
     EXPECT_LT(err, 1e-4) << spec.name;
     worst_grad = std::max(worst_grad, err);
@@ -125,7 +133,8 @@ TEST_P(GoldenTransformers, Bf16FollowsTheReference) {
               GetParam().c_str(), loss_error, grad_error);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, GoldenTransformers, ::testing::Values("qwen2_tiny", "llama_tiny", "qwen3_tiny"));
+INSTANTIATE_TEST_SUITE_P(Models, GoldenTransformers, ::testing::Values("qwen2_tiny", "llama_tiny", "qwen3_tiny", "mistral_tiny",
+                                                                    "qwen3_sliding_tiny", "smollm3_tiny"));
 
 }  // namespace
 }  // namespace trlhpc

@@ -217,6 +217,32 @@ TEST_F(HfModelDirTest, Qwen3SavedByTransformersLoadsAndSavesBack) {
   expect_same_parameters(source, reloaded);
 }
 
+// The sliding-window and RoPE-less fixtures, saved by transformers 5: trlhpc's save reloads bit for bit
+// and its config.json keeps every field transformers derives the layer pattern from with the value
+// transformers itself wrote (so transformers loads the same windows, RoPE layers and head size back).
+TEST_F(HfModelDirTest, SlidingWindowModelsSaveTheFieldsTransformersReads) {
+  for (const std::string name : {"mistral_tiny", "qwen3_sliding_tiny", "smollm3_tiny"}) {
+    SCOPED_TRACE(name);
+    const std::string source_dir = ::trlhpc::testing::tests_dir() + "/golden/" + name + "/model";
+    HfModelDir source(source_dir);
+    auto from_source = [&](const ParameterSpec& spec, float* out) { source.read_parameter(spec, 0, spec.numel(), out); };
+    save_hf_model_dir(dir_ + "/" + name, source.config(), from_source, {DType::F32, ""});
+    HfModelDir reloaded(dir_ + "/" + name);
+    EXPECT_EQ(reloaded.config().to_json(), source.config().to_json());
+    expect_same_parameters(source, reloaded);
+    const nlohmann::json theirs = nlohmann::json::parse(std::ifstream(source_dir + "/config.json"));
+    const nlohmann::json ours = nlohmann::json::parse(std::ifstream(dir_ + "/" + name + "/config.json"));
+    for (const char* field : {"architectures", "model_type", "sliding_window", "use_sliding_window", "max_window_layers",
+                              "layer_types", "no_rope_layers", "no_rope_layer_interval", "head_dim",
+                              "tie_word_embeddings", "attention_bias", "mlp_bias"}) {
+      if (!theirs.contains(field)) continue;
+      EXPECT_TRUE(ours.contains(field)) << field;
+      if (ours.contains(field)) EXPECT_EQ(ours[field], theirs[field]) << field;
+    }
+    EXPECT_TRUE(theirs.contains("sliding_window") && !theirs["sliding_window"].is_null());
+  }
+}
+
 // Weights that are not finite are refused when the directory is opened, naming the file, the tensor and
 // the element (before, they loaded and the first step failed with "lower --learning_rate").
 TEST_F(HfModelDirTest, ReportsNonFiniteWeights) {

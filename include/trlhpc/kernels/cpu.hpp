@@ -97,20 +97,22 @@ void rope_bwd(float* dx, const int32_t* pos, const float* inv_freq, int64_t N, i
 // ---- attention.cpp --------------------------------------------------------------------------------
 // The single masked attention primitive (ARCHITECTURE.md "Attention is one primitive").
 // q (B, Tq, NH, HS), k and v (B, Tk, KVH, HS); q_pos, q_doc (B, Tq); k_pos, k_doc (B, Tk).
-// Query (b, i) may attend key (b, j) iff q_doc[b,i] == k_doc[b,j] && q_pos[b,i] >= k_pos[b,j].
+// Query (b, i) may attend key (b, j) iff q_doc[b,i] == k_doc[b,j] && q_pos[b,i] >= k_pos[b,j], and,
+// with a sliding window W > 0, q_pos[b,i] - k_pos[b,j] < W (transformers' sliding_window_causal:
+// the query and the W - 1 keys before it). window 0 = no window; negative -> UserError.
 // GQA: query head h uses kv head h / (NH / KVH).
 // o (B, Tq, NH, HS) = softmax(scale * q k^T + mask) v; lse (B, NH, Tq) = log-sum-exp of the masked
 // scaled scores (natural log). A query with no allowed key gets o = 0 and lse = -inf.
 void attention_fwd(const float* q, const float* k, const float* v, const int32_t* q_pos, const int32_t* k_pos,
                    const int32_t* q_doc, const int32_t* k_doc, float* o, float* lse, int64_t B, int64_t Tq,
-                   int64_t Tk, int64_t NH, int64_t KVH, int64_t HS, float scale);
+                   int64_t Tk, int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window = 0);
 // Backward from the (global) lse and o: with P = exp(scale*qk - lse) on allowed pairs and
 // delta_i = sum_d do[i,d] * o[i,d]:  dS = P * (do v^T - delta),  dq += scale dS k, dk += scale dS^T q,
 // dv += P^T do. dq (B,Tq,NH,HS), dk/dv (B,Tk,KVH,HS) ACCUMULATE so ring attention can sum K/V blocks.
 void attention_bwd(const float* q, const float* k, const float* v, const float* o, const float* lse,
                    const float* dout, const int32_t* q_pos, const int32_t* k_pos, const int32_t* q_doc,
                    const int32_t* k_doc, float* dq, float* dk, float* dv, int64_t B, int64_t Tq, int64_t Tk,
-                   int64_t NH, int64_t KVH, int64_t HS, float scale);
+                   int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window = 0);
 // Merge a block result into a running one (ring attention): lse' = logaddexp(lse_acc, lse_blk),
 // o_acc' = o_acc * exp(lse_acc - lse') + o_blk * exp(lse_blk - lse'). o (B,T,NH,HS), lse (B,NH,T).
 void attention_merge(float* o_acc, float* lse_acc, const float* o_blk, const float* lse_blk, int64_t B, int64_t T,

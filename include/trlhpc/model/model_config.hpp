@@ -1,7 +1,7 @@
 #pragma once
 // ModelConfig: the architecture of a decoder-only model, read from (and written back to) a Hugging Face
-// config.json. Supported: `LlamaForCausalLM` (model_type "llama"), `Qwen2ForCausalLM` ("qwen2") and
-// `Qwen3ForCausalLM` ("qwen3").
+// config.json. Supported: `LlamaForCausalLM` (model_type "llama"), `Qwen2ForCausalLM` ("qwen2"),
+// `Qwen3ForCausalLM` ("qwen3"), `MistralForCausalLM` ("mistral") and `SmolLM3ForCausalLM` ("smollm3").
 //
 // All are the same pre-norm decoder (RMSNorm -> GQA attention with rotate-half RoPE -> RMSNorm ->
 // SwiGLU MLP); they differ in which projections carry a bias and in Qwen3's q/k norms:
@@ -10,9 +10,19 @@
 //   qwen3: q/k/v/o bias = attention_bias (default false); no MLP bias; a per-head RMSNorm over head_dim
 //          on q and on k (self_attn.q_norm / k_norm, shape (head_dim)) after the projections and
 //          before RoPE; head_dim defaults to 128 (Qwen3Config), not hidden_size / heads
+//   mistral: no biases (Llama layout), head_dim field (default hidden_size / heads)
+//   smollm3: q/k/v/o bias = attention_bias, gate/up/down bias = mlp_bias (both default false); RoPE
+//          skipped on the layers whose no_rope_layers entry is 0
+// Sliding-window attention (per layer; transformers 5's config derivations, model_config_layers.cpp):
+//   qwen2/qwen3: window = sliding_window if use_sliding_window else none; layer_types, or when absent
+//            "sliding_attention" for layers i >= max_window_layers when a window is set
+//   mistral: window = sliding_window (null = none) on every layer
+//   smollm3: no_rope_layers, or when absent [int((i + 1) % no_rope_layer_interval != 0)];
+//            layer_types, or when absent "sliding_attention" where use_sliding_window, a window and no RoPE
+// A sliding layer attends, per document, to itself and the window - 1 tokens before it.
 // Anything trlhpc does not compute (other architectures, rope scaling other than llama3, an activation
-// other than silu, sliding-window attention, attention dropout, partial rotary) is rejected with a
-// UserError that names the file, the field and the value, rather than trained silently wrong.
+// other than silu, attention dropout, partial rotary) is rejected with a UserError that names the
+// file, the field and the value, rather than trained silently wrong.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -22,7 +32,7 @@
 
 namespace trlhpc {
 
-enum class ModelArchitecture { Llama, Qwen2, Qwen3 };
+enum class ModelArchitecture { Llama, Qwen2, Qwen3, Mistral, SmolLM3 };
 
 // rope_scaling / rope_parameters of type "llama3" (Llama 3.1). `enabled == false` means plain RoPE
 // (no rope_scaling, or rope_type "default").
@@ -53,6 +63,14 @@ struct ModelConfig {
   bool qk_norm = false;                 // per-head RMSNorm of q and k before RoPE (qwen3)
   bool tie_word_embeddings = false;     // lm_head.weight is model.embed_tokens.weight
   double initializer_range = 0.02;      // std of the normal init of matrices and embeddings
+  // Sliding window and RoPE per layer (see the header comment). The config fields are kept as read so
+  // that to_json writes back what transformers derives the same layers from.
+  bool use_sliding_window = false;      // qwen2/qwen3/smollm3 field
+  int64_t sliding_window = 0;           // the config's sliding_window, 0 = null
+  int64_t max_window_layers = 0;        // qwen2/qwen3 field (default 28)
+  int64_t no_rope_layer_interval = 4;   // smollm3 field
+  std::vector<bool> sliding_layers;     // (L) layer_types[i] == "sliding_attention"
+  std::vector<bool> rope_layers;        // (L) RoPE applied (smollm3 no_rope_layers[i] == 1; else all true)
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;   // config's eos_token_id: an int or a list
   std::optional<int64_t> pad_token_id;
@@ -69,8 +87,15 @@ struct ModelConfig {
   // Writes to_json() to `path` (pretty-printed).
   void save(const std::string& path) const;
 
-  const char* model_type() const;       // "llama" | "qwen2" | "qwen3"
-  const char* architecture_name() const;  // "LlamaForCausalLM" | "Qwen2ForCausalLM" | "Qwen3ForCausalLM"
+  const char* model_type() const;       // "llama" | "qwen2" | "qwen3" | "mistral" | "smollm3"
+  const char* architecture_name() const;  // "LlamaForCausalLM" | ... | "SmolLM3ForCausalLM"
+  // The attention window of layer `layer` (AttentionShape::window): sliding_window on a sliding
+  // layer, 0 (none) otherwise.
+  int64_t attention_window(int64_t layer) const;
+  // Whether layer `layer` rotates q and k (false only on SmolLM3's no-RoPE layers).
+  bool layer_uses_rope(int64_t layer) const;
+  // "full_attention" / "sliding_attention" per layer, as transformers' layer_types.
+  std::vector<std::string> layer_types() const;
   // Number of trainable parameters (a tied head counted once), as transformers' num_parameters().
   int64_t parameter_count() const;
 };

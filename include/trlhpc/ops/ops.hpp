@@ -25,6 +25,10 @@ struct TokenMetrics {
 struct AttentionShape {
   int64_t B = 0, Tq = 0, Tk = 0, NH = 0, KVH = 0, HS = 0;
   float scale = 1.0f;
+  // Sliding window (a layer property): a query at position p sees only keys at positions
+  // > p - window (itself and the window - 1 before it), on top of the document + causal mask.
+  // 0 = no window (full causal attention).
+  int64_t window = 0;
 };
 
 struct AdamWHyper {
