@@ -224,7 +224,8 @@ TEST(Zero3Memory, Bf16TrainingGathersRoundSavingGathersDoNot) {
   Trainer trainer(config, *ops, groups, zero3_options(false));
   trainer.model().load_weights(weights_from_init(config, kSeed));
   ParameterStore& store = trainer.model().store();
-  ShardedStateView& strategy = trainer.model().sharded_state();
+  DataParallelStrategy& strategy = trainer.model().strategy();
+  ShardedStateView& state = strategy.state();
   const int unit = 1;
   const int64_t n = store.unit(unit).padded_numel;
   auto values = [&] {
@@ -232,9 +233,9 @@ TEST(Zero3Memory, Bf16TrainingGathersRoundSavingGathersDoNot) {
     ops->copy_to_host(v.data(), store.unit(unit).params, v.size() * sizeof(float));
     return v;
   };
-  strategy.gather_unit_parameters(unit);  // fp32, for saving
+  state.gather_unit_parameters(unit);  // fp32, for saving
   const std::vector<float> master = values();
-  strategy.release_unit_parameters(unit);
+  state.release_unit_parameters(unit);
   strategy.before_forward(unit);  // a training gather
   const std::vector<float> computed = values();
   size_t rounded_differs = 0;
@@ -243,9 +244,9 @@ TEST(Zero3Memory, Bf16TrainingGathersRoundSavingGathersDoNot) {
     rounded_differs += computed[i] != master[i];
   }
   EXPECT_GT(rounded_differs, master.size() / 2) << "the training gather did not go through bf16";
-  strategy.gather_unit_parameters(unit);  // saving while gathered for training: gathered again in fp32
+  state.gather_unit_parameters(unit);  // saving while gathered for training: gathered again in fp32
   EXPECT_EQ(values(), master);
-  strategy.release_unit_parameters(unit);
+  state.release_unit_parameters(unit);
 }
 
 }  // namespace
