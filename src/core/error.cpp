@@ -1,7 +1,6 @@
 #include "trlhpc/core/error.hpp"
 
 #include <hdf5.h>
-#include <mpi.h>
 
 #include <sstream>
 
@@ -34,12 +33,8 @@ void throw_runtime_failure(const char* library, const char* expr, const std::str
 
 void throw_user_error(const std::string& message) { throw UserError(message); }
 
-std::string mpi_error_string(int code) {
-  char buffer[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  if (MPI_Error_string(code, buffer, &length) != MPI_SUCCESS) return "MPI error code " + std::to_string(code);
-  return std::string(buffer, static_cast<size_t>(length));
-}
+// mpi_error_string is defined in src/runtime/mpi_error_string.cpp: MPI calls live in runtime/ and
+// parallel/ only (TRLHPC_CHECK_MPI is expanded only there).
 
 namespace {
 herr_t collect_innermost(unsigned n, const H5E_error2_t* err, void* out) {
