@@ -209,7 +209,7 @@ int bench_main(int argc, char** argv, MpiEnvironment& mpi) {
   } else if (o.backend == "nccl") {
 #ifdef TRLHPC_HAVE_CUDA
     const Topology topo = Topology::discover(mpi, DeviceRequest::Cuda);
-    comm = std::make_unique<NcclCommunicator>(world.get(), topo.gpu_index(), o.timeout);
+    comm = std::make_unique<NcclCommunicator>(world.get(), topo.gpu_index(), nullptr, o.timeout);
 #else
     throw UserError("comm_bench: --backend nccl needs a CUDA build");
 #endif

@@ -155,7 +155,7 @@ Row run(const std::string& mode, int64_t T, int iters, const MpiCommunicatorOpti
   };
   layer();  // warm-up (allocates the workspace)
   if (ring) ring->reset_stats();
-  const AsyncWaitStats& cp_waits = dynamic_cast<MpiCommunicator&>(groups.cp().comm()).async_wait();
+  const AsyncWaitStats& cp_waits = dynamic_cast<MpiCommunicator&>(groups.cp().device()).async_wait();
   const AsyncWaitStats waits_before = cp_waits;
   std::vector<double> times;
   double cpu = 0;
@@ -175,7 +175,7 @@ Row run(const std::string& mode, int64_t T, int iters, const MpiCommunicatorOpti
     row.hidden = bytes[1] > 0 ? bytes[0] / bytes[1] : 0.0;
     // The same messages with nothing to overlap: per layer call, forward P-1 hops of K/V + metadata,
     // backward P-1 of those and P of dK/dV.
-    Communicator& comm = groups.cp().comm();
+    Communicator& comm = groups.cp().device();
     const int P = comm.size(), next = (comm.rank() + 1) % P, prev = (comm.rank() + P - 1) % P;
     std::vector<float> kv(static_cast<size_t>(2 * Tl * KVH * HS)), kv_in(kv.size());
     std::vector<int32_t> meta(static_cast<size_t>(2 * Tl)), meta_in(meta.size());

@@ -105,7 +105,7 @@ struct Waited {
 Waited async_waited(ProcessGroups& groups) {
   Waited total;
   for (GroupKind kind : kAllGroupKinds) {
-    const AsyncWaitStats& w = dynamic_cast<MpiCommunicator&>(groups.get(kind).comm()).async_wait();
+    const AsyncWaitStats& w = dynamic_cast<MpiCommunicator&>(groups.get(kind).device()).async_wait();
     total.seconds += w.seconds;
     total.before_peers += w.before_peers;
   }
@@ -150,7 +150,7 @@ RunResult run_training(const BenchOptions& o, const ModelConfig& config, const T
     return slowest_rank(seconds_since(t0), world);
   };
   std::vector<double> self_steps, dist_steps, exposed, waits, skews;
-  MpiProgressThread* progress = dynamic_cast<MpiCommunicator&>(world.world().comm()).progress_thread();
+  MpiProgressThread* progress = world.world().host().progress_thread();
   double thread_cpu = 0;
   for (int s = 0; s <= o.steps; ++s) {
     const double a = timed_step(alone, s);
@@ -186,7 +186,7 @@ double communication_alone_seconds(const BenchOptions& o, const ModelConfig& con
   auto ops = make_ops(topology);
   ParameterStore store(config, *ops, groups.fsdp().size());
   const ShardingKind kind = parse_sharding(o.sharding);
-  Communicator& fsdp = groups.fsdp().comm();
+  Communicator& fsdp = groups.fsdp().device();
   std::vector<double> rounds;
   for (int round = 0; round < 3; ++round) {
     MPI_Barrier(groups.world().mpi_comm());
@@ -195,14 +195,14 @@ double communication_alone_seconds(const BenchOptions& o, const ModelConfig& con
       std::span<float> full(unit.grads.f32(), static_cast<size_t>(unit.padded_numel));
       std::vector<float> shard(static_cast<size_t>(unit.padded_numel / fsdp.size()));
       if (kind == ShardingKind::None) {
-        groups.loss().comm().all_reduce_async(full).wait();
+        groups.loss().device().all_reduce_async(full).wait();
         continue;
       }
       const int gathers = kind == ShardingKind::Zero3 ? 2 : 1;
       for (int g = 0; g < gathers; ++g)
         fsdp.all_gather_async(std::span<const float>(shard), std::span<float>(unit.params.f32(), full.size())).wait();
       fsdp.reduce_scatter_async(std::span<const float>(full), std::span<float>(shard)).wait();
-      groups.dp_replicate().comm().all_reduce_async(std::span<float>(shard)).wait();
+      groups.dp_replicate().device().all_reduce_async(std::span<float>(shard)).wait();
     }
     rounds.push_back(slowest_rank(seconds_since(t0), groups));
   }

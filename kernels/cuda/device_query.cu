@@ -30,4 +30,13 @@ std::string device_name(int device) {
   return prop.name;
 }
 
+std::string pci_bus_id(int device) {
+  char id[32] = {};
+  if (cudaDeviceGetPCIBusId(id, static_cast<int>(sizeof(id)), device) != cudaSuccess) {
+    cudaGetLastError();
+    return "";
+  }
+  return id;
+}
+
 }  // namespace trlhpc::cuda

@@ -135,7 +135,7 @@ json build_report(const EnvOptions& options, const Topology& topo, ProcessGroups
   // stays the only way this command talks to other ranks.
   std::vector<int32_t> ints(static_cast<size_t>(world) * RankFacts::kInts);  // (world, kInts)
   std::vector<uint8_t> texts(static_cast<size_t>(world) * RankFacts::kText);  // (world, kText)
-  Communicator& comm = groups.world().comm();
+  Communicator& comm = groups.world().host();
   comm.all_gather(std::span<const int32_t>(mine), std::span<int32_t>(ints));
   comm.all_gather(std::span<const uint8_t>(text), std::span<uint8_t>(texts));
   if (topo.world_rank() != 0) return {};

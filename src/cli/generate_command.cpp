@@ -148,7 +148,7 @@ int run_generate_command(const std::vector<std::string>& args, MpiEnvironment& m
   if (is_checkpoint) checkpoint::load_checkpoint_parameters(o.model, manifest, *model);
   else model->load_weights(weights_from_hf_dir(*hf, model->tp_layout()));
 
-  const GenerationResult result = generate(model->decoder(), prompt, o.generation, &groups.world().comm());
+  const GenerationResult result = generate(model->decoder(), prompt, o.generation, &groups.world().host());
   if (mpi.world_rank() != 0) return 0;
   const std::string text = tokenizer.decode(result.tokens, /*skip_special_tokens=*/true);
   if (o.json) {

@@ -42,7 +42,11 @@ void Decoder::init_tensor_parallel(const DecoderParallelism& parallelism) {
                 "Decoder: the kv-sharing sub-group does not match tp rank " + std::to_string(layout.rank) +
                     " of " + std::to_string(layout.size) + " with " + std::to_string(config_.num_key_value_heads) +
                     " kv heads");
+  TRLHPC_ASSERT(!tp || (parallelism.tp_host && parallelism.tp_host->size() == tp->size() &&
+                        parallelism.tp_host->rank() == tp->rank()),
+                "Decoder: DecoderParallelism::tp_host must be the host communicator of the tp group");
   tp_comm_ = tp;
+  tp_host_comm_ = tp ? parallelism.tp_host : nullptr;
   tp_ = layout;
   kv_comm_ = share > 1 ? kv_share : nullptr;
   kv_grad_ = Tensor();
@@ -188,9 +192,9 @@ LossResult Decoder::vocab_parallel_loss(const DeviceBatch& batch, float grad_sca
           weighted[static_cast<size_t>(r)] = host_stats[static_cast<size_t>(2 * r)];
           first_max[static_cast<size_t>(r)] = host_stats[static_cast<size_t>(2 * r + 1)];
         }
-        if (tp_comm_) {
-          tp_comm_->all_reduce(std::span<float>(weighted.data(), static_cast<size_t>(cm)), ReduceOp::Sum);
-          tp_comm_->all_reduce(std::span<float>(first_max.data(), static_cast<size_t>(cm)), ReduceOp::Min);
+        if (tp_host_comm_) {
+          tp_host_comm_->all_reduce(std::span<float>(weighted.data(), static_cast<size_t>(cm)), ReduceOp::Sum);
+          tp_host_comm_->all_reduce(std::span<float>(first_max.data(), static_cast<size_t>(cm)), ReduceOp::Min);
         }
       }
     }
@@ -219,7 +223,7 @@ Tensor Decoder::gather_vocab_logits(const Tensor& local) {
   const int64_t N = local.dim(0), Vl = local.dim(1), P = tp_.size;
   std::vector<float> mine(static_cast<size_t>(N * Vl)), all(static_cast<size_t>(P * N * Vl));
   ops_.copy_to_host(mine.data(), local, mine.size() * sizeof(float));
-  if (tp_comm_) tp_comm_->all_gather(mine, std::span<float>(all));
+  if (tp_host_comm_) tp_host_comm_->all_gather(mine, std::span<float>(all));
   else all = mine;
   // all = (P, N, Vl) in rank order -> full (N, P*Vl): rank r's slice is columns [r*Vl, (r+1)*Vl).
   std::vector<float> full(static_cast<size_t>(N * P * Vl));

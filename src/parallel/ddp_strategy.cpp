@@ -14,7 +14,7 @@ double now_seconds() {
 }  // namespace
 
 DdpStrategy::DdpStrategy(const DataParallelOptions& options, ParameterStore& store, ProcessGroups& groups, Ops& ops)
-    : store_(store), comm_(groups.loss().comm()), tp_(groups.tp().comm()), ops_(ops) {
+    : store_(store), comm_(groups.loss().device()), tp_(groups.tp().host()), ops_(ops) {
   const int64_t bucket = std::max<int64_t>(1, options.bucket_elements);
   unit_buckets_.resize(static_cast<size_t>(store.num_units()));
   for (int u = 0; u < store.num_units(); ++u) {

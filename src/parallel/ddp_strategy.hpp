@@ -43,8 +43,8 @@ class DdpStrategy final : public DataParallelStrategy, public ShardedStateView {
   void poll();  // lets MPI progress outstanding reductions and records completions
 
   ParameterStore& store_;
-  Communicator& comm_;
-  Communicator& tp_;  // grad norm: tp-split slots summed over the tp group (tensor_parallel_norm.hpp)
+  Communicator& comm_;  // device(): gradient buckets over the loss group
+  Communicator& tp_;    // host(): grad norm, tp-split slots summed over tp (tensor_parallel_norm.hpp)
   Ops& ops_;
   std::vector<Bucket> buckets_;
   std::vector<std::vector<size_t>> unit_buckets_;  // unit -> bucket indices

@@ -1,8 +1,10 @@
 // NcclContext: NCCL collectives on one CUDA stream (see include/trlhpc/parallel/nccl_context.hpp).
 // Host code only (no kernels); a .cu file so that it is compiled, and NCCL linked, in CUDA builds only.
+// Stream ordering and the watchdog path: see the header. Compiled here; not yet run on a GPU.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <utility>
@@ -50,11 +52,13 @@ void check_async_error(ncclComm_t comm) {
 
 class NcclComm {
  public:
-  // Non-blocking (config.blocking = 0) when the watchdog is enabled, so no call can block the host.
+  // Always non-blocking (config.blocking = 0): initialisation returns at once and is settled by polling
+  // ncclCommGetAsyncError under the watchdog's deadline, so a peer that never calls it cannot hang
+  // this rank in ncclCommInitRankConfig; later calls may return ncclInProgress and are settled likewise.
   NcclComm(int size, const ncclUniqueId& id, int rank, CollectiveWatchdog& watchdog)
       : timeout_seconds_(watchdog.timeout_seconds()) {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = watchdog.enabled() ? 0 : 1;
+    config.blocking = 0;
     const uint64_t index = watchdog.arrive();
     try {
       TRLHPC_SETTLE_NCCL(ncclCommInitRankConfig(&comm_, size, id, rank, &config), comm_, watchdog, index,
@@ -127,41 +131,48 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return ncclSum;
 }
 
-// Completion of everything enqueued on the stream before construction. With the watchdog enabled,
-// wait() polls the event and the communicator's async error under the deadline.
+// Completion of everything enqueued on the comm stream before construction. wait() synchronises on it
+// (polling the event and the communicator's async error under the deadline when the watchdog is on),
+// then makes the compute stream wait on it: the comm -> compute half of the bridge (nccl_context.hpp).
 class NcclPending final : public PendingOperation {
  public:
-  NcclPending(int device, cudaStream_t stream, ncclComm_t comm, CollectiveWatchdog& watchdog, uint64_t index,
-              const char* name)
-      : device_(device), comm_(comm), watchdog_(watchdog), index_(index), name_(name) {
-    TRLHPC_CHECK_CUDA(cudaEventRecord(event_.get(), stream));
+  NcclPending(int device, cudaStream_t comm_stream, cudaStream_t compute_stream, ncclComm_t comm,
+              CollectiveWatchdog& watchdog, uint64_t index, const char* name)
+      : device_(device), compute_stream_(compute_stream), comm_(comm), watchdog_(watchdog), index_(index), name_(name) {
+    TRLHPC_CHECK_CUDA(cudaEventRecord(done_.get(), comm_stream));
   }
   bool test() override {
     DeviceGuard guard(device_);
-    const cudaError_t rc = cudaEventQuery(event_.get());
+    const cudaError_t rc = cudaEventQuery(done_.get());
     if (rc == cudaErrorNotReady) {
       check_async_error(comm_);
       return false;
     }
     TRLHPC_CHECK_CUDA(rc);
+    order_compute_after();
     return true;
   }
   void wait() override {
     if (!watchdog_.enabled()) {
       DeviceGuard guard(device_);
-      TRLHPC_CHECK_CUDA(cudaEventSynchronize(event_.get()));
+      TRLHPC_CHECK_CUDA(cudaEventSynchronize(done_.get()));
+      order_compute_after();
       return;
     }
     watchdog_.wait(index_, name_, [this] { return test(); });
   }
 
  private:
+  // Compute work queued from now on (and the allocator's reuse of the buffers) follows the collective.
+  void order_compute_after() { TRLHPC_CHECK_CUDA(cudaStreamWaitEvent(compute_stream_, done_.get(), 0)); }
+
   int device_;
+  cudaStream_t compute_stream_;
   ncclComm_t comm_;
   CollectiveWatchdog& watchdog_;  // the context's; pending operations do not outlive their context
   uint64_t index_;
   const char* name_;
-  CudaEvent event_;
+  CudaEvent done_;
 };
 
 // Brackets several NCCL calls so they run as one fused operation (required for send/recv pairs:
@@ -210,22 +221,37 @@ int comm_size(MPI_Comm comm) {
 
 }  // namespace
 
+// The watchdog's last step before MPI_Abort: say what NCCL itself knows (a peer's failure, a network
+// error, or still in progress), then abort the communicator so the kernels stuck on the stream end.
+static void report_and_abort(ncclComm_t comm) {
+  ncclResult_t state = ncclSuccess;
+  const ncclResult_t rc = ncclCommGetAsyncError(comm, &state);
+  std::fprintf(stderr, "trlhpc: failure: %sNCCL communicator state at the timeout: %s%s\n", rank_prefix().c_str(),
+               rc == ncclSuccess ? ncclGetErrorString(state) : "unknown (ncclCommGetAsyncError failed)",
+               state == ncclInProgress ? " (the collective never completed)" : "");
+  std::fflush(stderr);
+  ncclCommAbort(comm);
+}
+
 struct NcclContext::State {
   // The device must be current (NcclContext's constructor guards it).
-  State(MPI_Comm mpi, int device_index, double timeout_seconds, CollectiveLabel label)
+  State(MPI_Comm mpi, int device_index, cudaStream_t compute, double timeout_seconds, CollectiveLabel label)
       : device(device_index),
         rank(comm_rank(mpi)),
         size(comm_size(mpi)),
+        compute_stream(compute),
         watchdog(mpi, timeout_seconds, std::move(label)),
         comm(size, shared_unique_id(mpi, rank), rank, watchdog) {
-    watchdog.set_abort_hook([c = comm.get()] { ncclCommAbort(c); });
+    watchdog.set_abort_hook([c = comm.get()] { report_and_abort(c); });
   }
 
   int device;
   int rank;
   int size;
+  cudaStream_t compute_stream;  // the CUDA backend's (not owned); null = legacy default stream
   CollectiveWatchdog watchdog;  // before comm: the communicator's creation is watched too
-  CudaStream stream;
+  CudaStream stream;            // the comm stream
+  CudaEvent inputs_ready;       // recorded on compute_stream before each operation
   NcclComm comm;
   DeviceBuffer scratch{sizeof(float)};  // (1) float for barrier()
 
@@ -236,20 +262,22 @@ struct NcclContext::State {
   CommRequest run(Completion mode, const char* blocking_name, const char* async_name, Enqueue&& enqueue) {
     const char* name = mode == Completion::Async ? async_name : blocking_name;
     const uint64_t index = watchdog.arrive();
+    // compute -> comm: the collective starts after the compute work that produced its inputs.
+    inputs_ready.record(compute_stream);
+    TRLHPC_CHECK_CUDA(cudaStreamWaitEvent(stream.get(), inputs_ready.get(), 0));
     TRLHPC_SETTLE_NCCL(enqueue(), comm.get(), watchdog, index, name);
-    auto pending = std::make_unique<NcclPending>(device, stream.get(), comm.get(), watchdog, index, name);
+    auto pending =
+        std::make_unique<NcclPending>(device, stream.get(), compute_stream, comm.get(), watchdog, index, name);
     if (mode == Completion::Async) return CommRequest(std::move(pending));
-    if (watchdog.enabled())
-      pending->wait();
-    else
-      TRLHPC_CHECK_CUDA(cudaStreamSynchronize(stream.get()));
+    pending->wait();  // comm -> compute, and the data is complete on return
     return CommRequest();
   }
 };
 
-NcclContext::NcclContext(MPI_Comm comm, int device, double timeout_seconds, CollectiveLabel label) {
+NcclContext::NcclContext(MPI_Comm comm, int device, CUstream_st* compute_stream, double timeout_seconds,
+                         CollectiveLabel label) {
   DeviceGuard guard(device);
-  state_ = std::make_unique<State>(comm, device, timeout_seconds, std::move(label));
+  state_ = std::make_unique<State>(comm, device, compute_stream, timeout_seconds, std::move(label));
 }
 
 NcclContext::~NcclContext() {
@@ -269,6 +297,7 @@ int NcclContext::rank() const { return state_->rank; }
 int NcclContext::size() const { return state_->size; }
 int NcclContext::device() const { return state_->device; }
 CUstream_st* NcclContext::stream() const { return state_->stream.get(); }
+CUstream_st* NcclContext::compute_stream() const { return state_->compute_stream; }
 
 CommRequest NcclContext::all_reduce(const void* in, void* out, size_t count, ElementType type, ReduceOp op,
                                     Completion mode) {

@@ -65,7 +65,7 @@ ParallelHdf5File ParallelHdf5File::create(const std::string& path, ProcessGroup&
     id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
   }
   if (id < 0) refuse_file("create", path);
-  return ParallelHdf5File(path, Hdf5Id(id, H5Fclose), group.comm(), std::move(deadline));
+  return ParallelHdf5File(path, Hdf5Id(id, H5Fclose), group.host(), std::move(deadline));
 }
 
 ParallelHdf5File ParallelHdf5File::open(const std::string& path, ProcessGroup& group) {
@@ -78,7 +78,7 @@ ParallelHdf5File ParallelHdf5File::open(const std::string& path, ProcessGroup& g
     id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get());
   }
   if (id < 0) refuse_file("open", path);
-  return ParallelHdf5File(path, Hdf5Id(id, H5Fclose), group.comm(), std::move(deadline));
+  return ParallelHdf5File(path, Hdf5Id(id, H5Fclose), group.host(), std::move(deadline));
 }
 
 ParallelHdf5File::~ParallelHdf5File() {

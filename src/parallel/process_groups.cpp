@@ -33,14 +33,21 @@ std::string list_string(const std::vector<int>& v) {
 }  // namespace
 
 ProcessGroup::ProcessGroup(GroupKind kind, MpiComm comm, std::vector<int> members, MpiCommunicatorOptions options,
-                           std::shared_ptr<const PhaseLabel> phase)
+                           std::shared_ptr<const PhaseLabel> phase, const DeviceCommunicatorFactory& device_factory)
     : kind_(kind),
       comm_(std::move(comm)),
-      communicator_(std::make_unique<MpiCommunicator>(comm_.get(), options,
-                                                      CollectiveLabel{group_kind_name(kind), std::move(phase)})),
-      members_(std::move(members)) {}
+      device_comm_(MpiComm::duplicate(comm_.get())),
+      host_(std::make_unique<MpiCommunicator>(comm_.get(), options, CollectiveLabel{group_kind_name(kind), phase})),
+      members_(std::move(members)) {
+  const DeviceCommArgs args{device_comm_.get(), options, CollectiveLabel{group_kind_name(kind), std::move(phase)}};
+  device_ = device_factory ? device_factory(args) : make_device_communicator_factory(DeviceCommKind::HostMpi)(args);
+  TRLHPC_ASSERT(device_ && device_->size() == host_->size() && device_->rank() == host_->rank(),
+                std::string(group_kind_name(kind)) + " group: the device communicator does not span the group's ranks");
+}
 
-ProcessGroups::ProcessGroups(const Mesh& mesh, MPI_Comm world, MpiCommunicatorOptions options) : mesh_(mesh) {
+ProcessGroups::ProcessGroups(const Mesh& mesh, MPI_Comm world, MpiCommunicatorOptions options,
+                             const DeviceCommunicatorFactory& device_factory)
+    : mesh_(mesh) {
   MpiComm world_copy = MpiComm::duplicate(world);
   world_rank_ = world_copy.rank();
   TRLHPC_ASSERT(world_copy.size() == mesh_.world_size(),
@@ -59,7 +66,7 @@ ProcessGroups::ProcessGroups(const Mesh& mesh, MPI_Comm world, MpiCommunicatorOp
                   std::string(group_kind_name(kind)) + " group: MPI reports rank " + std::to_string(comm.rank()) +
                       " of members " + list_string(reported) + ", the mesh predicts rank " +
                       std::to_string(mesh_.group_rank(kind, world_rank_)) + " of " + list_string(predicted));
-    groups_.emplace_back(kind, std::move(comm), std::move(predicted), options, phase_);
+    groups_.emplace_back(kind, std::move(comm), std::move(predicted), options, phase_, device_factory);
   }
 }
 

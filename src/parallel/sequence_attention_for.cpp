@@ -9,10 +9,10 @@ namespace trlhpc {
 std::unique_ptr<SequenceAttention> sequence_attention_for(ProcessGroups& groups, DType ulysses_gradient_dtype) {
   const bool ring = groups.cp().size() > 1, ulysses = groups.sp().size() > 1;
   if (ring && ulysses)
-    return std::make_unique<UlyssesAttention>(groups.sp().comm(), std::make_unique<RingAttention>(groups.cp().comm()),
+    return std::make_unique<UlyssesAttention>(groups.sp().device(), std::make_unique<RingAttention>(groups.cp().device()),
                                               ulysses_gradient_dtype);
-  if (ring) return std::make_unique<RingAttention>(groups.cp().comm());
-  if (ulysses) return std::make_unique<UlyssesAttention>(groups.sp().comm(), nullptr, ulysses_gradient_dtype);
+  if (ring) return std::make_unique<RingAttention>(groups.cp().device());
+  if (ulysses) return std::make_unique<UlyssesAttention>(groups.sp().device(), nullptr, ulysses_gradient_dtype);
   return std::make_unique<LocalAttention>();
 }
 

@@ -17,7 +17,13 @@ double now_seconds() {
 }  // namespace
 
 ShardedGradients::ShardedGradients(ParameterStore& store, ProcessGroups& groups, Ops& ops, UnitBufferPool& pool)
-    : store_(store), fsdp_(groups.fsdp().comm()), replicate_(groups.dp_replicate().comm()), tp_(groups.tp().comm()), ops_(ops), pool_(pool) {
+    : store_(store),
+      fsdp_(groups.fsdp().device()),
+      replicate_(groups.dp_replicate().device()),
+      fsdp_host_(groups.fsdp().host()),
+      tp_(groups.tp().host()),
+      ops_(ops),
+      pool_(pool) {
   const int P = fsdp_.size();
   for (int u = 0; u < store.num_units(); ++u) {
     const int64_t padded = store.unit(u).padded_numel;
@@ -121,7 +127,7 @@ double ShardedGradients::norm_squared() {
   double local = 0;
   for (int u = 0; u < store_.num_units(); ++u)
     local += tp_counted_sum_of_squares(ops_, store_.unit(u), shard_begin(u), shards_[static_cast<size_t>(u)], tp_.rank());
-  fsdp_.all_reduce(std::span<double>(&local, 1));
+  fsdp_host_.all_reduce(std::span<double>(&local, 1));
   tp_.all_reduce(std::span<double>(&local, 1));  // tp slices; replicated slots counted on tp rank 0 only
   return local;
 }

@@ -77,9 +77,10 @@ class ShardedGradients {
   void start_replicate(int unit);            // in-place all-reduce of the shard over dp_replicate
 
   ParameterStore& store_;
-  Communicator& fsdp_;
-  Communicator& replicate_;
-  Communicator& tp_;  // grad norm: tp-split slots summed over the tp group (tensor_parallel_norm.hpp)
+  Communicator& fsdp_;       // device(): gradient reduce-scatters
+  Communicator& replicate_;  // device(): shard all-reduces over dp_replicate
+  Communicator& fsdp_host_;  // host(): the grad norm's partial sums (host doubles)
+  Communicator& tp_;         // host(): grad norm, tp-split slots summed over tp (tensor_parallel_norm.hpp)
   Ops& ops_;
   UnitBufferPool& pool_;
   std::vector<int64_t> shard_numel_;        // (units)

@@ -7,7 +7,7 @@
 namespace trlhpc {
 
 Zero1Strategy::Zero1Strategy(const DataParallelOptions& options, ParameterStore& store, ProcessGroups& groups, Ops& ops)
-    : store_(store), ops_(ops), fsdp_(groups.fsdp().comm()), pool_(ops), grads_(store, groups, ops, pool_) {}
+    : store_(store), ops_(ops), fsdp_(groups.fsdp().device()), pool_(ops), grads_(store, groups, ops, pool_) {}
 
 void Zero1Strategy::after_backward(int unit) {
   // Only the last micro-step communicates (as DeepSpeed's ZeRO-1 reduces at the accumulation boundary);

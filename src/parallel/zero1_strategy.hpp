@@ -53,7 +53,7 @@ class Zero1Strategy : public DataParallelStrategy, public ShardedStateView {
 
   ParameterStore& store_;
   Ops& ops_;
-  Communicator& fsdp_;
+  Communicator& fsdp_;  // device(): parameter shard all-gathers
   UnitBufferPool pool_;
   ShardedGradients grads_;
   bool last_micro_step_ = true;

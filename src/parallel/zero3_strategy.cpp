@@ -8,7 +8,7 @@ Zero3Strategy::Zero3Strategy(const DataParallelOptions& options, ParameterStore&
     : store_(store),
       pool_(ops),
       grads_(store, groups, ops, pool_),
-      params_(store, groups.fsdp().comm(), ops, pool_),
+      params_(store, groups.fsdp().device(), ops, pool_),
       no_buffer_(ops.allocate({0})),
       reshard_after_forward_(options.reshard_after_forward) {
   for (ParameterUnit& unit : store_.units()) unit.grads = no_buffer_;

@@ -62,14 +62,14 @@ void export_hf_model(ParallelModel& model, const std::string& output_dir, const 
   for (int u = 0; u < store.num_units(); ++u) {
     strategy.state().gather_unit_parameters(u);
     for (const ParameterSlot& slot : store.unit(u).slots) {
-      gather_tp_tensor(slot, store, model.ops(), groups.tp().comm(), writer, full);
+      gather_tp_tensor(slot, store, model.ops(), groups.tp().host(), writer, full);
       attempt([&] { out->append(slot.spec.name, full.data(), static_cast<int64_t>(full.size())); });
     }
     strategy.state().release_unit_parameters(u);
   }
   attempt([&] { out->finish(); });
   int failed = failure ? 1 : 0;
-  groups.world().comm().all_reduce(std::span<int>(&failed, 1), ReduceOp::Max);  // nobody reports success before the files exist
+  groups.world().host().all_reduce(std::span<int>(&failed, 1), ReduceOp::Max);  // nobody reports success before the files exist
   if (failure) std::rethrow_exception(failure);
   if (failed)
     throw RuntimeFailure(rank_prefix() + "the final save of the model to " + output_dir +

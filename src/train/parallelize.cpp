@@ -18,7 +18,7 @@ Communicator* kv_share_group(const ModelConfig& config, ProcessGroups& groups) {
                     " kv heads needs kv_share groups of " + std::to_string(want) + " ranks, the mesh has " +
                     std::to_string(groups.kv_share().size()) +
                     ": build the ParallelDims with for_model(num_attention_heads, num_key_value_heads)");
-  return want > 1 ? &groups.kv_share().comm() : nullptr;
+  return want > 1 ? &groups.kv_share().device() : nullptr;
 }
 
 }  // namespace
@@ -45,7 +45,8 @@ ParallelModel::ParallelModel(const ModelConfig& config, Ops& ops, ProcessGroups&
   sequence_multiple_ = dims.sequence_multiple();
 
   DecoderParallelism parallelism;
-  parallelism.tp = &groups.tp().comm();
+  parallelism.tp = &groups.tp().device();
+  parallelism.tp_host = &groups.tp().host();
   parallelism.kv_share = kv_share;
   parallelism.attention = attention_.get();
   parallelism.tp_sequence_parallel = dims.tp_sequence_parallel;

@@ -160,7 +160,7 @@ void log_start(const SftConfig& c, const SftPlan& plan, const Trainer& trainer, 
 // The MFU denominator: --peak_flops, else the measured GEMM rate; the same (smallest) on every rank.
 double peak_flops_per_rank(const SftConfig& c, Ops& ops, ProcessGroups& groups) {
   double peak = c.peak_flops > 0 ? c.peak_flops : measure_matmul_flops(ops);
-  groups.world().comm().all_reduce(std::span<double>(&peak, 1), ReduceOp::Min);
+  groups.world().host().all_reduce(std::span<double>(&peak, 1), ReduceOp::Min);
   return peak;
 }
 
@@ -168,7 +168,7 @@ void log_saved(const SftConfig& c, ProcessGroups& groups, MetricsLogger& logger)
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
   int64_t peak_rss = static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
-  groups.world().comm().all_reduce(std::span<int64_t>(&peak_rss, 1), ReduceOp::Max);
+  groups.world().host().all_reduce(std::span<int64_t>(&peak_rss, 1), ReduceOp::Max);
   logger.message("saved the model to " + c.output_dir + "; peak resident memory per rank " + mib(peak_rss) +
                  " (largest rank)");
 }
@@ -232,7 +232,7 @@ int run_watched_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   std::optional<OutputDirLock> lock;
   std::vector<std::string> output_dir_log;
   std::optional<MetricsLogger> metrics;
-  run_on_root(groups.world().comm(), [&] {
+  run_on_root(groups.world().host(), [&] {
     lock.emplace(c.output_dir);
     if (plan.resume_dir.empty()) output_dir_log = prepare_fresh_output_dir(c.output_dir, c.overwrite_output_dir);
     metrics.emplace(c.output_dir, is_main, may_redraw, plan.tensorboard_dir);
@@ -257,10 +257,10 @@ int run_watched_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   // A preemption signal stops the tokenizing (on the rank that got it); the ranks then agree on it.
   const auto interrupted = [&watch] { return watch.local_signal() != 0; };
   const std::optional<dataset::SftDataset> loaded =
-      load_sft_dataset(c, plan, DatasetRole::kTrain, tok, groups.world().comm(), logger, interrupted);
+      load_sft_dataset(c, plan, DatasetRole::kTrain, tok, groups.world().host(), logger, interrupted);
   std::optional<dataset::SftDataset> eval;
-  if (evaluates(c)) eval = load_sft_dataset(c, plan, DatasetRole::kEval, tok, groups.world().comm(), logger, interrupted);
-  if (const int signal = watch.agreed_signal(groups.world().comm()))
+  if (evaluates(c)) eval = load_sft_dataset(c, plan, DatasetRole::kEval, tok, groups.world().host(), logger, interrupted);
+  if (const int signal = watch.agreed_signal(groups.world().host()))
     return report_preemption(c, signal, SftLoopOutcome{signal, 0, ""}, 0, logger);
   TRLHPC_ASSERT(loaded && (!evaluates(c) || eval), "a dataset load stopped without a signal");
   const dataset::SftDataset& train = *loaded;

@@ -185,13 +185,13 @@ std::optional<EvalResult> SftLoop::evaluate() {
   // batches of one all-padding row, which carry no target.
   while (static_cast<int64_t>(batches.size()) < plan.micro_batch_count)
     batches.push_back(model.shard_tokens(padding_batch(2)));
-  Communicator& world = model.groups().world().comm();
+  Communicator& world = model.groups().world().host();
   return trainer_.evaluate_unless(batches, [&] { return watch_.agreed_signal(world) != 0; });
 }
 
 SftLoopOutcome SftLoop::run(double peak_flops_per_rank) {
   const ModelConfig& model = trainer_.model().config();
-  Communicator& world = trainer_.model().groups().world().comm();
+  Communicator& world = trainer_.model().groups().world().host();
   start_ = Clock::now();
   ProcessGroups& groups = trainer_.model().groups();
   for (int64_t step = first_step_; step < total_steps_; ++step) {

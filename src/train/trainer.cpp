@@ -53,7 +53,7 @@ StepResult Trainer::step(const std::vector<Batch>& micro_batches, double lr) {
     counts[0] += b.target_tokens();
     for (int32_t d : b.doc_ids) counts[1] += d != kPaddingDocId;
   }
-  groups_.loss().comm().all_reduce(std::span<int64_t>(counts, 3));
+  groups_.loss().host().all_reduce(std::span<int64_t>(counts, 3));
   require_splittable(counts[2]);
   StepResult result;
   result.target_tokens = counts[0];
@@ -72,7 +72,7 @@ StepResult Trainer::step(const std::vector<Batch>& micro_batches, double lr) {
     add_token_metrics(r, &sums[1 + 4 * m]);
   }
   model_->strategy().finish_gradients();
-  groups_.loss().comm().all_reduce(std::span<double>(sums));
+  groups_.loss().host().all_reduce(std::span<double>(sums));
   result.loss = counts[0] > 0 ? sums[0] / static_cast<double>(counts[0]) : 0.0;
   result.micro_steps = static_cast<int64_t>(M);
   result.has_token_metrics = M > 0;
@@ -118,7 +118,7 @@ std::string Trainer::first_nonfinite_gradient() {
       ++index;
     }
   }
-  groups_.world().comm().all_reduce(std::span<int64_t>(&first, 1), ReduceOp::Min);
+  groups_.world().host().all_reduce(std::span<int64_t>(&first, 1), ReduceOp::Min);
   return first < static_cast<int64_t>(names.size()) ? names[static_cast<size_t>(first)] : "";
 }
 
@@ -126,7 +126,7 @@ double Trainer::evaluate(const std::vector<Batch>& batches) { return evaluate_un
 
 std::optional<EvalResult> Trainer::evaluate_unless(const std::vector<Batch>& batches, const std::function<bool()>& stop) {
   int64_t unsplittable = unsplittable_batches(batches);
-  groups_.loss().comm().all_reduce(std::span<int64_t>(&unsplittable, 1));
+  groups_.loss().host().all_reduce(std::span<int64_t>(&unsplittable, 1));
   require_splittable(unsplittable);
   // loss sum, target tokens; then per batch (entropy sum, top-1 count, valid targets, computed)
   std::vector<double> sums(2 + 4 * batches.size(), 0.0);
@@ -138,7 +138,7 @@ std::optional<EvalResult> Trainer::evaluate_unless(const std::vector<Batch>& bat
     sums[1] += static_cast<double>(r.target_tokens);
     add_token_metrics(r, &sums[2 + 4 * k]);
   }
-  groups_.loss().comm().all_reduce(std::span<double>(sums));
+  groups_.loss().host().all_reduce(std::span<double>(sums));
   EvalResult result;
   result.loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
   result.has_token_metrics = !batches.empty();

@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
     const int world = mpi.world_size(), rank = mpi.world_rank();
     trlhpc::ProcessGroups groups(trlhpc::Mesh(trlhpc::ParallelDims{1, 1, 1, 1, world}.resolved(world)), mpi.world(),
                                  {.timeout_seconds = timeout});
-    trlhpc::Communicator& tp = groups.tp().comm();
+    trlhpc::Communicator& tp = groups.tp().host();
     std::vector<float> data(256);
     for (int step = 0; step < iterations; ++step) {
       groups.set_phase("step " + std::to_string(step));
@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
       for (float x : data)
         if (x != want) throw trlhpc::RuntimeFailure("watchdog_probe: wrong all_reduce result at step " + std::to_string(step));
     }
-    groups.world().comm().barrier();
+    groups.world().host().barrier();
     if (rank == 0) std::printf("watchdog_probe: ok (%d steps on %d ranks)\n", iterations, world);
     return 0;
   } catch (const std::exception& e) {

@@ -55,7 +55,7 @@ TEST(GenerateTensorParallel, GreedyEqualsTransformers) {
     options.max_new_tokens = c.at("max_new_tokens");
     options.eos_token_ids = c.at("eos_token_ids").get<std::vector<int64_t>>();
     const std::vector<int32_t> prompt = c.at("input_ids").get<std::vector<int32_t>>();
-    const GenerationResult result = generate(model->decoder(), prompt, options, &groups.world().comm());
+    const GenerationResult result = generate(model->decoder(), prompt, options, &groups.world().host());
     EXPECT_EQ(result.tokens, c.at("output_ids").get<std::vector<int32_t>>())
         << name << " at tp " << tp << " (transformers' smallest top-2 logit gap " << c.at("min_margin") << ")";
     ++cases;

@@ -1,6 +1,8 @@
-// NcclCommunicator on device memory: every collective, blocking and async, for f32 and bf16, with the
-// exactly predictable inputs of comm_test_support.hpp. Needs a CUDA build and one GPU per rank; skips
-// on every rank alike otherwise (the binding decision is collective), so it passes on CPU-only CI.
+// The device communicators on device memory: every collective, blocking and async, for f32 and bf16,
+// with the exactly predictable inputs of comm_test_support.hpp. NcclCommunicator needs a CUDA build and
+// one GPU per rank; StagedMpiCommunicator needs a CUDA build and one GPU that every rank may share.
+// Both skip on every rank alike otherwise, so this passes on CPU-only CI. The staged cases were only
+// compiled on the development machine (no GPU).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -8,12 +10,15 @@
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 #include "trlhpc/runtime/topology.hpp"
+#include "trlhpc/parallel/device_communicator.hpp"
 
 #ifdef TRLHPC_HAVE_CUDA
 #include <cuda_runtime.h>
 
 #include "trlhpc/core/cuda_check.hpp"
+#include "device_query.cuh"
 #include "trlhpc/parallel/nccl_communicator.hpp"
+#include "trlhpc/parallel/staged_mpi_communicator.hpp"
 #endif
 
 namespace trlhpc {
@@ -90,17 +95,24 @@ struct Runner {
   }
 };
 
-class NcclCommunicatorTest : public ::testing::Test {
+class DeviceCommunicatorTest : public ::testing::TestWithParam<DeviceCommKind> {
  protected:
   void SetUp() override {
     MpiEnvironment mpi(nullptr, nullptr);  // MPI is already up: this only reads rank, size and host
-    try {
-      gpu_ = Topology::discover(mpi, DeviceRequest::Cuda).gpu_index();
-    } catch (const UserError& e) {
-      GTEST_SKIP() << e.what();  // same decision on every rank
+    if (GetParam() == DeviceCommKind::Nccl) {
+      try {
+        gpu_ = Topology::discover(mpi, DeviceRequest::Cuda).gpu_index();
+      } catch (const UserError& e) {
+        GTEST_SKIP() << e.what();  // same decision on every rank
+      }
+    } else {
+      int gpus = cuda::visible_device_count();
+      MPI_Allreduce(MPI_IN_PLACE, &gpus, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+      if (gpus == 0) GTEST_SKIP() << "the staged backend needs a GPU on every rank";
+      gpu_ = mpi.world_rank() % gpus;  // with more ranks than GPUs, several ranks share one
     }
     handle_ = MpiComm::duplicate(MPI_COMM_WORLD);
-    comm_ = std::make_unique<NcclCommunicator>(handle_.get(), gpu_);
+    comm_ = make_device_communicator_factory(GetParam(), gpu_)(DeviceCommArgs{handle_.get(), {}, {}});
     TRLHPC_CHECK_CUDA(cudaSetDevice(gpu_));
   }
 
@@ -159,20 +171,20 @@ class NcclCommunicatorTest : public ::testing::Test {
 
   int gpu_ = -1;
   MpiComm handle_;
-  std::unique_ptr<NcclCommunicator> comm_;
+  std::unique_ptr<Communicator> comm_;
 };
 
-TEST_F(NcclCommunicatorTest, FloatBlockingAndAsync) {
+TEST_P(DeviceCommunicatorTest, FloatBlockingAndAsync) {
   check_all<float>(false);
   check_all<float>(true);
 }
 
-TEST_F(NcclCommunicatorTest, Bf16BlockingAndAsync) {
+TEST_P(DeviceCommunicatorTest, Bf16BlockingAndAsync) {
   check_all<uint16_t>(false);
   check_all<uint16_t>(true);
 }
 
-TEST_F(NcclCommunicatorTest, AsyncOverlapsHostCompute) {
+TEST_P(DeviceCommunicatorTest, AsyncOverlapsHostCompute) {
   const int P = comm_->size(), r = comm_->rank();
   const size_t n = size_t{16} << 20;  // 64 MiB of float
   DeviceArray<float> data(testing::filled<float>(n, [&](size_t i) { return v(r, i); }));
@@ -183,8 +195,12 @@ TEST_F(NcclCommunicatorTest, AsyncOverlapsHostCompute) {
   req.wait();
   EXPECT_TRUE(matches(data.download(), [&](size_t i) { return P * static_cast<int64_t>(i % 7) + 3 * P * (P - 1) / 2; }));
   EXPECT_EQ(comm_->device(), Device::CUDA);
-  EXPECT_STREQ(comm_->backend_name(), "nccl");
+  EXPECT_STREQ(comm_->backend_name(), GetParam() == DeviceCommKind::Nccl ? "nccl" : "staged-mpi");
 }
+
+INSTANTIATE_TEST_SUITE_P(Kinds, DeviceCommunicatorTest,
+                         ::testing::Values(DeviceCommKind::Nccl, DeviceCommKind::StagedMpi),
+                         [](const auto& info) { return info.param == DeviceCommKind::Nccl ? "Nccl" : "StagedMpi"; });
 #endif
 
 }  // namespace

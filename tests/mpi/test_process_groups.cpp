@@ -56,12 +56,17 @@ TEST(ProcessGroups, MembersMatchTheMeshForEveryFactorisation) {
       MPI_Comm_size(group.mpi_comm(), &mpi_size);
       EXPECT_EQ(mpi_size, expected_size);
 
-      // The communicator connects exactly the predicted ranks: the sum of world ranks over the group.
-      std::vector<int64_t> value = {me, 1};
-      group.comm().all_reduce(std::span<int64_t>(value));
+      // Both communicators connect exactly the predicted ranks: the sum of world ranks over the group.
       const auto& members = group.members();
-      EXPECT_EQ(value[0], std::accumulate(members.begin(), members.end(), int64_t{0}));
-      EXPECT_EQ(value[1], static_cast<int64_t>(members.size()));
+      for (Communicator* comm : {static_cast<Communicator*>(&group.host()), &group.device()}) {
+        SCOPED_TRACE(comm == &group.device() ? "device()" : "host()");
+        EXPECT_EQ(comm->rank(), group.rank());
+        EXPECT_EQ(comm->size(), group.size());
+        std::vector<int64_t> value = {me, 1};
+        comm->all_reduce(std::span<int64_t>(value));
+        EXPECT_EQ(value[0], std::accumulate(members.begin(), members.end(), int64_t{0}));
+        EXPECT_EQ(value[1], static_cast<int64_t>(members.size()));
+      }
 
       // Partition: gather every rank's member list (padded to the world size with -1); two lists are
       // equal or disjoint, each rank lies in its own list, and every rank is covered.
@@ -102,7 +107,9 @@ TEST(ProcessGroups, DerivedGroupsHaveTheirDocumentedSizes) {
   EXPECT_EQ(groups.dp_replicate().size(), 1);
   EXPECT_EQ(groups.dp_shard().size(), dims.dp_shard);
   EXPECT_STREQ(groups.fsdp().name(), "fsdp");
-  EXPECT_STREQ(groups.fsdp().comm().backend_name(), "mpi");
+  EXPECT_STREQ(groups.fsdp().host().backend_name(), "mpi");
+  EXPECT_STREQ(groups.fsdp().device().backend_name(), "mpi");  // the default device communicator: HostMpi
+  EXPECT_EQ(groups.fsdp().device().device(), Device::CPU);
 }
 
 }  // namespace

@@ -113,7 +113,7 @@ ModelConfig biased_llama() {
 // Full parameters of every unit (tp slices all-gathered and reassembled), in full-spec order.
 std::vector<std::vector<float>> full_parameters(Trainer& trainer, ProcessGroups& groups, const ModelConfig& config) {
   trainer.model().sharded_state().gather_full_parameters();
-  Communicator& tp = groups.tp().comm();
+  Communicator& tp = groups.tp().host();  // host vectors
   std::vector<std::vector<float>> units;
   for (ParameterUnit& unit : trainer.model().store().units()) {
     std::vector<float> out;

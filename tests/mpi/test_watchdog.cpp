@@ -98,13 +98,13 @@ TEST(Watchdog, ProcessGroupsLabelTheirCommunicatorsAndShareThePhase) {
   groups.set_phase("evaluation at step 7");
   EXPECT_EQ(groups.phase(), "evaluation at step 7");
   for (GroupKind kind : {GroupKind::Tp, GroupKind::Fsdp, GroupKind::Loss, GroupKind::World}) {
-    auto& comm = dynamic_cast<MpiCommunicator&>(groups.get(kind).comm());
+    auto& comm = groups.get(kind).host();
     const std::string report = comm.watchdog().report(1, "reduce_scatter", 3.0);
     EXPECT_NE(report.find(std::string("in group ") + group_kind_name(kind) + " "), std::string::npos) << report;
     EXPECT_NE(report.find("during evaluation at step 7"), std::string::npos) << report;
   }
   groups.set_phase("checkpoint save at step 8");
-  auto& world_comm = dynamic_cast<MpiCommunicator&>(groups.world().comm());
+  auto& world_comm = groups.world().host();
   EXPECT_NE(world_comm.watchdog().report(1, "barrier", 3.0).find("during checkpoint save at step 8"),
             std::string::npos);
   MpiCommunicator unnamed(groups.world().mpi_comm(), {.timeout_seconds = 60});

@@ -71,9 +71,12 @@ class UnitHooks {
 // is the whole model on this rank. train/parallelize.hpp builds it from the mesh's groups; nothing
 // else should assemble one by hand. Every pointer is borrowed and must outlive the Decoder.
 struct DecoderParallelism {
-  // Tensor-parallel group: size and rank must be the ParameterStore's tp layout (host-memory
-  // collectives on the CPU backend). Null = tp size 1.
+  // Tensor-parallel group: size and rank must be the ParameterStore's tp layout. `tp` carries the
+  // backend's tensors (ProcessGroup::device()); `tp_host` the same ranks' host-memory values (the
+  // vocab-parallel loss's TRL metrics, gathered logits for generation: ProcessGroup::host()). Both null
+  // = tp size 1; with tp set, tp_host must be set too.
   Communicator* tp = nullptr;
+  Communicator* tp_host = nullptr;
   // tp > num_key_value_heads: each kv head is held by tp/KVH ranks; this is the group of the tp ranks
   // holding this rank's kv head (the mesh's kv_share group, ordered by tp rank). The k/v weight and
   // bias gradients of each layer's backward are summed over it before the unit's after_backward hook
@@ -201,7 +204,8 @@ class Decoder {
   UnitHooks no_hooks_;
   SequenceAttention* attention_ = nullptr;
   LocalAttention local_attention_;
-  Communicator* tp_comm_ = nullptr;
+  Communicator* tp_comm_ = nullptr;       // device(): activations, logits chunks, head-norm grads
+  Communicator* tp_host_comm_ = nullptr;  // host(): loss metrics and gathered logits in host vectors
   Communicator* kv_comm_ = nullptr;  // tp > KVH: the ranks sharing this rank's kv head
   Tensor kv_grad_;                   // tp > KVH: this micro-batch's k/v weight+bias grads (dWk, dbk, dWv, dbv)
   TpLayout tp_;

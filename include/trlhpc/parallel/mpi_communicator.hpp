@@ -87,6 +87,10 @@ class MpiCommunicator final : public Communicator {
                            ElementType type, Completion mode) override;
 
  private:
+  // Stages device buffers through pinned host memory and then runs this communicator's operations on
+  // them (staged_mpi_communicator.hpp): it calls the do_* functions above with the mode it was given.
+  friend class StagedMpiCommunicator;
+
   MPI_Op mpi_op(ReduceOp op, ElementType type) const;
   // all_gather and all_gather_variable; the names are what a timeout report calls the operation.
   CommRequest gather(const void* in, void* out, const size_t* counts, ElementType type, Completion mode,

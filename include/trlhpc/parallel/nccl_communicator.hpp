@@ -19,12 +19,14 @@ namespace trlhpc {
 
 class NcclCommunicator final : public Communicator {
  public:
-  // Collective over `comm` (e.g. ProcessGroup::mpi_comm()); `device` is Topology::gpu_index().
-  // timeout_seconds: the hang watchdog's limit per operation (<= 0: none; see nccl_context.hpp); `label`
+  // Collective over `comm` (a ProcessGroup builds it over its device duplicate through
+  // make_device_communicator_factory); `device` is Topology::gpu_index(); `compute_stream` the CUDA
+  // backend's stream (null: the legacy default stream), which every operation is ordered against
+  // (nccl_context.hpp). timeout_seconds: the hang watchdog's limit per operation (<= 0: none); `label`
   // names the group and phase in its report (e.g. {group.name(), phase label of the ProcessGroups}).
-  NcclCommunicator(MPI_Comm comm, int device, double timeout_seconds = kDefaultCollectiveTimeoutSeconds,
-                   CollectiveLabel label = {})
-      : context_(comm, device, timeout_seconds, std::move(label)) {}
+  NcclCommunicator(MPI_Comm comm, int device, CUstream_st* compute_stream = nullptr,
+                   double timeout_seconds = kDefaultCollectiveTimeoutSeconds, CollectiveLabel label = {})
+      : context_(comm, device, compute_stream, timeout_seconds, std::move(label)) {}
 
   int rank() const override { return context_.rank(); }
   int size() const override { return context_.size(); }

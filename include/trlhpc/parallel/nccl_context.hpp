@@ -7,17 +7,27 @@
 // by rank 0 of the MPI communicator and broadcast over it, so an NcclContext spans exactly the ranks
 // of that MPI communicator (a ProcessGroup's mpi_comm()).
 //
-// Operations are enqueued on the context's stream. The caller must have finished producing the input
-// (e.g. synchronized its compute stream) before the call. Blocking calls synchronize the stream before
-// returning; async calls record an event that CommRequest::wait() synchronizes on.
+// Stream ordering. Operations run on the context's own comm stream, bridged to the CUDA backend's
+// compute stream (given at construction) with events both ways:
+//   compute -> comm: before enqueueing, an event recorded on the compute stream is waited by the comm
+//     stream (cudaEventRecord + cudaStreamWaitEvent), so the collective reads what the compute work
+//     queued before the call produced, with no host synchronisation;
+//   comm -> compute: an event recorded on the comm stream after the NCCL calls. Blocking calls
+//     synchronise on it before returning; CommRequest::wait() of async ones synchronises on it (under the
+//     watchdog's deadline) and then makes the compute stream wait on it, so compute work queued after
+//     wait(), and the caching allocator's reuse of a released buffer (it hands blocks out in compute
+//     stream order), is ordered after the collective (CUDA-REVIEW.md defect 5).
+// A null compute stream is the legacy default stream.
 //
-// Hang watchdog (collective_watchdog.hpp), with timeout_seconds > 0: the NCCL communicator is created
-// non-blocking (ncclConfig_t::blocking = 0, NCCL >= 2.14), so no NCCL call blocks the host; calls that
-// return ncclInProgress are settled by polling ncclCommGetAsyncError, and waits for the stream poll the
-// event (cudaEventQuery) and ncclCommGetAsyncError, all against the deadline. Arrival notices go over the
-// MPI communicator's duplicate as for MpiCommunicator. On expiry: the report line, ncclCommAbort (which
-// also ends the kernels stuck on the stream), then MPI_Abort(comm, 2). timeout_seconds <= 0: a blocking
-// communicator and cudaStreamSynchronize, as before. Compiled, not yet run on a GPU.
+// Hang watchdog (collective_watchdog.hpp). The NCCL communicator is always created non-blocking
+// (ncclConfig_t::blocking = 0, NCCL >= 2.14): ncclCommInitRankConfig returns at once and is settled by
+// polling ncclCommGetAsyncError, under the deadline when timeout_seconds > 0, so a peer that never
+// arrives cannot hang initialisation; calls that return ncclInProgress are settled the same way, and
+// waits poll the event (cudaEventQuery) and ncclCommGetAsyncError. Arrival notices go over the MPI
+// communicator's duplicate as for MpiCommunicator. On expiry: the report line (the MPI watchdog's), the
+// communicator's ncclCommGetAsyncError state on a second line, ncclCommAbort (which also ends the kernels
+// stuck on the stream), then MPI_Abort(comm, 2). timeout_seconds <= 0: no deadline.
+// Compiled, not yet run on a GPU.
 #include <mpi.h>
 
 #include <cstddef>
@@ -33,9 +43,10 @@ namespace trlhpc {
 class NcclContext {
  public:
   // Collective over `comm`. Makes `device` current while it works and restores the previous device.
-  // `label` names the group and phase in timeout reports.
-  NcclContext(MPI_Comm comm, int device, double timeout_seconds = kDefaultCollectiveTimeoutSeconds,
-              CollectiveLabel label = {});
+  // `compute_stream`: the CUDA backend's stream (Ops::stream_handle()), which every operation is ordered
+  // against; null = the legacy default stream. `label` names the group and phase in timeout reports.
+  NcclContext(MPI_Comm comm, int device, CUstream_st* compute_stream,
+              double timeout_seconds = kDefaultCollectiveTimeoutSeconds, CollectiveLabel label = {});
   ~NcclContext();
   NcclContext(NcclContext&&) noexcept;
   NcclContext& operator=(NcclContext&&) noexcept;
@@ -45,7 +56,8 @@ class NcclContext {
   int rank() const;
   int size() const;
   int device() const;
-  CUstream_st* stream() const;
+  CUstream_st* stream() const;          // the comm stream
+  CUstream_st* compute_stream() const;  // the stream it is bridged to
 
   // Same contracts as Communicator's do_* functions (device pointers on device()).
   CommRequest all_reduce(const void* in, void* out, size_t count, ElementType type, ReduceOp op, Completion mode);

@@ -85,7 +85,7 @@ int64_t bytes_needed(const SaveRequest& request, const StateLayout& layout, int6
 
 std::string write_checkpoint(const SaveRequest& request, ProcessGroup& group, const StateLayout& layout,
                              const StateSource& source, int64_t optimizer_step) {
-  Communicator& comm = group.comm();
+  Communicator& comm = group.host();
   const std::string tmp = checkpoint_dir(request.output_dir, request.progress.step) + ".tmp";  // every rank's path
   const int64_t need_bytes = bytes_needed(request, layout, optimizer_step);
   // Room first, while no HDF5 file is open: a full disk is refused here on every rank (run_on_root),

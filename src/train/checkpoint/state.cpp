@@ -219,7 +219,7 @@ void read_parameters(ParallelHdf5File& file, ParallelModel& model, const nlohman
     read_unit_range(file, kParams, store.unit(unit), tp, begin, end, out, owned[static_cast<size_t>(unit)], primary,
                     &sums[2 * first[static_cast<size_t>(unit)]]);
   });
-  verify(model.groups().world().comm(), sums, names, datasets, file.path());
+  verify(model.groups().world().host(), sums, names, datasets, file.path());
 }
 
 void read_optimizer_state(ParallelHdf5File& file, ParallelModel& model, AdamW& optimizer, const nlohmann::json& datasets) {
@@ -241,7 +241,7 @@ void read_optimizer_state(ParallelHdf5File& file, ParallelModel& model, AdamW& o
       model.ops().copy_from_host(moments[static_cast<size_t>(u)], host.data(), host.size() * sizeof(float));
     }
   }
-  verify(model.groups().world().comm(), sums, names, datasets, file.path());
+  verify(model.groups().world().host(), sums, names, datasets, file.path());
 }
 
 }  // namespace trlhpc::checkpoint
