@@ -192,11 +192,48 @@ Hdf5Id ParallelHdf5File::select(const std::string& name, std::span<const Hdf5Blo
   return space;
 }
 
+Hdf5Id ParallelHdf5File::select(const std::string& name, std::span<const Hdf5Slab> slabs, int64_t* count) const {
+  Hdf5Id space(TRLHPC_CHECK_HDF5(H5Dget_space(dataset(name))), H5Sclose);
+  *count = 0;
+  if (slabs.empty()) {
+    TRLHPC_CHECK_HDF5(H5Sselect_none(space.get()));
+    return space;
+  }
+  TRLHPC_ASSERT(TRLHPC_CHECK_HDF5(H5Sget_simple_extent_ndims(space.get())) == 1,
+                "slabs select elements of a 1-D dataset; " + name + " is not one");
+  int64_t previous_last = -1;
+  for (size_t i = 0; i < slabs.size(); ++i) {
+    const Hdf5Slab& s = slabs[i];
+    TRLHPC_ASSERT(s.count > 0 && s.block > 0 && (s.count == 1 || s.stride >= s.block) && s.start > previous_last,
+                  "slabs of " + name + " must be non-empty, not overlap themselves, and ascend");
+    previous_last = s.last();
+    // HDF5 wants stride >= block even for one run.
+    const hsize_t start = static_cast<hsize_t>(s.start), stride = static_cast<hsize_t>(s.count == 1 ? s.block : s.stride),
+                  runs = static_cast<hsize_t>(s.count), block = static_cast<hsize_t>(s.block);
+    TRLHPC_CHECK_HDF5(
+        H5Sselect_hyperslab(space.get(), i == 0 ? H5S_SELECT_SET : H5S_SELECT_OR, &start, &stride, &runs, &block));
+    *count += s.numel();
+  }
+  return space;
+}
+
 void ParallelHdf5File::write(const std::string& name, std::span<const Hdf5Block> blocks, std::span<const float> data) {
   if (!failure_.empty()) return;  // this rank failed already (maybe creating `name`): agree_pending reports it
   int64_t count = 0;
   const Hdf5Id file_space = select(name, blocks, &count);
-  TRLHPC_ASSERT(count == static_cast<int64_t>(data.size()), "write of " + name + ": the blocks hold " +
+  write_selection(name, file_space, count, data);
+}
+
+void ParallelHdf5File::write(const std::string& name, std::span<const Hdf5Slab> slabs, std::span<const float> data) {
+  if (!failure_.empty()) return;
+  int64_t count = 0;
+  const Hdf5Id file_space = select(name, slabs, &count);
+  write_selection(name, file_space, count, data);
+}
+
+void ParallelHdf5File::write_selection(const std::string& name, const Hdf5Id& file_space, int64_t count,
+                                       std::span<const float> data) {
+  TRLHPC_ASSERT(count == static_cast<int64_t>(data.size()), "write of " + name + ": the selection holds " +
                                                                  std::to_string(count) + " elements, the buffer " +
                                                                  std::to_string(data.size()));
   if (count == 0) return;
@@ -290,7 +327,18 @@ std::string ParallelHdf5File::read_text(const std::string& name) {
 void ParallelHdf5File::read(const std::string& name, std::span<const Hdf5Block> blocks, std::span<float> data) {
   int64_t count = 0;
   const Hdf5Id file_space = select(name, blocks, &count);
-  TRLHPC_ASSERT(count == static_cast<int64_t>(data.size()), "read of " + name + ": the blocks hold " +
+  read_selection(name, file_space, count, data);
+}
+
+void ParallelHdf5File::read(const std::string& name, std::span<const Hdf5Slab> slabs, std::span<float> data) {
+  int64_t count = 0;
+  const Hdf5Id file_space = select(name, slabs, &count);
+  read_selection(name, file_space, count, data);
+}
+
+void ParallelHdf5File::read_selection(const std::string& name, const Hdf5Id& file_space, int64_t count,
+                                      std::span<float> data) {
+  TRLHPC_ASSERT(count == static_cast<int64_t>(data.size()), "read of " + name + ": the selection holds " +
                                                                 std::to_string(count) + " elements, the buffer " +
                                                                 std::to_string(data.size()));
   if (count == 0) return;
