@@ -124,10 +124,12 @@ class ParallelHdf5File {
   // The same for slabs of a 1-D dataset.
   void write(const std::string& name, std::span<const Hdf5Slab> slabs, std::span<const float> data);
   // Collective: throws RuntimeFailure on every rank, naming `what` and the first local failure, when any
-  // rank's create_dataset or write failed since the last agreement.
-  void agree_pending(const std::string& what);
-  // Collective: `text` (the same on every rank) as a 1-D byte dataset `name`. A dataset rather than
-  // an attribute: HDF5 attributes are limited to 64 KiB, a large model's manifest is not.
+  // rank's create_dataset, write or write_text failed since the last agreement. `sums` (the same length
+  // on every rank) is summed over the ranks in the same all-reduce.
+  void agree_pending(const std::string& what, std::span<int64_t> sums = {});
+  // Collective: `text` (the same on every rank) as a 1-D byte dataset `name`, written by rank 0. A
+  // dataset rather than an attribute: HDF5 attributes are limited to 64 KiB, a large model's manifest
+  // is not. Failures are agreed on as create_dataset's and write's (agree_pending, close).
   void write_text(const std::string& name, const std::string& text);
   // Collective (opens the dataset): the bytes of a write_text dataset.
   std::string read_text(const std::string& name);

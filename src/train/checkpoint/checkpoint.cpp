@@ -110,7 +110,7 @@ std::string write_checkpoint(const SaveRequest& request, ProcessGroup& group, co
         std::error_code ec;
         fs::remove_all(tmp, ec);
       });
-    manifest = manifest_of(request, state_index_json(layout, write_state(*file, comm, layout, source)), optimizer_step);
+    manifest = manifest_of(request, state_index_json(layout, write_state(*file, layout, source)), optimizer_step);
     file->write_text("trlhpc_manifest", manifest.dump());
     file->close();
   } catch (const std::exception& e) {

@@ -95,10 +95,8 @@ HostValues copy_source(ParallelModel& model, AdamW& optimizer, const StateLayout
   return host;
 }
 
-StateChecksums write_state(ParallelHdf5File& file, Communicator& comm, const StateLayout& layout,
-                           const StateSource& source) {
+StateChecksums write_state(ParallelHdf5File& file, const StateLayout& layout, const StateSource& source) {
   for (const StatePart& part : layout.parts) file.create_dataset(part.dataset, Shape{part.length});
-  file.agree_pending("creating the state datasets");
   const size_t T = layout.tensors.size();
   std::vector<int64_t> sums(2 * kStateKinds.size() * T, 0);
   std::vector<float> gathered;
@@ -129,8 +127,10 @@ StateChecksums write_state(ParallelHdf5File& file, Communicator& comm, const Sta
     }
     file.write(part.dataset, slabs, data);
   }
-  file.agree_pending("writing the state datasets");
-  comm.all_reduce(std::span<int64_t>(sums));
+  // The creates and writes are agreed on together, with the checksums' sums in the same all-reduce: a
+  // rank whose create failed skips its writes (ParallelHdf5File::write), the writes of the others are
+  // independent, so nothing waits on the failed rank before the agreement.
+  file.agree_pending("creating and writing the state datasets", sums);
   StateChecksums checksums;
   for (size_t i = 0; i < kStateKinds.size() * T; ++i) checksums.push_back(checksum_text(&sums[2 * i]));
   return checksums;

@@ -86,9 +86,9 @@ using StateSource = std::function<std::span<const float>(int source)>;
 using StateChecksums = std::vector<std::string>;
 
 // Collective over the file's group: creates and writes every dataset of `layout`, taking values from
-// `source` (asked for the sources in ascending order). Returns the checksums (the same on every rank).
-StateChecksums write_state(ParallelHdf5File& file, Communicator& comm, const StateLayout& layout,
-                           const StateSource& source);
+// `source` (asked for the sources in ascending order). Returns the checksums (the same on every rank),
+// summed over the ranks in the all-reduce that agrees on the writes.
+StateChecksums write_state(ParallelHdf5File& file, const StateLayout& layout, const StateSource& source);
 
 // The manifest's "datasets" and "tensors" (the index, state_index.hpp) of `layout` with `checksums`:
 // {"datasets": {...}, "tensors": {...}}.
