@@ -34,7 +34,11 @@ TEST(CheckpointIndex, WorkedExamplesFromTheLayoutHeader) {
   const std::vector<Hdf5Block> shard = {{0, 2, 1, 2}, {1, 0, 2, 4}, {3, 0, 1, 2}};
   checkpoint::append_slabs(shard, 4, 100, slabs);
   EXPECT_EQ(slabs, (std::vector<Hdf5Slab>{{102, 12, 1, 12}}));
-  // The next tensor of the unit, from 116, continues the run.
+  // A shard to the tensor's end, [2, 16): the next tensor of the unit, from 116, continues the run.
+  slabs.clear();
+  const std::vector<Hdf5Block> to_end = {{0, 2, 1, 2}, {1, 0, 3, 4}};
+  checkpoint::append_slabs(to_end, 4, 100, slabs);
+  EXPECT_EQ(slabs, (std::vector<Hdf5Slab>{{102, 14, 1, 14}}));
   const std::vector<Hdf5Block> next = {{0, 0, 1, 5}};
   checkpoint::append_slabs(next, 5, 116, slabs);
   EXPECT_EQ(slabs, (std::vector<Hdf5Slab>{{102, 19, 1, 19}}));
