@@ -1,15 +1,15 @@
 #pragma once
 // ParallelHdf5File: one HDF5 file opened by every rank of a process group through MPI-IO (parallel
-// HDF5's mpio driver), for checkpoints. The file holds float32 datasets of GLOBAL shapes; each rank
-// reads or writes only the rectangular blocks it owns.
+// HDF5's mpio driver), for checkpoints. The file holds float32 datasets; each rank reads or writes
+// only the blocks (rectangles) or slabs (strided runs of a 1-D dataset) it owns.
 //
-//   create / open / create_dataset / open_dataset /         collective over the group (metadata
-//   has_dataset / close / agree_pending                      operations are collective here: the file
-//                                                            is opened with collective metadata I/O)
+//   create / open / create_dataset / open_dataset /         collective over the group (HDF5 metadata
+//   has_dataset / write_text / close / agree_pending         operations; metadata reads collective:
+//                                                            one rank reads and broadcasts)
 //   write, read                                               independent (MPI-IO independent
 //                                                            transfer): each rank its own blocks
 //
-// Failures of create_dataset and write are agreed on in batches, not per call (one all-reduce per call
+// Failures of create_dataset, write and write_text are agreed on in batches, not per call (one all-reduce per call
 // made cross-node saves latency-bound): each records the first local failure, later writes of that rank
 // are skipped, and agree_pending() (also the first step of close()) throws on every rank when any rank
 // recorded one. Every rank still makes every create_dataset call, so the collective metadata operations
