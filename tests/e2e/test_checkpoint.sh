@@ -9,7 +9,7 @@
 #     within 1e-5 relative per logged loss (fp32 summation order only, as the layout-equivalence tests).
 #  4. `trlhpc export` on 1 and 3 ranks gives the final model's safetensors byte for byte.
 #  5. Bad resumes, the same message on every rank, exit 1: another tokenizer, a format version from
-#     the future, a checkpoint without manifest (an interrupted save), a flipped byte (names the dataset),
+#     the future, a checkpoint without manifest (an interrupted save), a flipped byte (names the tensor),
 #     another global batch.
 #  6. kill -9 of one rank while a checkpoint is being written: the earlier checkpoints stay intact,
 #     `latest` resolves to a complete one, and the job resumed from it finishes with the uninterrupted
@@ -152,7 +152,8 @@ import sys
 p = sys.argv[1]; b = bytearray(open(p, "rb").read()); b[len(b) // 2] ^= 0x10; open(p, "wb").write(b)
 PY
 bad flipped "does not match its checksum" --resume_from_checkpoint "$WORK/flipped"
-grep -q "dataset [a-z_]*/model\." "$WORK/bad-flipped.log" || fail "flipped: the error does not name the dataset"
+grep -q "tensor [a-z_]*/model\.[^ ]* (in dataset [a-z_]*/unit-[0-9]*)" "$WORK/bad-flipped.log" ||
+  fail "flipped: the error does not name the tensor and its dataset"
 
 # 6. kill -9 of one rank during a save. A model large enough that writing its checkpoint takes a
 # while (about 100 MB): the watcher kills a rank as soon as checkpoint-2.tmp/state.h5 appears.

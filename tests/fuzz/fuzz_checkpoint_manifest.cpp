@@ -1,9 +1,11 @@
-// A checkpoint's manifest.json (--resume_from_checkpoint DIR, trlhpc export DIR): read, checked, and
-// compared with a run's identity as resuming does before any collective.
+// A checkpoint's manifest.json (--resume_from_checkpoint DIR, trlhpc export DIR): read, checked,
+// compared with a run's identity and its tensor index (format 2) checked and used, as resuming does
+// before any collective.
 #include <nlohmann/json.hpp>
 
 #include "fuzz_support.hpp"
 #include "trlhpc/train/checkpoint/manifest.hpp"
+#include "trlhpc/train/checkpoint/state_index.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const nlohmann::json identity = nlohmann::json::parse(R"({
@@ -16,6 +18,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   trlhpc::fuzz::expect_user_errors_only([&] {
     const nlohmann::json manifest = trlhpc::checkpoint::read_manifest(dir);
     trlhpc::checkpoint::require_same_identity(dir, manifest.value("identity", nlohmann::json::object()), identity);
+    const auto index = trlhpc::checkpoint::StateIndex::from_manifest(dir, manifest);
+    for (const char* kind : trlhpc::checkpoint::kStateKinds)
+      for (const char* name : {"model.embed_tokens.weight", "lm_head.weight"}) {
+        const trlhpc::checkpoint::TensorLocation at = index.locate(kind, name);
+        if (at.packed) index.packed_dataset_shape(at.dataset);
+      }
   });
   return 0;
 }

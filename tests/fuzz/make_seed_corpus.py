@@ -91,6 +91,19 @@ def main():
                      "global_batch_size": 4},
         "run": {"mesh": {"dp_shard": 2}, "seed": 42}, "state_file": "state.h5",
         "datasets": {"params/lm_head.weight": {"shape": [64, 16], "checksum": "0123456789abcdef"}}}, indent=1))
+    sums = {"params": "0123456789abcdef", "exp_avg": "0123456789abcdef", "exp_avg_sq": "0123456789abcdef"}
+    put("fuzz_checkpoint_manifest", "manifest-v2.json", json.dumps({
+        "format": "trlhpc-checkpoint", "format_version": 2, "step": 3, "epoch": 0.5, "num_tokens": 1200,
+        "sampler": {"epoch": 0, "step": 3}, "optimizer_step": 3,
+        "identity": {"parameters": [["model.embed_tokens.weight", [64, 16]], ["lm_head.weight", [64, 16]]],
+                     "model_config": {"hidden_size": 16, "num_hidden_layers": 1},
+                     "tokenizer_fingerprint": "00000000deadbeef", "dataset": {"rows": 10, "tokens": 100},
+                     "global_batch_size": 4},
+        "run": {"mesh": {"dp_shard": 2}, "seed": 42}, "state_file": "state.h5",
+        "datasets": {k + "/unit-" + u: {"shape": [1024]} for k in sums for u in ("0", "2")},
+        "tensors": {"model.embed_tokens.weight": {"unit": "unit-0", "offset": 0, "shape": [64, 16], "checksums": sums},
+                    "lm_head.weight": {"unit": "unit-2", "offset": 0, "shape": [64, 16], "checksums": sums}}},
+        indent=1))
 
     found_templates = {
         "int-arg-type.jinja": "{{ 'a'.replace('a','b','x') }}{{ 'a'|int(0,'x') }}{{ 1.5|round('x') }}",

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -158,6 +159,7 @@ TEST_F(Checkpoint, AsyncSaveHoldsTheStateOfItsStep) {
     const nlohmann::json sync_manifest = checkpoint::read_manifest(sync_dir);
     const nlohmann::json async_manifest = checkpoint::read_manifest(async_dir);
     EXPECT_EQ(async_manifest.at("datasets"), sync_manifest.at("datasets"));
+    EXPECT_EQ(async_manifest.at("tensors"), sync_manifest.at("tensors"));  // the index, with every checksum
     EXPECT_EQ(async_manifest.at("optimizer_step"), sync_manifest.at("optimizer_step"));
     const std::vector<StepResult> resumed = run_steps(config, weights(tp), run, MPI_COMM_WORLD, async_dir, "");
     ASSERT_EQ(resumed.size(), static_cast<size_t>(kSteps - kSavedAt));
@@ -204,21 +206,66 @@ TEST_F(Checkpoint, AnotherLayoutOrWorldSizeContinuesTheCurve) {
   if (rank_ == 0) std::filesystem::remove_all(out);
 }
 
-// Flips one byte inside the data of `dataset` in `file` (rank 0, serial HDF5 to find the offset).
-void corrupt(const std::string& file, const std::string& dataset) {
+// Flips one byte of tensor `name` of `kind` in checkpoint `dir` (rank 0): its dataset and element come
+// from the manifest's index (format 2), the dataset's file offset from serial HDF5.
+void corrupt(const std::string& dir, const std::string& kind, const std::string& name) {
+  const nlohmann::json entry = checkpoint::read_manifest(dir).at("tensors").at(name);
+  const std::string dataset = kind + "/" + entry.at("unit").get<std::string>();
+  const std::string file = dir + "/state.h5";
   const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   const hid_t d = H5Dopen2(f, dataset.c_str(), H5P_DEFAULT);
   const haddr_t offset = H5Dget_offset(d);
   H5Dclose(d);
   H5Fclose(f);
   ASSERT_NE(offset, HADDR_UNDEF);
+  const auto at = static_cast<std::streamoff>(offset + 4 * entry.at("offset").get<uint64_t>() + 5);
   std::fstream io(file, std::ios::in | std::ios::out | std::ios::binary);
-  io.seekg(static_cast<std::streamoff>(offset + 5));
+  io.seekg(at);
   char byte = 0;
   io.read(&byte, 1);
   byte = static_cast<char>(byte ^ 0x10);
-  io.seekp(static_cast<std::streamoff>(offset + 5));
+  io.seekp(at);
   io.write(&byte, 1);
+}
+
+// Format 2 (issue 30: a save across nodes was latency-bound by one collective dataset creation per
+// tensor and kind): state.h5 holds one dataset per unit and kind and the manifest copy, nothing else,
+// and the index places every tensor of the model, one after another in its unit.
+TEST_F(Checkpoint, OneDatasetPerUnitAndKind) {
+  const ModelConfig& config = dir_->config();
+  const LayoutRun run = world_ % 2 == 0 ? LayoutRun{ParallelDims{1, -1, 1, 1, 2}, ShardingKind::Zero2}
+                                        : LayoutRun{ParallelDims{1, -1, 1, 1, 1}, ShardingKind::Zero3};
+  const std::string out = shared_temp_dir(MPI_COMM_WORLD, "ckpt-units");
+  run_steps(config, weights(TpLayout{run.dims.tp, rank_ % run.dims.tp}), run, MPI_COMM_WORLD, "", out);
+  const std::string saved = checkpoint::checkpoint_dir(out, kSavedAt);
+  if (rank_ == 0) {
+    const int64_t units = config.num_hidden_layers + 2;
+    const hid_t f = H5Fopen((saved + "/state.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    H5G_info_t info{};
+    ASSERT_GE(H5Gget_info(f, &info), 0);
+    EXPECT_EQ(info.nlinks, 4u);  // params, exp_avg, exp_avg_sq, trlhpc_manifest
+    for (const char* kind : {"params", "exp_avg", "exp_avg_sq"}) {
+      ASSERT_GE(H5Gget_info_by_name(f, kind, &info, H5P_DEFAULT), 0) << kind;
+      EXPECT_EQ(static_cast<int64_t>(info.nlinks), units) << kind;
+    }
+    H5Fclose(f);
+    const nlohmann::json manifest = checkpoint::read_manifest(saved);
+    EXPECT_EQ(manifest.at("format_version"), 2);
+    std::map<std::string, int64_t> next;  // unit -> where its next tensor starts
+    for (const ParameterSpec& spec : parameter_specs(config)) {
+      SCOPED_TRACE(spec.name);
+      const nlohmann::json& entry = manifest.at("tensors").at(spec.name);
+      EXPECT_EQ(entry.at("shape").get<Shape>(), spec.shape);
+      const std::string unit = entry.at("unit").get<std::string>();
+      EXPECT_EQ(unit, "unit-" + std::to_string(spec.unit));
+      EXPECT_EQ(entry.at("offset").get<int64_t>(), next[unit]);
+      next[unit] += shape_numel(spec.shape);
+    }
+    for (const auto& [unit, length] : next)
+      EXPECT_EQ(manifest.at("datasets").at("params/" + unit).at("shape"), nlohmann::json::array({length})) << unit;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank_ == 0) std::filesystem::remove_all(out);
 }
 
 TEST_F(Checkpoint, CorruptedByteNamesTheDatasetOnEveryRank) {
@@ -227,9 +274,10 @@ TEST_F(Checkpoint, CorruptedByteNamesTheDatasetOnEveryRank) {
   const std::string out = shared_temp_dir(MPI_COMM_WORLD, "ckpt-corrupt");
   run_steps(config, weights(), run, MPI_COMM_WORLD, "", out);
   const std::string saved = checkpoint::checkpoint_dir(out, kSavedAt);
-  for (const std::string dataset : {"params/model.layers.1.mlp.up_proj.weight", "exp_avg_sq/model.norm.weight"}) {
-    SCOPED_TRACE(dataset);
-    if (rank_ == 0) corrupt(saved + "/state.h5", dataset);
+  for (const auto& [kind, name] : {std::pair<std::string, std::string>{"params", "model.layers.1.mlp.up_proj.weight"},
+                                   {"exp_avg_sq", "model.norm.weight"}}) {
+    SCOPED_TRACE(kind + "/" + name);
+    if (rank_ == 0) corrupt(saved, kind, name);
     MPI_Barrier(MPI_COMM_WORLD);
     std::string message;
     try {
@@ -237,9 +285,10 @@ TEST_F(Checkpoint, CorruptedByteNamesTheDatasetOnEveryRank) {
     } catch (const UserError& e) {
       message = e.what();
     }
-    EXPECT_NE(message.find("dataset " + dataset + " does not match its checksum"), std::string::npos) << message;
+    EXPECT_NE(message.find("tensor " + kind + "/" + name + " (in dataset " + kind + "/unit-"), std::string::npos) << message;
+    EXPECT_NE(message.find("does not match its checksum"), std::string::npos) << message;
     testing::expect_identical_on_every_rank(message);
-    if (rank_ == 0) corrupt(saved + "/state.h5", dataset);  // flips the byte back
+    if (rank_ == 0) corrupt(saved, kind, name);  // flips the byte back
     MPI_Barrier(MPI_COMM_WORLD);
   }
   // Mended: it resumes again.

@@ -138,7 +138,7 @@ TEST(ParallelHdf5Failure, CloseAgreesOnSuccess) {
     if (rank == 0)
       file.write("x", std::span<const Hdf5Block>(&all, 1), values);
     else
-      file.write("x", {}, {});
+      file.write("x", std::span<const Hdf5Block>(), {});
     file.close();
     EXPECT_FALSE(file.is_open());
   }

@@ -1,23 +1,26 @@
 #pragma once
 // ParallelHdf5File: one HDF5 file opened by every rank of a process group through MPI-IO (parallel
-// HDF5's mpio driver), for checkpoints. The file holds float32 datasets of GLOBAL shapes; each rank
-// reads or writes only the rectangular blocks it owns.
+// HDF5's mpio driver), for checkpoints. The file holds float32 datasets; each rank reads or writes
+// only the blocks (rectangles) or slabs (strided runs of a 1-D dataset) it owns.
 //
-//   create / open / create_dataset / open_dataset /         collective over the group (metadata
-//   has_dataset / close / agree_pending                      operations are collective here: the file
-//                                                            is opened with collective metadata I/O)
+//   create / open / create_dataset / open_dataset /         collective over the group (HDF5 metadata
+//   has_dataset / write_text / close / agree_pending         operations; metadata reads collective:
+//                                                            one rank reads and broadcasts)
 //   write, read                                               independent (MPI-IO independent
 //                                                            transfer): each rank its own blocks
 //
-// Failures of create_dataset and write are agreed on in batches, not per call (one all-reduce per call
+// Failures of create_dataset, write and write_text are agreed on in batches, not per call (one all-reduce per call
 // made cross-node saves latency-bound): each records the first local failure, later writes of that rank
 // are skipped, and agree_pending() (also the first step of close()) throws on every rank when any rank
 // recorded one. Every rank still makes every create_dataset call, so the collective metadata operations
 // stay matched after a local failure.
 //
-// Blocks are rectangles of a 2-D dataset (a 1-D dataset is one row). The elements of a rank's blocks
-// map to its buffer in the dataset's row-major order, which is how HDF5 iterates a union of hyperslabs
-// whatever order they were added in: callers list blocks of ascending position (checked).
+// Blocks are rectangles of a 2-D dataset (a 1-D dataset is one row); slabs are strided runs of a 1-D
+// dataset (a rectangle of a tensor stored row-major inside a longer 1-D dataset: checkpoint format 2
+// keeps all tensors of a unit in one). The elements of a rank's blocks or slabs map to its buffer in
+// the dataset's row-major order, which is how HDF5 iterates a union of hyperslabs whatever order they
+// were added in: callers list them in ascending position, each after the previous one's last element
+// (checked).
 //
 // Agreed failure and a deadline (issue 30): HDF5's own error paths inside a collective are not collective
 // (a metadata write that fails on one rank in H5Fclose makes it skip a broadcast the others wait in
@@ -57,6 +60,17 @@ struct Hdf5Block {
   int64_t row = 0, col = 0, rows = 0, cols = 0;
   int64_t numel() const { return rows * cols; }
   bool operator==(const Hdf5Block&) const = default;
+};
+
+// `count` runs of `block` elements of a 1-D dataset, the first at `start`, each `stride` after the
+// previous (HDF5's hyperslab). Rectangle rows x cols at (row, col) of a C-column tensor stored row-major
+// from element `base`: {base + row * C + col, C, rows, cols}. One contiguous run: count 1.
+struct Hdf5Slab {
+  int64_t start = 0, stride = 0, count = 0, block = 0;
+  int64_t numel() const { return count * block; }
+  int64_t last() const { return start + (count - 1) * stride + block - 1; }  // the last element
+  bool contiguous() const { return count == 1 || stride == block; }
+  bool operator==(const Hdf5Slab&) const = default;
 };
 
 // Owner of one HDF5 identifier; closes it with the matching H5?close.
@@ -107,16 +121,21 @@ class ParallelHdf5File {
   // Independent: writes data (sum of the blocks' numel elements) to this rank's blocks (none: nothing).
   // A failure is recorded for agree_pending().
   void write(const std::string& name, std::span<const Hdf5Block> blocks, std::span<const float> data);
+  // The same for slabs of a 1-D dataset.
+  void write(const std::string& name, std::span<const Hdf5Slab> slabs, std::span<const float> data);
   // Collective: throws RuntimeFailure on every rank, naming `what` and the first local failure, when any
-  // rank's create_dataset or write failed since the last agreement.
-  void agree_pending(const std::string& what);
-  // Collective: `text` (the same on every rank) as a 1-D byte dataset `name`. A dataset rather than
-  // an attribute: HDF5 attributes are limited to 64 KiB, a large model's manifest is not.
+  // rank's create_dataset, write or write_text failed since the last agreement. `sums` (the same length
+  // on every rank) is summed over the ranks in the same all-reduce.
+  void agree_pending(const std::string& what, std::span<int64_t> sums = {});
+  // Collective: `text` (the same on every rank) as a 1-D byte dataset `name`, written by rank 0. A
+  // dataset rather than an attribute: HDF5 attributes are limited to 64 KiB, a large model's manifest
+  // is not. Failures are agreed on as create_dataset's and write's (agree_pending, close).
   void write_text(const std::string& name, const std::string& text);
   // Collective (opens the dataset): the bytes of a write_text dataset.
   std::string read_text(const std::string& name);
   // Independent: reads this rank's blocks into data.
   void read(const std::string& name, std::span<const Hdf5Block> blocks, std::span<float> data);
+  void read(const std::string& name, std::span<const Hdf5Slab> slabs, std::span<float> data);
   // Collective: closes every dataset and the file; data is on disk (or in the file system's cache)
   // when it returns on every rank. The ranks agree on its success.
   void close();
@@ -138,8 +157,12 @@ class ParallelHdf5File {
   void agree(bool ok, const std::string& what);
   void note_failure(const std::string& what);  // keeps the first, with HDF5's error stack
   hid_t dataset(const std::string& name) const;
-  // The file selection of `blocks` on `name`'s dataspace (none when empty) and its element count.
+  // The file selection of `blocks` / `slabs` on `name`'s dataspace (none when empty) and its element count.
   Hdf5Id select(const std::string& name, std::span<const Hdf5Block> blocks, int64_t* count) const;
+  Hdf5Id select(const std::string& name, std::span<const Hdf5Slab> slabs, int64_t* count) const;
+  // Independent transfer of `data` to / from the selection `file_space` (of `count` elements) of `name`.
+  void write_selection(const std::string& name, const Hdf5Id& file_space, int64_t count, std::span<const float> data);
+  void read_selection(const std::string& name, const Hdf5Id& file_space, int64_t count, std::span<float> data);
 
   std::string path_;
   Hdf5Id file_;

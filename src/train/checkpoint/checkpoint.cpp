@@ -26,7 +26,8 @@ nlohmann::json model_identity(const ModelConfig& config) {
 
 namespace {
 
-nlohmann::json manifest_of(const SaveRequest& request, const nlohmann::json& datasets, int64_t optimizer_step) {
+// `index`: state_index_json's {"datasets", "tensors"}.
+nlohmann::json manifest_of(const SaveRequest& request, const nlohmann::json& index, int64_t optimizer_step) {
   const TrainingProgress& p = request.progress;
   return {{"format", "trlhpc-checkpoint"},
           {"format_version", kFormatVersion},
@@ -38,7 +39,8 @@ nlohmann::json manifest_of(const SaveRequest& request, const nlohmann::json& dat
           {"identity", request.identity},
           {"run", request.run},
           {"state_file", kStateFile},
-          {"datasets", datasets}};
+          {"datasets", index["datasets"]},
+          {"tensors", index["tensors"]}};
 }
 
 }  // namespace
@@ -69,14 +71,10 @@ namespace {
 // be written (checksums are fixed-width, so placeholders give its size).
 int64_t bytes_needed(const SaveRequest& request, const StateLayout& layout, int64_t optimizer_step) {
   int64_t data_bytes = 0;
-  nlohmann::json datasets = nlohmann::json::object();
-  for (const StatePart& part : layout.parts) {
-    int64_t elements = 1;
-    for (const int64_t d : part.shape) elements *= d;
-    data_bytes += 4 * elements;
-    datasets[part.dataset] = {{"shape", part.shape}, {"checksum", std::string(32, '0')}};
-  }
-  const int64_t manifest_bytes = static_cast<int64_t>(manifest_of(request, datasets, optimizer_step).dump(1).size()) + 1;
+  for (const StatePart& part : layout.parts) data_bytes += 4 * part.length;
+  const StateChecksums placeholders(kStateKinds.size() * layout.tensors.size(), std::string(32, '0'));
+  const nlohmann::json index = state_index_json(layout, placeholders);
+  const int64_t manifest_bytes = static_cast<int64_t>(manifest_of(request, index, optimizer_step).dump(1).size()) + 1;
   return checkpoint_bytes_estimate(data_bytes, static_cast<int64_t>(layout.parts.size()), manifest_bytes,
                                    request.tokenizer_dir);
 }
@@ -112,8 +110,7 @@ std::string write_checkpoint(const SaveRequest& request, ProcessGroup& group, co
         std::error_code ec;
         fs::remove_all(tmp, ec);
       });
-    const nlohmann::json datasets = write_state(*file, comm, layout, source);
-    manifest = manifest_of(request, datasets, optimizer_step);
+    manifest = manifest_of(request, state_index_json(layout, write_state(*file, layout, source)), optimizer_step);
     file->write_text("trlhpc_manifest", manifest.dump());
     file->close();
   } catch (const std::exception& e) {
@@ -228,11 +225,12 @@ nlohmann::json open_manifest(const std::string& dir, const nlohmann::json& ident
 TrainingProgress load_checkpoint(const std::string& dir, const nlohmann::json& manifest, Trainer& trainer) {
   ParallelModel& model = trainer.model();
   const nlohmann::json& datasets = manifest_datasets(dir, manifest);
+  const StateIndex index = StateIndex::from_manifest(dir, manifest);
   require_state_file(dir, datasets);
   ParallelHdf5File file = ParallelHdf5File::open((fs::path(dir) / kStateFile).string(), model.groups().world());
   require_embedded_manifest(dir, manifest, file);
-  read_parameters(file, model, datasets);
-  read_optimizer_state(file, model, trainer.optimizer(), datasets);
+  read_parameters(file, model, index);
+  read_optimizer_state(file, model, trainer.optimizer(), index);
   file.close();
   trainer.optimizer().set_step_count(manifest.value("optimizer_step", int64_t{0}));
   TrainingProgress p;
@@ -247,9 +245,10 @@ TrainingProgress load_checkpoint(const std::string& dir, const nlohmann::json& m
 
 void load_checkpoint_parameters(const std::string& dir, const nlohmann::json& manifest, ParallelModel& model) {
   const nlohmann::json& datasets = manifest_datasets(dir, manifest);
+  const StateIndex index = StateIndex::from_manifest(dir, manifest);
   require_state_file(dir, datasets);
   ParallelHdf5File file = ParallelHdf5File::open((fs::path(dir) / kStateFile).string(), model.groups().world());
-  read_parameters(file, model, datasets);
+  read_parameters(file, model, index);
   file.close();
 }
 

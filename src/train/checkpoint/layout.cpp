@@ -29,4 +29,21 @@ std::vector<Hdf5Block> global_blocks(const ParameterSpec& local, TpLayout tp, in
   return blocks;
 }
 
+void append_slabs(std::span<const Hdf5Block> blocks, int64_t C, int64_t base, std::vector<Hdf5Slab>& slabs) {
+  for (const Hdf5Block& b : blocks) {
+    // One row, or whole rows: a contiguous run.
+    const bool run = b.rows == 1 || b.cols == C;
+    Hdf5Slab slab = run ? Hdf5Slab{base + b.row * C + b.col, b.numel(), 1, b.numel()}
+                        : Hdf5Slab{base + b.row * C + b.col, C, b.rows, b.cols};
+    Hdf5Slab* last = slabs.empty() ? nullptr : &slabs.back();
+    if (run && last && last->contiguous() && last->last() + 1 == slab.start) {
+      last->block = last->numel() + slab.block;
+      last->count = 1;
+      last->stride = last->block;
+    } else {
+      slabs.push_back(slab);
+    }
+  }
+}
+
 }  // namespace trlhpc::checkpoint

@@ -1,11 +1,11 @@
 #include "trlhpc/train/checkpoint/state.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cstdio>
 #include <cstring>
 #include <span>
 
+#include "state_elements.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/ops/ops.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
@@ -13,12 +13,6 @@
 
 namespace trlhpc::checkpoint {
 namespace {
-
-constexpr const char* kParams = "params";
-constexpr const char* kExpAvg = "exp_avg";
-constexpr const char* kExpAvgSq = "exp_avg_sq";
-
-std::string dataset_name(const char* kind, const ParameterSpec& spec) { return std::string(kind) + "/" + spec.name; }
 
 uint64_t element_hash(int64_t index, float value) {
   uint32_t bits = 0;
@@ -29,7 +23,8 @@ uint64_t element_hash(int64_t index, float value) {
   return z ^ (z >> 31);
 }
 
-// Adds the elements of `blocks` (values in `data`, block order) of a dataset with C columns.
+}  // namespace
+
 void add_checksum(int64_t* sums, std::span<const Hdf5Block> blocks, int64_t C, std::span<const float> data) {
   size_t i = 0;
   for (const Hdf5Block& b : blocks)
@@ -48,71 +43,38 @@ std::string checksum_text(const int64_t* sums) {
   return text;
 }
 
-// One parameter's part of a unit range: unit elements [lo, hi) = the slot's local [lo - offset, hi - offset).
-struct Piece {
-  const ParameterSlot* slot;
-  int64_t lo, hi;
-};
-
-std::vector<Piece> pieces_of(const ParameterUnit& unit, int64_t begin, int64_t end) {
-  std::vector<Piece> pieces;
-  for (const ParameterSlot& slot : unit.slots)
-    pieces.push_back({&slot, std::clamp(slot.offset, begin, end), std::clamp(slot.offset + slot.numel, begin, end)});
-  return pieces;
-}
-
-// Blocks of a piece, or none when the piece is empty.
-std::vector<Hdf5Block> blocks_of(const Piece& p, TpLayout tp) {
-  if (p.lo >= p.hi) return {};
-  return global_blocks(p.slot->spec, tp, p.lo - p.slot->offset, p.hi - p.slot->offset);
-}
-
-// Every dataset of the model, in the order every rank visits them.
-std::vector<std::pair<const char*, const ParameterSpec*>> datasets_of(ParameterStore& store, std::initializer_list<const char*> kinds) {
-  std::vector<std::pair<const char*, const ParameterSpec*>> out;
-  for (const char* kind : kinds)
-    for (const ParameterUnit& unit : store.units())
-      for (const ParameterSlot& slot : unit.slots) out.emplace_back(kind, &slot.spec);
-  return out;
-}
-
-// Sums every rank's partial checksums and compares them with the manifest's, naming the first
-// mismatch (the same verdict on every rank).
-void verify(Communicator& world, std::vector<int64_t>& sums, const std::vector<std::string>& names,
-            const nlohmann::json& datasets, const std::string& file) {
-  world.all_reduce(std::span<int64_t>(sums));
-  for (size_t d = 0; d < names.size(); ++d) {
-    const std::string want = datasets.contains(names[d]) ? datasets[names[d]].value("checksum", "") : "";
-    if (checksum_text(&sums[2 * d]) != want)
-      throw UserError("checkpoint " + file + ": dataset " + names[d] +
-                      " does not match its checksum in the manifest: the file was changed or corrupted after it "
-                      "was written; resume from another checkpoint");
-  }
-}
-
-constexpr std::array<const char*, 3> kStateKinds = {kParams, kExpAvg, kExpAvgSq};
-
-}  // namespace
-
 StateLayout state_layout(ParallelModel& model, AdamW& optimizer) {
   ParameterStore& store = model.store();
   const TpLayout tp = model.tp_layout();
   const bool primary = model.sharded_state().primary_owner();
   StateLayout layout;
+  std::vector<int64_t> unit_length;   // elements of each unit's datasets
+  std::vector<int> first_tensor;      // index of each unit's first tensor
+  for (int u = 0; u < store.num_units(); ++u) {
+    first_tensor.push_back(static_cast<int>(layout.tensors.size()));
+    int64_t length = 0;
+    for (const ParameterSlot& slot : store.unit(u).slots) {
+      const Shape full = dataset_shape(slot.spec, tp.size);
+      layout.tensors.push_back({slot.spec.name, full, u, length});
+      length += shape_numel(full);
+    }
+    unit_length.push_back(length);
+  }
   layout.num_sources = static_cast<int>(kStateKinds.size()) * store.num_units();
   int source = 0;
-  for (const char* kind : kStateKinds) {
+  for (size_t kind = 0; kind < kStateKinds.size(); ++kind) {
     for (int u = 0; u < store.num_units(); ++u, ++source) {
+      StatePart part{std::string(kStateKinds[kind]) + "/" + unit_dataset_suffix(u),
+                     unit_length[static_cast<size_t>(u)], static_cast<int>(kind), source, {}};
       const OptimizerRange range = optimizer.ranges()[static_cast<size_t>(u)];
+      int tensor = first_tensor[static_cast<size_t>(u)];
       for (const Piece& p : pieces_of(store.unit(u), range.begin, range.end)) {
-        StatePart part{dataset_name(kind, p.slot->spec), dataset_shape(p.slot->spec, tp.size), source, {}, 0, 0};
-        if (primary && p.slot->spec.tp_counted_on(tp.rank)) {  // only the primary copy is written
-          part.blocks = blocks_of(p, tp);
-          part.offset = p.lo - range.begin;
-          part.count = p.hi - p.lo;
-        }
-        layout.parts.push_back(std::move(part));
+        // Only the primary copy is written, and of tp-replicated tensors the tp rank that counts them.
+        if (p.lo < p.hi && primary && p.slot->spec.tp_counted_on(tp.rank))
+          part.pieces.push_back({tensor, blocks_of(p, tp), p.lo - range.begin, p.hi - p.lo});
+        ++tensor;
       }
+      layout.parts.push_back(std::move(part));
     }
   }
   return layout;
@@ -120,7 +82,7 @@ StateLayout state_layout(ParallelModel& model, AdamW& optimizer) {
 
 HostValues copy_source(ParallelModel& model, AdamW& optimizer, const StateLayout& layout, int source) {
   const bool writes = std::any_of(layout.parts.begin(), layout.parts.end(),
-                                  [&](const StatePart& p) { return p.source == source && p.count > 0; });
+                                  [&](const StatePart& p) { return p.source == source && !p.pieces.empty(); });
   if (!writes) return {};
   const int units = model.store().num_units();
   const int kind = source / units, u = source % units;
@@ -133,115 +95,63 @@ HostValues copy_source(ParallelModel& model, AdamW& optimizer, const StateLayout
   return host;
 }
 
-nlohmann::json write_state(ParallelHdf5File& file, Communicator& comm, const StateLayout& layout,
-                           const StateSource& source) {
-  for (const StatePart& part : layout.parts) file.create_dataset(part.dataset, part.shape);
-  file.agree_pending("creating the state datasets");
-  std::vector<int64_t> sums(2 * layout.parts.size(), 0);
-  for (size_t d = 0; d < layout.parts.size(); ++d) {
-    const StatePart& part = layout.parts[d];
-    const std::span<const float> data =
-        part.count > 0 ? source(part.source).subspan(static_cast<size_t>(part.offset), static_cast<size_t>(part.count))
-                       : std::span<const float>();
-    file.write(part.dataset, part.blocks, data);
-    add_checksum(&sums[2 * d], part.blocks, part.shape.back(), data);
-  }
-  file.agree_pending("writing the state datasets");
-  comm.all_reduce(std::span<int64_t>(sums));
-  nlohmann::json datasets = nlohmann::json::object();
-  for (size_t d = 0; d < layout.parts.size(); ++d)
-    datasets[layout.parts[d].dataset] = {{"shape", layout.parts[d].shape}, {"checksum", checksum_text(&sums[2 * d])}};
-  return datasets;
-}
-
-namespace {
-
-// Opens every dataset of `kinds` (collective, in order) and checks its shape against this model's.
-std::vector<std::string> open_all(ParallelHdf5File& file, ParameterStore& store, TpLayout tp,
-                                  std::initializer_list<const char*> kinds) {
-  std::vector<std::string> names;
-  for (const auto& [kind, spec] : datasets_of(store, kinds)) {
-    const std::string name = dataset_name(kind, *spec);
-    const Shape want = dataset_shape(*spec, tp.size);
-    if (!file.has_dataset(name))
-      throw UserError("checkpoint " + file.path() + " has no dataset " + name + ": it was saved from another model");
-    const Shape got = file.open_dataset(name);
-    if (got != want)
-      throw UserError("checkpoint " + file.path() + ": dataset " + name + " has shape " + shape_string(got) +
-                      ", this model's is " + shape_string(want) + ": it was saved from another model");
-    names.push_back(name);
-  }
-  return names;
-}
-
-// Reads unit elements [begin, end) of `kind` into out (zero where no parameter lies), adding the
-// checksum of the elements this rank is primary for (inside `owned`) to sums (indexed by slot order).
-void read_unit_range(ParallelHdf5File& file, const char* kind, const ParameterUnit& unit, TpLayout tp, int64_t begin,
-                     int64_t end, float* out, OptimizerRange owned, bool primary, int64_t* unit_sums) {
-  std::fill(out, out + (end - begin), 0.0f);
-  int slot_index = 0;
-  for (const Piece& p : pieces_of(unit, begin, end)) {
-    int64_t* sums = unit_sums + 2 * slot_index++;
-    if (p.lo >= p.hi) continue;
-    const std::string name = dataset_name(kind, p.slot->spec);
-    const std::span<float> data(out + (p.lo - begin), static_cast<size_t>(p.hi - p.lo));
-    file.read(name, blocks_of(p, tp), data);
-    if (!primary || !p.slot->spec.tp_counted_on(tp.rank)) continue;
-    const Piece mine{p.slot, std::max(p.lo, owned.begin), std::min(p.hi, owned.end)};
-    if (mine.lo >= mine.hi) continue;
-    add_checksum(sums, blocks_of(mine, tp), dataset_shape(p.slot->spec, tp.size).back(),
-                 data.subspan(static_cast<size_t>(mine.lo - p.lo), static_cast<size_t>(mine.hi - mine.lo)));
-  }
-}
-
-// Index of unit u's first slot among all datasets of one kind.
-std::vector<size_t> first_slot_of_units(ParameterStore& store) {
-  std::vector<size_t> first;
-  size_t n = 0;
-  for (const ParameterUnit& unit : store.units()) {
-    first.push_back(n);
-    n += unit.slots.size();
-  }
-  return first;
-}
-
-}  // namespace
-
-void read_parameters(ParallelHdf5File& file, ParallelModel& model, const nlohmann::json& datasets) {
-  ParameterStore& store = model.store();
-  const TpLayout tp = model.tp_layout();
-  const std::vector<std::string> names = open_all(file, store, tp, {kParams});
-  const std::vector<OptimizerRange> owned = model.sharded_state().owned_ranges();
-  const bool primary = model.sharded_state().primary_owner();
-  const std::vector<size_t> first = first_slot_of_units(store);
-  std::vector<int64_t> sums(2 * names.size(), 0);
-  model.load_weights([&](int unit, int64_t begin, int64_t end, float* out) {
-    read_unit_range(file, kParams, store.unit(unit), tp, begin, end, out, owned[static_cast<size_t>(unit)], primary,
-                    &sums[2 * first[static_cast<size_t>(unit)]]);
-  });
-  verify(model.groups().world().host(), sums, names, datasets, file.path());
-}
-
-void read_optimizer_state(ParallelHdf5File& file, ParallelModel& model, AdamW& optimizer, const nlohmann::json& datasets) {
-  ParameterStore& store = model.store();
-  const TpLayout tp = model.tp_layout();
-  const std::vector<std::string> names = open_all(file, store, tp, {kExpAvg, kExpAvgSq});
-  const bool primary = model.sharded_state().primary_owner();
-  const std::vector<size_t> first = first_slot_of_units(store);
-  const size_t per_kind = names.size() / 2;
-  std::vector<int64_t> sums(2 * names.size(), 0);
-  for (int k = 0; k < 2; ++k) {
-    const char* kind = k == 0 ? kExpAvg : kExpAvgSq;
-    std::vector<Tensor>& moments = k == 0 ? optimizer.exp_avg() : optimizer.exp_avg_sq();
-    for (int u = 0; u < store.num_units(); ++u) {
-      const OptimizerRange range = optimizer.ranges()[static_cast<size_t>(u)];
-      std::vector<float> host(static_cast<size_t>(range.end - range.begin));
-      read_unit_range(file, kind, store.unit(u), tp, range.begin, range.end, host.data(), range, primary,
-                      &sums[2 * (k * per_kind + first[static_cast<size_t>(u)])]);
-      model.ops().copy_from_host(moments[static_cast<size_t>(u)], host.data(), host.size() * sizeof(float));
+StateChecksums write_state(ParallelHdf5File& file, const StateLayout& layout, const StateSource& source) {
+  for (const StatePart& part : layout.parts) file.create_dataset(part.dataset, Shape{part.length});
+  const size_t T = layout.tensors.size();
+  std::vector<int64_t> sums(2 * kStateKinds.size() * T, 0);
+  std::vector<float> gathered;
+  for (const StatePart& part : layout.parts) {
+    if (part.pieces.empty()) continue;  // independent writes: nothing to take part in
+    const std::span<const float> values = source(part.source);
+    std::vector<Hdf5Slab> slabs;
+    bool adjacent = true;  // the pieces' values follow one another in the source (unless tp skipped a tensor)
+    for (size_t i = 0; i < part.pieces.size(); ++i) {
+      const TensorPiece& piece = part.pieces[i];
+      const StateTensor& tensor = layout.tensors[static_cast<size_t>(piece.tensor)];
+      append_slabs(piece.blocks, tensor.shape.back(), tensor.offset, slabs);
+      adjacent = adjacent && (i == 0 || piece.offset == part.pieces[i - 1].offset + part.pieces[i - 1].count);
+      add_checksum(&sums[2 * (static_cast<size_t>(part.kind) * T + static_cast<size_t>(piece.tensor))], piece.blocks,
+                   tensor.shape.back(), values.subspan(static_cast<size_t>(piece.offset), static_cast<size_t>(piece.count)));
     }
+    const TensorPiece& first = part.pieces.front();
+    const TensorPiece& last = part.pieces.back();
+    std::span<const float> data = values.subspan(static_cast<size_t>(first.offset),
+                                                 static_cast<size_t>(last.offset + last.count - first.offset));
+    if (!adjacent) {  // one write still: the pieces' values gathered
+      gathered.clear();
+      for (const TensorPiece& piece : part.pieces) {
+        const auto run = values.subspan(static_cast<size_t>(piece.offset), static_cast<size_t>(piece.count));
+        gathered.insert(gathered.end(), run.begin(), run.end());
+      }
+      data = gathered;
+    }
+    file.write(part.dataset, slabs, data);
   }
-  verify(model.groups().world().host(), sums, names, datasets, file.path());
+  // The creates and writes are agreed on together, with the checksums' sums in the same all-reduce: a
+  // rank whose create failed skips its writes (ParallelHdf5File::write), the writes of the others are
+  // independent, so nothing waits on the failed rank before the agreement.
+  file.agree_pending("creating and writing the state datasets", sums);
+  StateChecksums checksums;
+  for (size_t i = 0; i < kStateKinds.size() * T; ++i) checksums.push_back(checksum_text(&sums[2 * i]));
+  return checksums;
+}
+
+nlohmann::json state_index_json(const StateLayout& layout, const StateChecksums& checksums) {
+  TRLHPC_ASSERT(checksums.size() == kStateKinds.size() * layout.tensors.size(), "one checksum per kind and tensor");
+  nlohmann::json datasets = nlohmann::json::object();
+  for (const StatePart& part : layout.parts) datasets[part.dataset] = {{"shape", Shape{part.length}}};
+  nlohmann::json tensors = nlohmann::json::object();
+  for (size_t t = 0; t < layout.tensors.size(); ++t) {
+    const StateTensor& tensor = layout.tensors[t];
+    nlohmann::json sums = nlohmann::json::object();
+    for (size_t kind = 0; kind < kStateKinds.size(); ++kind)
+      sums[kStateKinds[kind]] = checksums[kind * layout.tensors.size() + t];
+    tensors[tensor.name] = {{"unit", unit_dataset_suffix(tensor.unit)},
+                            {"offset", tensor.offset},
+                            {"shape", tensor.shape},
+                            {"checksums", sums}};
+  }
+  return {{"datasets", datasets}, {"tensors", tensors}};
 }
 
 }  // namespace trlhpc::checkpoint

@@ -1,9 +1,11 @@
 #pragma once
 // The checkpoint folder and its manifest (docs/CONTRACT.md "Files"):
 //
-//   OUTPUT_DIR/checkpoint-STEP/state.h5        parallel HDF5: params/NAME, exp_avg/NAME, exp_avg_sq/NAME
-//                                              (global shapes, Hugging Face names), the manifest as the
-//                                              byte dataset "trlhpc_manifest" (an attribute would be
+//   OUTPUT_DIR/checkpoint-STEP/state.h5        parallel HDF5: params/unit-U, exp_avg/unit-U,
+//                                              exp_avg_sq/unit-U (format 2: a unit's tensors in global
+//                                              shapes one after another; format 1: params/NAME ... per
+//                                              tensor; state_index.hpp), the manifest as the byte
+//                                              dataset "trlhpc_manifest" (an attribute would be
 //                                              limited to 64 KiB)
 //   OUTPUT_DIR/checkpoint-STEP/manifest.json   written LAST: a folder without it is not a checkpoint
 //   OUTPUT_DIR/checkpoint-STEP/tokenizer files copied from the run's tokenizer (export needs them)
@@ -11,7 +13,8 @@
 //
 // The manifest holds what resuming needs besides the tensors (step, sampler position, tokens seen,
 // optimizer step, lr schedule), what must match to resume (model config, tokenizer fingerprint,
-// dataset, global batch), the mesh and options the run used, and one checksum per dataset.
+// dataset, global batch), the mesh and options the run used, the datasets of state.h5 and the index
+// of where each tensor lies in them, with one checksum per kind and tensor (state_index.hpp).
 // Everything here is pure file reading: every rank reads the same files and raises the same UserError.
 #include <cstdint>
 #include <string>
@@ -21,7 +24,8 @@
 
 namespace trlhpc::checkpoint {
 
-inline constexpr int kFormatVersion = 1;
+// 2: a dataset per unit and kind with an index ("tensors"); 1: a dataset per tensor and kind (read only).
+inline constexpr int kFormatVersion = 2;
 inline constexpr const char* kStateFile = "state.h5";
 inline constexpr const char* kManifestFile = "manifest.json";
 inline constexpr const char* kLatestFile = "latest";

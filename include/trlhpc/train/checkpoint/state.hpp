@@ -1,16 +1,19 @@
 #pragma once
-// The tensors of a checkpoint in state.h5: params/NAME (fp32 master weights), exp_avg/NAME and
-// exp_avg_sq/NAME (AdamW moments), each of the parameter's full shape. Every rank writes only the
-// elements it owns (its optimizer ranges, mapped through its tp slice: layout.hpp), and of those only
-// when it holds the primary copy (DataParallelStrategy::primary_owner) of an element its tp rank
+// The tensors of a checkpoint in state.h5 (format 2, state_index.hpp): for each parameter unit one 1-D
+// dataset per kind, params/unit-U (fp32 master weights), exp_avg/unit-U and exp_avg_sq/unit-U (AdamW
+// moments), holding the unit's tensors in their full shapes one after another. Every rank writes only
+// the elements it owns (its optimizer ranges, mapped through its tp slice: layout.hpp), and of those
+// only when it holds the primary copy (DataParallelStrategy::primary_owner) of an element its tp rank
 // counts (ParameterSpec::tp_counted_on): every element is written exactly once, by one rank, and no
-// rank ever holds more than its own share. Reading is the converse on any layout: each rank reads
-// exactly what it holds.
+// rank ever holds more than its own share. One write per rank and dataset: a ZeRO shard of a unit is
+// one contiguous run. Reading is the converse on any layout: each rank reads exactly what it holds,
+// from format 2 or from the one-dataset-per-tensor format 1 (StateIndex says where each tensor is).
 //
-// Checksums: per dataset, the sum over its elements of splitmix64(global index, value bits), split in
-// two 32-bit halves summed in int64 (no overflow below 2^31 elements). Order- and layout-independent,
-// so the writers' partial sums add up to the same value a reader on another layout adds up from the
-// elements it is primary for; a changed byte changes the sum of its dataset.
+// Checksums: per kind and tensor, the sum over its elements of splitmix64(element index in the tensor's
+// full shape, value bits), split in two 32-bit halves summed in int64 (no overflow below 2^31
+// elements). Order- and layout-independent, so the writers' partial sums add up to the same value a
+// reader on another layout adds up from the elements it is primary for; a changed byte changes the sum
+// of its tensor. (The same definition as format 1's per-dataset checksums.)
 #include <functional>
 #include <map>
 #include <memory>
@@ -22,24 +25,42 @@
 
 #include "trlhpc/optim/adamw.hpp"
 #include "trlhpc/parallel/parallel_hdf5.hpp"
+#include "trlhpc/train/checkpoint/state_index.hpp"
 #include "trlhpc/train/parallelize.hpp"
 
 namespace trlhpc::checkpoint {
 
-// What one rank writes of one dataset: its blocks (none when it writes nothing there) and where their
-// values lie in one host source (a host copy of one unit of params, exp_avg or exp_avg_sq, over the
+// One tensor of the checkpoint: its full shape and where it lies in its unit's datasets.
+struct StateTensor {
+  std::string name;
+  Shape shape;          // full (global) shape
+  int unit = 0;
+  int64_t offset = 0;   // first element in the unit's datasets
+};
+
+// What one rank writes of one tensor of a dataset: its rectangles of the tensor (layout.hpp) and where
+// their values lie in the dataset's host source.
+struct TensorPiece {
+  int tensor = 0;  // index into StateLayout::tensors
+  std::vector<Hdf5Block> blocks;
+  int64_t offset = 0, count = 0;  // values [offset, offset + count) of the source
+};
+
+// What one rank writes of one dataset (kind, unit): its pieces (none when it writes nothing there), their
+// values taken from one host source (a host copy of the unit's params, exp_avg or exp_avg_sq over the
 // rank's optimizer range of that unit).
 struct StatePart {
-  std::string dataset;
-  Shape shape;                     // the dataset's global shape
-  int source = 0;                  // index of the host source
-  std::vector<Hdf5Block> blocks;
-  int64_t offset = 0, count = 0;   // values [offset, offset + count) of the source
+  std::string dataset;  // KIND/unit-U
+  int64_t length = 0;   // elements of the dataset (its unit's tensors in full)
+  int kind = 0;         // index into kStateKinds
+  int source = 0;       // index of the host source
+  std::vector<TensorPiece> pieces;
 };
 
 // Everything a rank writes, in the order every rank writes it (one part per dataset). Plain data:
 // built on the training thread, it can be written from another one while training goes on.
 struct StateLayout {
+  std::vector<StateTensor> tensors;
   std::vector<StatePart> parts;
   int num_sources = 0;
 };
@@ -61,18 +82,24 @@ HostValues copy_source(ParallelModel& model, AdamW& optimizer, const StateLayout
 // The values of a source, on the host, for write_state.
 using StateSource = std::function<std::span<const float>(int source)>;
 
+// Checksums per kind and tensor: checksums[kind * tensors.size() + tensor].
+using StateChecksums = std::vector<std::string>;
+
 // Collective over the file's group: creates and writes every dataset of `layout`, taking values from
-// `source` (asked for the sources in ascending order). Returns {dataset name: {"shape": [...],
-// "checksum": "..."}} for the manifest (the same on every rank).
-nlohmann::json write_state(ParallelHdf5File& file, Communicator& comm, const StateLayout& layout,
-                           const StateSource& source);
+// `source` (asked for the sources in ascending order). Returns the checksums (the same on every rank),
+// summed over the ranks in the all-reduce that agrees on the writes.
+StateChecksums write_state(ParallelHdf5File& file, const StateLayout& layout, const StateSource& source);
 
-// Collective: fills the model's parameters (through its strategy, so any sharding) from params/,
-// checking every params/ dataset's checksum against `datasets` (the manifest's). UserError naming the
-// dataset on a mismatch, the same on every rank.
-void read_parameters(ParallelHdf5File& file, ParallelModel& model, const nlohmann::json& datasets);
+// The manifest's "datasets" and "tensors" (the index, state_index.hpp) of `layout` with `checksums`:
+// {"datasets": {...}, "tensors": {...}}.
+nlohmann::json state_index_json(const StateLayout& layout, const StateChecksums& checksums);
 
-// Collective: fills the optimizer's moments from exp_avg/ and exp_avg_sq/, checking their checksums.
-void read_optimizer_state(ParallelHdf5File& file, ParallelModel& model, AdamW& optimizer, const nlohmann::json& datasets);
+// Collective: fills the model's parameters (through its strategy, so any sharding) from the params
+// datasets `index` names, checking every tensor's checksum. UserError naming the tensor on a mismatch,
+// the same on every rank.
+void read_parameters(ParallelHdf5File& file, ParallelModel& model, const StateIndex& index);
+
+// Collective: fills the optimizer's moments from exp_avg and exp_avg_sq, checking their checksums.
+void read_optimizer_state(ParallelHdf5File& file, ParallelModel& model, AdamW& optimizer, const StateIndex& index);
 
 }  // namespace trlhpc::checkpoint
