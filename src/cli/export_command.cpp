@@ -7,6 +7,7 @@
 
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/ops/backend.hpp"
+#include "trlhpc/parallel/backend_communicators.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 #include "trlhpc/runtime/topology.hpp"
@@ -67,7 +68,7 @@ int run_export_command(const std::vector<std::string>& args, MpiEnvironment& mpi
       static_cast<int>(config.num_attention_heads), static_cast<int>(config.num_key_value_heads));
   const Topology topology = Topology::discover(mpi, parse_device_request(o.device));
   const std::unique_ptr<Ops> ops = make_ops(topology);
-  ProcessGroups groups(Mesh(dims), mpi.world());
+  ProcessGroups groups(Mesh(dims), mpi.world(), {}, backend_communicators(topology, *ops, mpi.world()).factory);
   ParallelizeOptions options;
   options.data_parallel.sharding = ShardingKind::Zero3;  // each rank reads and holds one shard only
   const std::unique_ptr<ParallelModel> model = parallelize(config, *ops, groups, options);

@@ -16,6 +16,7 @@
 #include "trlhpc/model/hf_model_dir.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
 #include "trlhpc/ops/backend.hpp"
+#include "trlhpc/parallel/backend_communicators.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 #include "trlhpc/runtime/topology.hpp"
@@ -143,7 +144,7 @@ int run_generate_command(const std::vector<std::string>& args, MpiEnvironment& m
 
   const Topology topology = Topology::discover(mpi, parse_device_request(o.device));
   const std::unique_ptr<Ops> ops = make_ops(topology);
-  ProcessGroups groups(Mesh(dims), mpi.world());
+  ProcessGroups groups(Mesh(dims), mpi.world(), {}, backend_communicators(topology, *ops, mpi.world()).factory);
   const std::unique_ptr<ParallelModel> model = parallelize(config, *ops, groups, ParallelizeOptions{});
   if (is_checkpoint) checkpoint::load_checkpoint_parameters(o.model, manifest, *model);
   else model->load_weights(weights_from_hf_dir(*hf, model->tp_layout()));

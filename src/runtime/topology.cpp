@@ -71,17 +71,27 @@ DeviceBinding bind_device(DeviceRequest request, std::span<const RankPlacement> 
     if (node.min_gpus == 0)
       throw UserError("--device cuda, but host " + node.host + " has no visible GPU (no device or no driver); "
                       "use --device cpu or run on GPU nodes");
-    if (node.ranks > node.min_gpus)
-      throw UserError("--device " + std::string(device_request_name(request)) + ": host " + node.host + " runs " +
-                      std::to_string(node.ranks) + " ranks but only " + std::to_string(node.min_gpus) +
-                      " GPUs are visible to them; launch at most " + std::to_string(node.min_gpus) +
-                      " ranks per node (one per GPU) or use --device cpu");
+    // More ranks than GPUs: an explicit --device cuda shares them round robin (each GPU's ranks then
+    // communicate through the staged MPI backend: NCCL refuses two ranks on one device); auto does not
+    // guess that the user wants it.
+    if (node.ranks > node.min_gpus && request == DeviceRequest::Auto)
+      throw UserError("--device auto: host " + node.host + " runs " + std::to_string(node.ranks) + " ranks but only " +
+                      std::to_string(node.min_gpus) + " GPUs are visible to them; launch at most " +
+                      std::to_string(node.min_gpus) + " ranks per node (one per GPU), pass --device cuda to let ranks "
+                      "share the GPUs (slower: staged collectives), or use --device cpu");
   }
   const auto& self = ranks[static_cast<size_t>(world_rank)];
-  return {Device::CUDA, self.local_rank,
+  TRLHPC_ASSERT(self.node_index >= 0 && static_cast<size_t>(self.node_index) < nodes.size(), "node index outside the table");
+  const NodeSummary* mine = &nodes[static_cast<size_t>(self.node_index)];
+  const int gpu = self.local_rank % mine->min_gpus;
+  const bool shared = mine->ranks > mine->min_gpus;
+  return {Device::CUDA, gpu,
           std::string("--device ") + device_request_name(request) + ": node-local rank " +
-              std::to_string(self.local_rank) + " -> GPU " + std::to_string(self.local_rank) + " of " +
-              std::to_string(self.visible_gpus)};
+              std::to_string(self.local_rank) + " -> GPU " + std::to_string(gpu) + " of " +
+              std::to_string(self.visible_gpus) +
+              (shared ? " (" + std::to_string(mine->ranks) + " ranks share " + std::to_string(mine->min_gpus) +
+                            " GPUs: staged MPI collectives)"
+                      : "")};
 }
 
 int cpu_threads_per_rank(const char* omp_num_threads, int node_cpus, int local_size) {

@@ -12,6 +12,7 @@
 #include "trlhpc/data/dataset/fingerprint.hpp"
 #include "trlhpc/model/hf_model_dir.hpp"
 #include "trlhpc/ops/backend.hpp"
+#include "trlhpc/parallel/backend_communicators.hpp"
 #include "trlhpc/parallel/deadline_timer.hpp"
 #include "trlhpc/parallel/memory_plan.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
@@ -137,6 +138,7 @@ void set_up_checkpoints(const SftConfig& c, const SftPlan& plan, const dataset::
 // what a step of a full-length micro-batch adds (memory_plan.hpp), so a user sees the floor the peak
 // resident memory should approach.
 void log_start(const SftConfig& c, const SftPlan& plan, const Trainer& trainer, const Topology& topology, const Ops& ops,
+               DeviceCommKind device_comm,
                int64_t total_steps, MetricsLogger& logger) {
   const MemoryAccount memory = trainer.memory();
   const ShardingKind sharding = plan.trainer.parallel.data_parallel.sharding;
@@ -153,7 +155,8 @@ void log_start(const SftConfig& c, const SftPlan& plan, const Trainer& trainer, 
                  ", gradients " + mib(memory.gradient_bytes) + ", optimizer " + mib(memory.optimizer_bytes) +
                  ", largest gathered unit + gradient " + mib(step.gathered_unit_bytes) + ", activations " +
                  mib(step.activation_bytes) + ", loss chunk " + mib(step.loss_bytes) + ", floor " + mib(floor) + "; " +
-                 "backend " + backend_description(ops, topology) + "; " + std::to_string(total_steps) + " steps");
+                 "backend " + backend_description(ops, topology) + ", device collectives " +
+                 device_comm_kind_name(device_comm) + "; " + std::to_string(total_steps) + " steps");
   if (const std::string warning = cpu_blas_warning(); !warning.empty()) logger.message("warning: " + warning);
 }
 
@@ -218,7 +221,8 @@ int run_watched_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   MpiCommunicatorOptions comm_options;
   comm_options.timeout_seconds = c.ddp_timeout;
   comm_options.progress = make_progress_thread(parse_comm_progress(c.comm_progress), &progress_fallback);
-  ProcessGroups groups(Mesh(plan.dims), mpi.world(), comm_options);
+  const BackendCommunicators device_comms = backend_communicators(topology, *ops, mpi.world());
+  ProcessGroups groups(Mesh(plan.dims), mpi.world(), comm_options, device_comms.factory);
   startup.disarm();  // from here on every exchange goes through the groups' communicators (watchdog)
   groups.set_phase("taking the output directory");
   // Before anything is written under --output_dir: global rank 0 locks it (one run per folder), then a
@@ -278,7 +282,7 @@ int run_watched_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   }
   SftLoop loop(c, plan.schedule, trainer, train, eval ? &*eval : nullptr, logger, watch);
   set_up_checkpoints(c, plan, train, trainer, loop, logger, async ? &*async : nullptr);
-  log_start(c, plan, trainer, topology, *ops, loop.total_steps(), logger);
+  log_start(c, plan, trainer, topology, *ops, device_comms.kind, loop.total_steps(), logger);
   const SftLoopOutcome outcome = loop.run(peak_flops_per_rank(c, *ops, groups));
   if (outcome.signal) return report_preemption(c, outcome.signal, outcome, loop.total_steps(), logger);
   logger.finish();

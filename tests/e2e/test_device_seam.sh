@@ -25,7 +25,7 @@ grep -q "device: --device auto: no GPU visible" "$WORK/env.txt" || gpu_visible=1
 # 2. auto and cpu: the CPU backend, named on the start line with the precision.
 "$TRLHPC" sft "${TINY[@]}" --max_steps 2 --save_steps 2 --output_dir "$WORK/cpu" --device cpu > "$WORK/cpu.log" 2>&1 \
   || fail "--device cpu run failed: $(tail -5 "$WORK/cpu.log")"
-grep -q "backend cpu (fp32, .* GEMM, 1 threads)" "$WORK/cpu.log" || fail "start line does not name the cpu backend: $(grep backend "$WORK/cpu.log")"
+grep -q "backend cpu (fp32, .* GEMM, 1 threads), device collectives mpi (host memory)" "$WORK/cpu.log" || fail "start line does not name the cpu backend: $(grep backend "$WORK/cpu.log")"
 "$TRLHPC" sft "${TINY[@]}" --max_steps 2 --output_dir "$WORK/bf16" --device cpu --bf16 > "$WORK/bf16.log" 2>&1 \
   || fail "--device cpu --bf16 run failed: $(tail -5 "$WORK/bf16.log")"
 grep -q "backend cpu (bf16 mixed precision, .* GEMM" "$WORK/bf16.log" || fail "start line does not name bf16 on the cpu backend"

@@ -93,17 +93,27 @@ TEST(DeviceBinding, CudaBindsLocalRankToGpu) {
   }
 }
 
-TEST(DeviceBinding, MoreRanksThanGpusIsAUserErrorNamingTheNode) {
+TEST(DeviceBinding, MoreRanksThanGpusUnderAutoIsAUserErrorNamingTheNode) {
   const auto t = table(4, {4, 2});
-  for (DeviceRequest request : {DeviceRequest::Cuda, DeviceRequest::Auto}) {
-    try {
-      bind_device(request, t, 0);
-      FAIL() << "expected UserError";
-    } catch (const UserError& e) {
-      const std::string m = e.what();
-      for (const char* part : {"node1", "4 ranks", "2 GPUs", "--device cpu"})
-        EXPECT_NE(m.find(part), std::string::npos) << part << " not in: " << m;
-    }
+  try {
+    bind_device(DeviceRequest::Auto, t, 0);
+    FAIL() << "expected UserError";
+  } catch (const UserError& e) {
+    const std::string m = e.what();
+    for (const char* part : {"node1", "4 ranks", "2 GPUs", "--device cpu", "--device cuda"})
+      EXPECT_NE(m.find(part), std::string::npos) << part << " not in: " << m;
+  }
+}
+
+// --device cuda with more ranks than GPUs: the ranks share them round robin (the staged MPI backend
+// carries their collectives, backend_communicators.hpp); nodes with enough GPUs keep one each.
+TEST(DeviceBinding, CudaSharesGpusRoundRobinWhenRanksOutnumberThem) {
+  const auto t = table(4, {4, 2});
+  for (const auto& r : t) {
+    const DeviceBinding b = bind_device(DeviceRequest::Cuda, t, r.world_rank);
+    EXPECT_EQ(b.device, Device::CUDA);
+    EXPECT_EQ(b.gpu_index, r.node_index == 0 ? r.local_rank : r.local_rank % 2) << "rank " << r.world_rank;
+    EXPECT_EQ(b.reason.find("share") != std::string::npos, r.node_index == 1) << b.reason;
   }
 }
 

@@ -7,9 +7,11 @@
 // pure function on the same table on every rank, so a UserError is raised identically everywhere and
 // no rank is left waiting in a later collective.
 //
-// Device binding: `--device cpu` never touches a GPU; `cuda` binds node-local rank i to GPU i and
-// needs at least as many visible GPUs as ranks on every node; `auto` means cuda when every node sees
-// a GPU, else cpu. The CUDA backend calls cudaSetDevice(gpu_index()) itself; this file only decides.
+// Device binding: `--device cpu` never touches a GPU; `cuda` binds node-local rank i to GPU i mod the
+// GPUs its node's ranks all see (more ranks than GPUs share them; their collectives then go through the
+// staged MPI backend, NCCL refusing two ranks on one GPU); `auto` means cuda when every node sees a GPU
+// and has one per rank, cpu when a node sees none, and an error when ranks outnumber GPUs.
+// The CUDA backend calls cudaSetDevice(gpu_index()) itself; this file only decides.
 //
 // CPU threads per rank: OMP_NUM_THREADS when set (the OpenMP runtime obeys it anyway), else the CPUs
 // the node's ranks may run on (union of their affinity masks, so srun/cgroup limits count) divided by
