@@ -40,11 +40,14 @@ __global__ void scatter_rows_kernel(const TI* __restrict__ src, const int32_t* _
 
 // Block r: the loss of logits row r (V) for target targets[rows[r]], into loss[r]; with want_grad,
 // dz row r = grad_scale (softmax - onehot). dz may alias logits (fp32): each element is read before
-// its own thread writes it.
+// its own thread writes it. With entropy set (TRL's metrics, as the CPU kernel computes them):
+// entropy[r] = log(sum) - sum_v exp(z - max)(z - max) / sum, top1[r] = (first index of the maximum ==
+// target); the index is reduced as a float, exact for V < 2^24 (the caller checks).
 template <class TZ>
 __global__ void __launch_bounds__(kSoftmaxThreads)
     softmax_loss_kernel(const float* logits, const int32_t* __restrict__ rows, const int32_t* __restrict__ targets,
-                        int64_t V, bool want_grad, float grad_scale, TZ* dz, double* __restrict__ loss) {
+                        int64_t V, bool want_grad, float grad_scale, TZ* dz, double* __restrict__ loss,
+                        double* __restrict__ entropy, int32_t* __restrict__ top1) {
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
   const float* z = logits + r * V;  // (V)
@@ -70,6 +73,20 @@ __global__ void __launch_bounds__(kSoftmaxThreads)
   const float sum = block_sum(m == -INFINITY ? 0.0f : s * __expf(m - block_max), scratch);
   if (threadIdx.x == 0)
     loss[r] = static_cast<double>(block_max) + log(static_cast<double>(sum)) - static_cast<double>(z_target);
+  if (entropy) {
+    float w = 0.0f, first = static_cast<float>(V);
+    for (int64_t v = threadIdx.x; v < V; v += kSoftmaxThreads) {
+      const float d = z[v] - block_max;
+      w += __expf(d) * d;
+      if (d == 0.0f && static_cast<float>(v) < first) first = static_cast<float>(v);
+    }
+    const float weighted = block_sum(w, scratch);
+    const float first_max = -trlhpc::cuda::block_max(-first, scratch);
+    if (threadIdx.x == 0) {
+      entropy[r] = log(static_cast<double>(sum)) - static_cast<double>(weighted) / static_cast<double>(sum);
+      top1[r] = static_cast<int32_t>(first_max) == y ? 1 : 0;
+    }
+  }
   if (!want_grad) return;
   const float mult = grad_scale / sum;
   for (int64_t v = threadIdx.x; v < V; v += kSoftmaxThreads) {
@@ -83,7 +100,8 @@ __global__ void __launch_bounds__(kSoftmaxThreads)
 template <class T, class TD>
 double cross_entropy_fwd_bwd(const T* hidden, const T* weight, const int32_t* targets, int64_t N, int64_t C, int64_t V,
                              float grad_scale, TD* dhidden, float* dweight, int64_t chunk_tokens,
-                             int64_t* valid_tokens, Matmul& matmul, DeviceAllocator& allocator, cudaStream_t stream) {
+                             int64_t* valid_tokens, Matmul& matmul, DeviceAllocator& allocator, cudaStream_t stream,
+                             LossMetricSums* metrics) {
   TRLHPC_REQUIRE(chunk_tokens > 0,
                  "cross_entropy_fwd_bwd: chunk_tokens must be positive, got " + std::to_string(chunk_tokens));
   const bool want_grad = dhidden != nullptr;
@@ -119,6 +137,9 @@ double cross_entropy_fwd_bwd(const T* hidden, const T* weight, const int32_t* ta
   DeviceBuffer<T> dz_copy(allocator, want_grad && kSeparateDz ? chunk * V : 0);  // (chunk, V) bf16 dz
   DeviceBuffer<float> dh_chunk(allocator, want_grad ? chunk * C : 0);           // (chunk, C)
   DeviceBuffer<double> loss_rows(allocator, n_valid);                           // (n_valid)
+  const bool want_metrics = metrics != nullptr && V < (int64_t{1} << 24);
+  DeviceBuffer<double> entropy_rows(allocator, want_metrics ? n_valid : 0);     // (n_valid)
+  DeviceBuffer<int32_t> top1_rows(allocator, want_metrics ? n_valid : 0);       // (n_valid)
   T* dz = kSeparateDz ? dz_copy.get() : reinterpret_cast<T*>(logits.get());
 
   for (int64_t c0 = 0; c0 < n_valid; c0 += chunk) {
@@ -130,7 +151,8 @@ double cross_entropy_fwd_bwd(const T* hidden, const T* weight, const int32_t* ta
     matmul.run(h_chunk.get(), false, weight, true, logits.get(), data_type<T>(), CUDA_R_32F, cm, V, C, 1.0f, 0.0f,
                stream);
     softmax_loss_kernel<T><<<static_cast<unsigned>(cm), kSoftmaxThreads, 0, stream>>>(
-        logits.get(), chunk_rows, targets, V, want_grad, grad_scale, dz, loss_rows.get() + c0);
+        logits.get(), chunk_rows, targets, V, want_grad, grad_scale, dz, loss_rows.get() + c0,
+        want_metrics ? entropy_rows.get() + c0 : nullptr, want_metrics ? top1_rows.get() + c0 : nullptr);
     TRLHPC_CHECK_CUDA_LAUNCH("softmax_loss_kernel");
     if (!want_grad) continue;
     // dh_chunk (cm, C) = dz (cm, V) @ weight (V, C), scattered to the token rows
@@ -144,23 +166,37 @@ double cross_entropy_fwd_bwd(const T* hidden, const T* weight, const int32_t* ta
   std::vector<double> host_loss(static_cast<size_t>(n_valid));  // (n_valid)
   TRLHPC_CHECK_CUDA(cudaMemcpyAsync(host_loss.data(), loss_rows.get(), static_cast<size_t>(n_valid) * sizeof(double),
                                     cudaMemcpyDeviceToHost, stream));
+  std::vector<double> host_entropy(want_metrics ? static_cast<size_t>(n_valid) : 0);  // (n_valid)
+  std::vector<int32_t> host_top1(want_metrics ? static_cast<size_t>(n_valid) : 0);    // (n_valid)
+  if (want_metrics) {
+    TRLHPC_CHECK_CUDA(cudaMemcpyAsync(host_entropy.data(), entropy_rows.get(),
+                                      static_cast<size_t>(n_valid) * sizeof(double), cudaMemcpyDeviceToHost, stream));
+    TRLHPC_CHECK_CUDA(cudaMemcpyAsync(host_top1.data(), top1_rows.get(), static_cast<size_t>(n_valid) * sizeof(int32_t),
+                                      cudaMemcpyDeviceToHost, stream));
+  }
   TRLHPC_CHECK_CUDA(cudaStreamSynchronize(stream));
   double total = 0.0;
   for (double l : host_loss) total += l;
+  if (metrics) {  // added in token order, as the loss (and the CPU kernel)
+    *metrics = LossMetricSums{};
+    metrics->computed = want_metrics;
+    for (double e : host_entropy) metrics->entropy_sum += e;
+    for (int32_t t : host_top1) metrics->top1 += t;
+  }
   return total;
 }
 
 template double cross_entropy_fwd_bwd<float, float>(const float*, const float*, const int32_t*, int64_t, int64_t,
                                                     int64_t, float, float*, float*, int64_t, int64_t*, Matmul&,
-                                                    DeviceAllocator&, cudaStream_t);
+                                                    DeviceAllocator&, cudaStream_t, LossMetricSums*);
 template double cross_entropy_fwd_bwd<bf16, float>(const bf16*, const bf16*, const int32_t*, int64_t, int64_t, int64_t,
                                                    float, float*, float*, int64_t, int64_t*, Matmul&,
-                                                   DeviceAllocator&, cudaStream_t);
+                                                   DeviceAllocator&, cudaStream_t, LossMetricSums*);
 template double cross_entropy_fwd_bwd<bf16, bf16>(const bf16*, const bf16*, const int32_t*, int64_t, int64_t, int64_t,
                                                   float, bf16*, float*, int64_t, int64_t*, Matmul&, DeviceAllocator&,
-                                                  cudaStream_t);
+                                                  cudaStream_t, LossMetricSums*);
 template double cross_entropy_fwd_bwd<float, bf16>(const float*, const float*, const int32_t*, int64_t, int64_t,
                                                    int64_t, float, bf16*, float*, int64_t, int64_t*, Matmul&,
-                                                   DeviceAllocator&, cudaStream_t);
+                                                   DeviceAllocator&, cudaStream_t, LossMetricSums*);
 
 }  // namespace trlhpc::cuda

@@ -22,11 +22,20 @@
 
 namespace trlhpc::cuda {
 
+// TRL's metrics over the valid tokens (entropy of the softmax, top-1 hits), as the CPU kernel computes
+// them; computed false when V >= 2^24 (the first-maximum index travels as a float).
+struct LossMetricSums {
+  bool computed = false;
+  double entropy_sum = 0;
+  int64_t top1 = 0;
+};
+
 // T (hidden, weight) in {float, bf16}; TD (dhidden) in {float, bf16}; dweight fp32. dhidden == nullptr:
 // forward only (dweight ignored). dweight == nullptr with dhidden set: no weight gradient.
 template <class T, class TD>
 double cross_entropy_fwd_bwd(const T* hidden, const T* weight, const int32_t* targets, int64_t N, int64_t C, int64_t V,
                              float grad_scale, TD* dhidden, float* dweight, int64_t chunk_tokens,
-                             int64_t* valid_tokens, Matmul& matmul, DeviceAllocator& allocator, cudaStream_t stream);
+                             int64_t* valid_tokens, Matmul& matmul, DeviceAllocator& allocator, cudaStream_t stream,
+                             LossMetricSums* metrics = nullptr);
 
 }  // namespace trlhpc::cuda

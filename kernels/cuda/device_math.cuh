@@ -51,6 +51,17 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
   return group_sum(total, 32);
 }
 
+// The block-wide maximum (every thread gets it); same scratch rules as block_sum.
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  v = group_max(v, 32);
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  const float all = lane < warps ? scratch[lane] : -INFINITY;
+  return group_max(all, 32);
+}
+
 // Blocks for a grid-stride loop over n items with `threads` threads per block, at most `max_blocks`.
 inline unsigned grid_for(int64_t n, int threads, int64_t max_blocks = 65536) {
   const int64_t blocks = (n + threads - 1) / threads;

@@ -67,6 +67,45 @@ __global__ void ce_grad_kernel(float* __restrict__ logits, const int32_t* __rest
   }
 }
 
+// stats row r = (sum_v exp(z[v] - m) (z[v] - m) in double, the first global id v with z[v] == m or
+// vocab_size): TRL's entropy and top-1 pieces, summed / min-reduced over tp by the caller. The first
+// index is reduced as a float, exact for ids below 2^24 (every vocabulary trlhpc loads).
+__global__ void ce_metrics_kernel(const float* __restrict__ logits, const int32_t* __restrict__ targets, int64_t V,
+                                  int64_t vocab_start, int64_t vocab_size, const float* __restrict__ row_max,
+                                  float* __restrict__ stats) {
+  __shared__ double scratch[32];
+  __shared__ float first_scratch[32];
+  const int64_t r = blockIdx.x;
+  if (targets[r] == kIgnoreIndex) {
+    if (threadIdx.x == 0) stats[2 * r] = stats[2 * r + 1] = 0.0f;
+    return;
+  }
+  const float* z = logits + r * V;  // (V)
+  const float m = row_max[r];
+  double w = 0.0;
+  float first = static_cast<float>(vocab_size);
+  for (int64_t v = threadIdx.x; v < V; v += kThreads) {
+    const double d = static_cast<double>(z[v] - m);
+    w += exp(d) * d;
+    if (z[v] == m && static_cast<float>(vocab_start + v) < first) first = static_cast<float>(vocab_start + v);
+  }
+  w = warp_sum(w);
+  first = -group_max(-first, 32);
+  if (threadIdx.x % 32 == 0) {
+    scratch[threadIdx.x / 32] = w;
+    first_scratch[threadIdx.x / 32] = first;
+  }
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    w = warp_sum(threadIdx.x < kThreads / 32 ? scratch[threadIdx.x] : 0.0);
+    first = -group_max(threadIdx.x < kThreads / 32 ? -first_scratch[threadIdx.x] : -static_cast<float>(vocab_size), 32);
+    if (threadIdx.x == 0) {
+      stats[2 * r] = static_cast<float>(w);
+      stats[2 * r + 1] = first;
+    }
+  }
+}
+
 }  // namespace
 
 void vocab_parallel_ce_max(const float* logits, int64_t M, int64_t V, float* row_max, cudaStream_t stream) {
@@ -80,6 +119,14 @@ void vocab_parallel_ce_sums(const float* logits, const int32_t* targets, int64_t
   if (M <= 0) return;
   ce_sums_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(logits, targets, V, vocab_start, row_max, sums);
   TRLHPC_CHECK_CUDA_LAUNCH("ce_sums_kernel");
+}
+
+void vocab_parallel_ce_metrics(const float* logits, const int32_t* targets, int64_t M, int64_t V, int64_t vocab_start,
+                               int64_t vocab_size, const float* row_max, float* stats, cudaStream_t stream) {
+  if (M <= 0) return;
+  ce_metrics_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(logits, targets, V, vocab_start, vocab_size,
+                                                                        row_max, stats);
+  TRLHPC_CHECK_CUDA_LAUNCH("ce_metrics_kernel");
 }
 
 void vocab_parallel_ce_grad(float* logits, const int32_t* targets, int64_t M, int64_t V, int64_t vocab_start,

@@ -5,6 +5,8 @@
 //   1. max:  row_max[t] = max_v z[t, v]                                   (then all-reduce max)
 //   2. sums: sums[t] = (sum_v exp(z[t,v] - m_t), z[t, y_t] if owned else 0)   (then all-reduce sum)
 //   3. grad: z <- grad_scale (exp(z - m) / s - onehot_local(y))   in place: the dlogits
+//   metrics (TRL's entropy / top-1, after step 1): stats[t] = (sum_v exp(z - m)(z - m), first global id
+//            with z == m, else vocab_size)                         (then all-reduce sum, min)
 // Ignored rows (target -100) get zero sums and a zero gradient. One block per row; the sum of
 // exponentials is accumulated in double and reduced in a fixed order.
 #include <cuda_runtime.h>
@@ -17,6 +19,9 @@ namespace trlhpc::cuda {
 void vocab_parallel_ce_max(const float* logits, int64_t M, int64_t V, float* row_max, cudaStream_t stream);
 void vocab_parallel_ce_sums(const float* logits, const int32_t* targets, int64_t M, int64_t V, int64_t vocab_start,
                             const float* row_max, float* sums, cudaStream_t stream);
+// stats (M, 2); zeros for ignored rows.
+void vocab_parallel_ce_metrics(const float* logits, const int32_t* targets, int64_t M, int64_t V, int64_t vocab_start,
+                               int64_t vocab_size, const float* row_max, float* stats, cudaStream_t stream);
 void vocab_parallel_ce_grad(float* logits, const int32_t* targets, int64_t M, int64_t V, int64_t vocab_start,
                             const float* row_max, const float* sums, float grad_scale, cudaStream_t stream);
 

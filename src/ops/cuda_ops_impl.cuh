@@ -96,6 +96,8 @@ class CudaOpsImpl final : public CudaOps {
   void vocab_parallel_ce_max(const Tensor& logits, const Tensor& row_max) override;
   void vocab_parallel_ce_sums(const Tensor& logits, const Tensor& targets, int64_t vocab_start, const Tensor& row_max,
                               const Tensor& sums) override;
+  bool vocab_parallel_ce_metrics(const Tensor& logits, const Tensor& targets, int64_t vocab_start, int64_t vocab_size,
+                                 const Tensor& row_max, const Tensor& stats) override;
   void vocab_parallel_ce_grad(const Tensor& logits, const Tensor& targets, int64_t vocab_start, const Tensor& row_max,
                               const Tensor& sums, float grad_scale) override;
   void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,

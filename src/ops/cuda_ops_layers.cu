@@ -224,8 +224,6 @@ void CudaOpsImpl::swiglu_bwd(const Tensor& gate, const Tensor& up, const Tensor&
 double CudaOpsImpl::cross_entropy_fwd_bwd(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
                                           float grad_scale, const Tensor& dhidden, const Tensor& dweight,
                                           int64_t chunk_tokens, int64_t* valid_tokens, TokenMetrics* metrics) {
-  // TRL's entropy / top-1 metrics are not computed by the CUDA kernel yet: reported as absent.
-  if (metrics) *metrics = TokenMetrics{};
   TRLHPC_ASSERT(weight.rank() == 2, "cross_entropy_fwd_bwd: weight must be (V, C)");
   TRLHPC_ASSERT(hidden.dtype() == weight.dtype(), "cross_entropy_fwd_bwd: hidden and weight must share a dtype");
   expect_dtype(targets, DType::I32, "cross_entropy_fwd_bwd targets");
@@ -244,6 +242,7 @@ double CudaOpsImpl::cross_entropy_fwd_bwd(const Tensor& hidden, const Tensor& we
   }
   const auto timing = timed("cross_entropy");
   double loss = 0.0;
+  cuda::LossMetricSums sums;  // TRL's entropy / top-1, when asked
   with_float_type(hidden.dtype(), "cross_entropy_fwd_bwd hidden", [&](auto tag) {
     using T = typename decltype(tag)::type;
     with_float_type(backward ? dhidden.dtype() : DType::F32, "cross_entropy_fwd_bwd dhidden", [&](auto d_tag) {
@@ -251,9 +250,10 @@ double CudaOpsImpl::cross_entropy_fwd_bwd(const Tensor& hidden, const Tensor& we
       loss = cuda::cross_entropy_fwd_bwd(data_of<T>(hidden), data_of<T>(weight), data_of<int32_t>(targets), N, C, V,
                                          grad_scale, backward ? data_of<TD>(dhidden) : nullptr,
                                          backward && dweight.data() ? data_of<float>(dweight) : nullptr, chunk_tokens,
-                                         valid_tokens, *matmul_, *allocator_, stream());
+                                         valid_tokens, *matmul_, *allocator_, stream(), metrics ? &sums : nullptr);
     });
   });
+  if (metrics) *metrics = TokenMetrics{sums.computed, sums.entropy_sum, sums.top1};
   return loss;
 }
 
@@ -286,6 +286,15 @@ void CudaOpsImpl::vocab_parallel_ce_sums(const Tensor& logits, const Tensor& tar
   const auto timing = timed("vocab_parallel_ce");
   cuda::vocab_parallel_ce_sums(data_of<float>(logits), data_of<int32_t>(targets), logits.dim(0), logits.dim(1),
                                vocab_start, data_of<float>(row_max), data_of<float>(sums), stream());
+}
+
+bool CudaOpsImpl::vocab_parallel_ce_metrics(const Tensor& logits, const Tensor& targets, int64_t vocab_start,
+                                            int64_t vocab_size, const Tensor& row_max, const Tensor& stats) {
+  check_vocab_parallel(logits, &targets, row_max, &stats, "vocab_parallel_ce_metrics");
+  const auto timing = timed("vocab_parallel_ce");
+  cuda::vocab_parallel_ce_metrics(data_of<float>(logits), data_of<int32_t>(targets), logits.dim(0), logits.dim(1),
+                                  vocab_start, vocab_size, data_of<float>(row_max), data_of<float>(stats), stream());
+  return true;
 }
 
 void CudaOpsImpl::vocab_parallel_ce_grad(const Tensor& logits, const Tensor& targets, int64_t vocab_start,

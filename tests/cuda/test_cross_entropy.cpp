@@ -1,6 +1,7 @@
 // CUDA fused LM head + cross-entropy against the CPU backend: ignored targets, chunk sizes that do
 // and do not divide the valid tokens, forward only, fp32 and bf16 hidden/weight, fp32 and bf16
-// dhidden (dweight accumulates in fp32), no valid token at all, and a bad target.
+// dhidden (dweight accumulates in fp32), no valid token at all, and a bad target; TRL's entropy and
+// top-1 metrics of the fused and the vocab-parallel loss (ties resolved to the first index, as on the CPU).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -59,6 +60,42 @@ TEST(CudaCrossEntropy, LossAndGradientsMatchCpu) {
   }
 }
 
+// Bounds: the GPU's logits come from cuBLAS, the CPU's from trlhpc's GEMM: equal to ~1e-6 relative in
+// fp32 (the loss test's 1e-5 holds), so the summed entropy does too; a top-1 hit can only change on a
+// near-tie closer than that, which random logits of this spread do not have (equal counts). bf16
+// operands round both sides alike (the GEMMs accumulate in fp32): 1e-3 on the entropy, at most one hit.
+TEST(CudaCrossEntropy, TrlMetricsMatchCpu) {
+  TRLHPC_REQUIRE_GPU();
+  Backends be;
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    const int64_t N = 300, C = 64, V = 5003;
+    const Pair hidden = both(be, random_floats(static_cast<size_t>(N * C), 1, 2.0f), {N, C}, dtype);
+    const Pair weight = both(be, random_floats(static_cast<size_t>(V * C), 2), {V, C}, dtype);
+    const Pair targets = both_i32(be, random_targets(N, V, 3), {N});
+    TokenMetrics cpu, gpu;
+    int64_t valid = 0;
+    be.cpu->cross_entropy_fwd_bwd(hidden.cpu, weight.cpu, targets.cpu, 1.0f, Tensor(), Tensor(), 64, &valid, &cpu);
+    be.gpu->cross_entropy_fwd_bwd(hidden.gpu, weight.gpu, targets.gpu, 1.0f, Tensor(), Tensor(), 64, &valid, &gpu);
+    ASSERT_TRUE(cpu.computed);
+    EXPECT_TRUE(gpu.computed) << dtype_name(dtype);
+    const bool bf16 = dtype == DType::BF16;
+    EXPECT_NEAR(gpu.entropy_sum, cpu.entropy_sum, (bf16 ? 1e-3 : 1e-5) * std::fabs(cpu.entropy_sum)) << dtype_name(dtype);
+    EXPECT_LE(std::llabs(gpu.top1 - cpu.top1), bf16 ? 1 : 0) << dtype_name(dtype);
+    // A model that predicts every target: top-1 must count them all (a kernel that never hits fails here).
+    std::vector<float> one_hot(static_cast<size_t>(N * C), 0.0f), rows(static_cast<size_t>(V * C), 0.0f);
+    for (int64_t v = 0; v < std::min(V, C); ++v) rows[static_cast<size_t>(v * C + v)] = 1.0f;
+    std::vector<int32_t> t(static_cast<size_t>(N));
+    for (int64_t n = 0; n < N; ++n) {
+      t[static_cast<size_t>(n)] = static_cast<int32_t>(n % C);
+      one_hot[static_cast<size_t>(n * C + n % C)] = 8.0f;
+    }
+    const Pair h1 = both(be, one_hot, {N, C}, dtype), w1 = both(be, rows, {V, C}, dtype);
+    const Pair y1 = both_i32(be, t, {N});
+    be.gpu->cross_entropy_fwd_bwd(h1.gpu, w1.gpu, y1.gpu, 1.0f, Tensor(), Tensor(), 64, &valid, &gpu);
+    EXPECT_EQ(gpu.top1, N) << dtype_name(dtype);
+  }
+}
+
 TEST(CudaCrossEntropy, NoValidTargetAndBadTarget) {
   TRLHPC_REQUIRE_GPU();
   Backends be;
@@ -90,6 +127,22 @@ TEST(CudaCrossEntropy, VocabParallelPiecesMatchCpu) {
   be.cpu->vocab_parallel_ce_sums(logits.cpu, targets.cpu, vocab_start, row_max.cpu, sums.cpu);
   be.gpu->vocab_parallel_ce_sums(logits.gpu, targets.gpu, vocab_start, row_max.gpu, sums.gpu);
   EXPECT_TRUE(matches(be, sums, kF32Tolerance));
+  // TRL's metrics pieces: (sum exp(z - m)(z - m), first global id of the maximum). Row 0 has its maximum
+  // twice (local 5 and 9): the first, global id 505, must win on both backends.
+  const Pair stats = both_poisoned(be, {M, 2});
+  be.cpu->vocab_parallel_ce_metrics(logits.cpu, targets.cpu, vocab_start, 3000, row_max.cpu, stats.cpu);
+  ASSERT_TRUE(be.gpu->vocab_parallel_ce_metrics(logits.gpu, targets.gpu, vocab_start, 3000, row_max.gpu, stats.gpu));
+  EXPECT_TRUE(matches(be, stats, kF32Tolerance));
+  {
+    std::vector<float> tie = random_floats(static_cast<size_t>(V), 10, 8.0f);
+    tie[5] = tie[9] = 100.0f;
+    const Pair row = both(be, tie, {1, V});
+    const Pair m1 = both_poisoned(be, {1}), st1 = both_poisoned(be, {1, 2});
+    const Pair y1 = both_i32(be, {505}, {1});
+    be.gpu->vocab_parallel_ce_max(row.gpu, m1.gpu);
+    be.gpu->vocab_parallel_ce_metrics(row.gpu, y1.gpu, vocab_start, 3000, m1.gpu, st1.gpu);
+    EXPECT_EQ(download(*be.gpu, st1.gpu)[1], 505.0f);
+  }
   be.cpu->vocab_parallel_ce_grad(logits.cpu, targets.cpu, vocab_start, row_max.cpu, sums.cpu, 0.01f);
   be.gpu->vocab_parallel_ce_grad(logits.gpu, targets.gpu, vocab_start, row_max.gpu, sums.gpu, 0.01f);
   EXPECT_TRUE(matches(be, logits, kF32Tolerance));
