@@ -32,14 +32,14 @@ expect_error() {
 
 mkdir -p "$WORK/nomodel" "$WORK/badjson" "$WORK/unknown" "$WORK/truncated"
 echo '{"hidden_size": 64,' > "$WORK/badjson/config.json"
-sed 's/LlamaForCausalLM/MistralForCausalLM/; s/"llama"/"mistral"/' "$DATA/stories260K/config.json" > "$WORK/unknown/config.json"
+sed 's/LlamaForCausalLM/GPTNeoXForCausalLM/; s/"llama"/"gpt_neox"/' "$DATA/stories260K/config.json" > "$WORK/unknown/config.json"
 cp "$DATA/stories260K/config.json" "$WORK/truncated/"
 head -c 5000 "$DATA/stories260K/model.safetensors" > "$WORK/truncated/model.safetensors"
 TEXT="$DATA/datasets/c4_text.jsonl"
 
 expect_error missing-config 2 "nomodel/config.json" -- sft --model_name_or_path "$WORK/nomodel" --dataset_name "$TEXT" --output_dir "$WORK/o1"
 expect_error corrupt-config 2 "badjson/config.json" -- sft --model_name_or_path "$WORK/badjson" --dataset_name "$TEXT" --output_dir "$WORK/o2"
-expect_error unknown-architecture 2 "MistralForCausalLM" -- sft --model_name_or_path "$WORK/unknown" --dataset_name "$TEXT" --output_dir "$WORK/o3"
+expect_error unknown-architecture 2 "GPTNeoXForCausalLM" -- sft --model_name_or_path "$WORK/unknown" --dataset_name "$TEXT" --output_dir "$WORK/o3"
 expect_error bad-ddp-timeout 2 "ddp_timeout" -- sft --model_name_or_path "$WORK/nomodel" --dataset_name "$TEXT" --output_dir "$WORK/o3b" --ddp_timeout=-5
 expect_error truncated-safetensors 2 "truncated/model.safetensors" -- sft --model_name_or_path "$WORK/truncated" --tokenizer "$DATA/stories260K" --dataset_name "$TEXT" --output_dir "$WORK/o4"
 expect_error dims-product 2 "world size 2" -- sft --model_config "$DATA/stories260K/config.json" --dataset_name "$TEXT" --dp_shard_size 3 --output_dir "$WORK/o5"
