@@ -10,8 +10,8 @@
 //
 // `--device cuda` without a visible GPU is refused earlier, by Topology::discover, with the host named.
 //
-// Built as its own target (trlhpc_backend) above `ops` and `cuda_ops`: the CUDA backend derives from
-// Ops, so the selection cannot live in the `ops` target without a link cycle.
+// In the `ops` target together with both backends (CudaOps' .cu files join it in CUDA builds), which
+// sits above `runtime` (Topology) and `cuda` (the kernels): no link cycle (docs/ARCHITECTURE.md "Layering").
 #include <memory>
 #include <string>
 
