@@ -39,27 +39,23 @@ __device__ __forceinline__ double warp_sum(double v) {
   return v;
 }
 
-// Block-wide sum of a float (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
-// `scratch` holds 32 floats of shared memory. The summation order is fixed, so results are reproducible.
-__device__ __forceinline__ float block_sum(float v, float* scratch) {
+// Block-wide reduction of a float by `group` (group_sum or group_max) with `identity` for the empty warps
+// (blockDim.x a multiple of 32, at most 1024); every thread gets the result. `scratch` holds 32 floats of
+// shared memory. The order is fixed, so results are reproducible.
+template <class Group>
+__device__ __forceinline__ float block_reduce(float v, float* scratch, Group group, float identity) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  v = group_sum(v, 32);
+  v = group(v, 32);
   __syncthreads();  // scratch may still be read by a previous call
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  float total = lane < warps ? scratch[lane] : 0.0f;
-  return group_sum(total, 32);
+  return group(lane < warps ? scratch[lane] : identity, 32);
 }
-
-// The block-wide maximum (every thread gets it); same scratch rules as block_sum.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+  return block_reduce(v, scratch, [](float x, int w) { return group_sum(x, w); }, 0.0f);
+}
 __device__ __forceinline__ float block_max(float v, float* scratch) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  v = group_max(v, 32);
-  __syncthreads();  // scratch may still be read by a previous call
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  const float all = lane < warps ? scratch[lane] : -INFINITY;
-  return group_max(all, 32);
+  return block_reduce(v, scratch, [](float x, int w) { return group_max(x, w); }, -INFINITY);
 }
 
 // Blocks for a grid-stride loop over n items with `threads` threads per block, at most `max_blocks`.
