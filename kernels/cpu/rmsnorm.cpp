@@ -62,6 +62,7 @@ void rmsnorm_bwd(const float* x, const float* weight, const float* rstd, const f
       }
     }
   }
+  if (!dweight) return;  // no weight gradient wanted (a frozen norm)
   constexpr int64_t kCols = 64;
   const int64_t col_blocks = (C + kCols - 1) / kCols;
 #pragma omp parallel for schedule(static)

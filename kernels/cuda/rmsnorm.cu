@@ -79,7 +79,8 @@ void rmsnorm_bwd(const TX* x, const float* weight, const float* rstd, const TD* 
   if (N <= 0) return;
   rmsnorm_bwd_kernel<<<row_blocks(N), 32 * kRowsPerBlock, 0, stream>>>(x, weight, rstd, dy, dx, N, C);
   TRLHPC_CHECK_CUDA_LAUNCH("rmsnorm_bwd_kernel");
-  column_sum_accumulate(WeightGradTerm<TX, TD>{x, dy, rstd, C}, N, C, dweight, allocator, stream);
+  if (dweight)  // null: no weight gradient wanted (a frozen norm)
+    column_sum_accumulate(WeightGradTerm<TX, TD>{x, dy, rstd, C}, N, C, dweight, allocator, stream);
 }
 
 template void rmsnorm_fwd<float, float>(const float*, const float*, float*, float*, int64_t, int64_t, float, cudaStream_t);

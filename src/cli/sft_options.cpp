@@ -93,6 +93,18 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
       ("loss_chunk_tokens", po::value<int64_t>(&c.loss_chunk_tokens)->default_value(c.loss_chunk_tokens), "logit rows materialised at once")
       ("skip_nonfinite_steps", flag(&c.skip_nonfinite_steps),
        "skip (and count) a step whose loss or grad norm is NaN/inf instead of stopping with an error");
+  po::options_description peft("LoRA (PEFT), as TRL's ModelConfig");
+  peft.add_options()
+      ("use_peft", flag(&c.use_peft), "train LoRA adapters on the frozen model (README \"LoRA\")")
+      ("lora_r", po::value<int64_t>(&c.lora_r)->default_value(c.lora_r), "adapter rank")
+      ("lora_alpha", po::value<double>(&c.lora_alpha)->default_value(c.lora_alpha), "scale = lora_alpha / lora_r")
+      ("lora_dropout", po::value<double>(&c.lora_dropout)->default_value(c.lora_dropout), "dropout on the adapters' input")
+      ("lora_target_modules", po::value<std::vector<std::string>>(&c.lora_target_modules)->multitoken(),
+       "modules to adapt: q_proj k_proj v_proj o_proj gate_proj up_proj down_proj, or all-linear (default: q_proj v_proj)")
+      ("lora_modules_to_save", po::value<std::vector<std::string>>(&c.lora_modules_to_save)->multitoken(),
+       "modules trained in full besides the adapters (not supported yet: refused)")
+      ("use_rslora", flag(&c.use_rslora), "rank-stabilised scale lora_alpha / sqrt(lora_r)")
+      ("use_dora", flag(&c.use_dora), "weight-decomposed LoRA (not supported: refused)");
   po::options_description parallel("Parallelism");
   parallel.add_options()
       ("accelerate_config", po::value<std::string>(&c.accelerate_config), "profile name or accelerate YAML file")
@@ -112,7 +124,7 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
        "thread|none: a progress thread advances gradient reductions, ZeRO gathers and ring attention transfers "
        "while compute runs (thread), or only the training thread's own MPI calls do (none)");
   po::options_description all("trlhpc sft options");
-  all.add(model).add(train).add(parallel);
+  all.add(model).add(train).add(peft).add(parallel);
   all.add_options()("help,h", "print this help");
   return all;
 }
@@ -169,12 +181,22 @@ std::vector<std::string> yaml_as_args(const std::string& path, const po::options
       mixture = dataset::parse_dataset_mixture(kv.second, path);
       continue;
     }
-    if (!kv.second.IsScalar())
+    // List-valued options (lora_target_modules: [q_proj, v_proj]) take a YAML list or one scalar.
+    const bool list_option = key == "lora_target_modules" || key == "lora_modules_to_save";
+    if (!kv.second.IsScalar() && !(list_option && kv.second.IsSequence()))
       throw UserError(where + "option '" + key + "' must be a single value");
     if (key == "config" || key == "help" || !desc.find_nothrow(key, false))
       throw UserError(where + "unknown option '" + key + "' (trlhpc sft --help lists the options; a YAML key is the "
                       "option without its leading --)");
-    std::vector<std::string> entry = {"--" + key, kv.second.as<std::string>()};
+    std::vector<std::string> entry = {"--" + key};
+    if (kv.second.IsSequence()) {
+      for (const auto& item : kv.second) {
+        if (!item.IsScalar()) throw UserError(where + "option '" + key + "' takes a list of names");
+        entry.push_back(item.as<std::string>());
+      }
+    } else {
+      entry.push_back(kv.second.as<std::string>());
+    }
     try {
       po::variables_map scratch;
       po::store(parse(entry, desc), scratch);

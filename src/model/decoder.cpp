@@ -28,7 +28,7 @@ DeviceBatch DeviceBatch::upload(const Batch& batch, Ops& ops) {
 }
 
 Decoder::Decoder(ModelConfig config, Ops& ops, ParameterStore& params, bool gradient_checkpointing,
-                 int64_t loss_chunk_tokens, DecoderParallelism parallelism)
+                 int64_t loss_chunk_tokens, DecoderParallelism parallelism, DecoderAdapters adapters)
     : config_(std::move(config)),
       local_(config_),
       ops_(ops),
@@ -43,6 +43,7 @@ Decoder::Decoder(ModelConfig config, Ops& ops, ParameterStore& params, bool grad
   ops_.copy_from_host(inv_freq_, inv.data(), inv.size() * sizeof(float));
   acts_.resize(static_cast<size_t>(config_.num_hidden_layers));
   init_tensor_parallel(parallelism);
+  init_lora(adapters);
 }
 
 Decoder::~Decoder() = default;
@@ -51,8 +52,9 @@ Tensor Decoder::head_weight() const {
   return params_.param(config_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
 }
 Tensor Decoder::head_grad() const {
-  return params_.grad(config_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
+  return base_grad(config_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
 }
+Tensor Decoder::base_grad(const std::string& name) const { return lora_store_ ? Tensor() : params_.grad(name); }
 
 void Decoder::ensure_buffers(int64_t N) {
   if (N == buffers_N_) return;
@@ -61,9 +63,14 @@ void Decoder::ensure_buffers(int64_t N) {
     LayerActivations& act = acts_[static_cast<size_t>(l)];
     act = LayerActivations();
     act.x_in = ops_.allocate({Nl, config_.hidden_size});
-    if (!checkpointing_) allocate_layer_activations(ops_, local_, N, Nl, act);
+    if (!checkpointing_) {
+      allocate_layer_activations(ops_, local_, N, Nl, act);
+      allocate_lora_activations(act, N);
+    }
   }
   scratch_->allocate(ops_, local_, N, Nl, checkpointing_);
+  if (checkpointing_) allocate_lora_activations(scratch_->recompute, N);
+  if (lora_store_) lora_dh_ = ops_.allocate({N, lora_.r}, ops_.compute_dtype());
   buffers_N_ = N;
 }
 
@@ -117,7 +124,7 @@ LossResult Decoder::run(const DeviceBatch& batch, float grad_scale, bool backwar
     return result;
   }
   // Final norm backward: dx = d rmsnorm(x_final)
-  const Tensor norm_grad = params_.grad("model.norm.weight");
+  const Tensor norm_grad = base_grad("model.norm.weight");
   ops_.rmsnorm_bwd(s.x_final, compute_param(params_.param("model.norm.weight")), s.rstd_final, s.dh_local, s.dx,
                    norm_grad_target(norm_grad, 0));
   finish_norm_grads({norm_grad});
@@ -135,9 +142,11 @@ LossResult Decoder::run(const DeviceBatch& batch, float grad_scale, bool backwar
     hooks().after_backward(unit);
   }
   hooks().before_backward(0);
-  // (N, C): every token's row of the lookup, F32 (the embedding gradient never sees a bf16 rounding).
-  const Tensor dx_all = gather_tokens(s.dx, s.row_out);
-  ops_.embedding_bwd(batch.input_ids, dx_all, params_.grad("model.embed_tokens.weight"), tp_.rank * local_.vocab_size);
+  if (!lora_store_) {  // a frozen base's embedding takes no gradient
+    // (N, C): every token's row of the lookup, F32 (the embedding gradient never sees a bf16 rounding).
+    const Tensor dx_all = gather_tokens(s.dx, s.row_out);
+    ops_.embedding_bwd(batch.input_ids, dx_all, params_.grad("model.embed_tokens.weight"), tp_.rank * local_.vocab_size);
+  }
   hooks().after_backward(0);
   return result;
 }

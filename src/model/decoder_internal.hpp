@@ -1,5 +1,7 @@
 #pragma once
 // Buffers private to the decoder implementation (decoder.cpp, decoder_layer.cpp).
+#include <array>
+
 #include "trlhpc/model/decoder.hpp"
 
 namespace trlhpc {
@@ -25,6 +27,8 @@ struct Decoder::LayerActivations {
   Tensor gate;   // (N, F)
   Tensor up;     // (N, F)
   Tensor act;    // (N, F) silu(gate) * up
+  // LoRA: x A^T (N, r) of each module (compute dtype); empty without adapters.
+  std::array<Tensor, kLoraModuleCount> lora_h;
 };
 
 // Work buffers shared by all layers. Under tp sequence parallel the *_local / (Nl, C) buffers hold this

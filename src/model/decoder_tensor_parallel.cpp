@@ -88,7 +88,7 @@ void Decoder::reduce_tokens(const Tensor& partial, const Tensor& out) {
 }
 
 Tensor Decoder::norm_grad_target(const Tensor& grad, int slot) {
-  if (!tp_sp_) return grad;
+  if (!tp_sp_ || !grad.data()) return grad;  // empty: a frozen base computes no norm gradient
   const int64_t C = local_.hidden_size;
   const Tensor target = tp_norm_grad_.view({C}, slot * C);
   ops_.fill_zero(target);
@@ -96,7 +96,7 @@ Tensor Decoder::norm_grad_target(const Tensor& grad, int slot) {
 }
 
 void Decoder::finish_norm_grads(std::initializer_list<Tensor> grads) {
-  if (!tp_sp_) return;
+  if (!tp_sp_ || !grads.begin()->data()) return;
   const int64_t C = local_.hidden_size, slots = static_cast<int64_t>(grads.size());
   const Tensor partial = tp_norm_grad_.view({slots, C});
   tp_all_reduce_sum(partial);
@@ -105,7 +105,7 @@ void Decoder::finish_norm_grads(std::initializer_list<Tensor> grads) {
 }
 
 Tensor Decoder::head_norm_grad_target(const Tensor& grad, int slot) {
-  if (!tp_head_norm_grad_.data()) return grad;
+  if (!tp_head_norm_grad_.data() || !grad.data()) return grad;
   const int64_t HS = local_.head_dim;
   const Tensor target = tp_head_norm_grad_.view({HS}, slot * HS);
   ops_.fill_zero(target);
@@ -113,7 +113,7 @@ Tensor Decoder::head_norm_grad_target(const Tensor& grad, int slot) {
 }
 
 void Decoder::finish_head_norm_grads(std::initializer_list<Tensor> grads) {
-  if (!tp_head_norm_grad_.data()) return;
+  if (!tp_head_norm_grad_.data() || !grads.begin()->data()) return;
   const int64_t HS = local_.head_dim, slots = static_cast<int64_t>(grads.size());
   const Tensor partial = tp_head_norm_grad_.view({slots, HS});
   tp_all_reduce_sum(partial);
@@ -212,7 +212,7 @@ LossResult Decoder::vocab_parallel_loss(const DeviceBatch& batch, float grad_sca
     ops_.vocab_parallel_ce_grad(z, y, vocab_start, m, st, grad_scale);
     const Tensor dh = s.dh.view({cm, C}, n0 * C);
     ops_.matmul(z, false, W, false, dh);  // dh (cm, C) = dz (cm, Vl) W (Vl, C): this slice's share
-    ops_.matmul(z, true, h, false, dW, 1.0f, 1.0f);  // dW (Vl, C) += dz^T h
+    if (dW.data()) ops_.matmul(z, true, h, false, dW, 1.0f, 1.0f);  // dW (Vl, C) += dz^T h (none when frozen)
   }
   // Every vocabulary slice contributes to dh: sum over tp (into this rank's rows under sequence parallel).
   if (backward) reduce_tokens(s.dh, s.dh_local);

@@ -30,8 +30,10 @@ fs::path normalized_dir(const std::string& dir) {
   return path;
 }
 
-// Copies the tokenizer and generation files found in `source_dir` into `dir`.
-void copy_tokenizer_files(const std::string& source_dir, const fs::path& dir) {
+}  // namespace
+
+void copy_hf_tokenizer_files(const std::string& source_dir, const std::string& dir_name) {
+  const fs::path dir(dir_name);
   if (source_dir.empty()) return;
   for (const std::string& name : hf_tokenizer_file_names()) {
     const fs::path from = fs::path(source_dir) / name;
@@ -41,8 +43,6 @@ void copy_tokenizer_files(const std::string& source_dir, const fs::path& dir) {
     if (error) throw_fs_failure("copying " + from.string() + " to " + dir.string(), error);
   }
 }
-
-}  // namespace
 
 HfModelWriter::HfModelWriter(const std::string& output_dir, const ModelConfig& config, const HfSaveOptions& options)
     : options_(options), specs_(parameter_specs(config)) {
@@ -88,7 +88,7 @@ void HfModelWriter::finish() {
   TRLHPC_ASSERT(next_ == specs_.size(), "HfModelWriter: " + std::to_string(next_) + " of " +
                                             std::to_string(specs_.size()) + " parameters appended before finish()");
   weights_->finish();
-  copy_tokenizer_files(options_.tokenizer_source_dir, temp_);
+  copy_hf_tokenizer_files(options_.tokenizer_source_dir, temp_);
 
   const fs::path target(target_);
   std::error_code error;

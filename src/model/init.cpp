@@ -58,6 +58,12 @@ double init_standard_normal(uint64_t key, uint64_t index) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
 }
 
+double init_uniform(uint64_t key, uint64_t index) {
+  const Philox4x32 bits =
+      philox4x32_10({{static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32), 0u, 0u}}, key);
+  return static_cast<double>((static_cast<uint64_t>(bits.v[0]) << 32 | bits.v[1]) >> 11) * 0x1.0p-53;
+}
+
 void init_parameter_range(const ModelConfig& config, const ParameterSpec& spec, uint64_t seed, int64_t begin,
                           int64_t end, float* out) {
   TRLHPC_ASSERT(0 <= begin && begin <= end && end <= spec.numel(),

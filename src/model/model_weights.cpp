@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "trlhpc/model/init.hpp"
+#include "trlhpc/model/lora.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
 #include "trlhpc/ops/ops.hpp"
 
@@ -46,6 +47,33 @@ UnitRangeSource weights_from_init(const ModelConfig& config, uint64_t seed, TpLa
     tp_flat_range(unit_parameter_specs(config, unit, tp), tp, begin, end, out,
                   [&](const ParameterSpec& full, int64_t b, int64_t e, float* o) {
                     init_parameter_range(config, full, seed, b, e, o);
+                  });
+  };
+}
+
+namespace {
+// The specs of unit `unit`, in order.
+std::vector<ParameterSpec> unit_specs(const std::vector<ParameterSpec>& local_specs, int unit) {
+  std::vector<ParameterSpec> out;
+  for (const ParameterSpec& spec : local_specs)
+    if (spec.unit == unit) out.push_back(spec);
+  return out;
+}
+}  // namespace
+
+UnitRangeSource lora_weights_from_init(const std::vector<ParameterSpec>& local_specs, uint64_t seed, TpLayout tp) {
+  return [local_specs, seed, tp](int unit, int64_t begin, int64_t end, float* out) {
+    tp_flat_range(unit_specs(local_specs, unit), tp, begin, end, out,
+                  [&](const ParameterSpec& full, int64_t b, int64_t e, float* o) { lora_init_range(full, seed, b, e, o); });
+  };
+}
+
+UnitRangeSource lora_weights_from_file(const SafetensorsReader& file, const std::vector<ParameterSpec>& local_specs,
+                                       TpLayout tp) {
+  return [&file, local_specs, tp](int unit, int64_t begin, int64_t end, float* out) {
+    tp_flat_range(unit_specs(local_specs, unit), tp, begin, end, out,
+                  [&file](const ParameterSpec& full, int64_t b, int64_t e, float* o) {
+                    file.read_f32(peft_key(full.name), b, e, o);
                   });
   };
 }

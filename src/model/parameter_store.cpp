@@ -7,10 +7,14 @@ namespace trlhpc {
 
 ParameterStore::ParameterStore(const ModelConfig& config, Ops& ops, int64_t pad_multiple, TpLayout tp,
                                FullUnitBuffers full)
-    : tp_(tp) {
+    : ParameterStore(parameter_specs(config, tp), parameter_unit_count(config), ops, pad_multiple, tp, full) {}
+
+ParameterStore::ParameterStore(const std::vector<ParameterSpec>& specs, int num_units, Ops& ops, int64_t pad_multiple,
+                               TpLayout tp, FullUnitBuffers full)
+    : units_(static_cast<size_t>(num_units)), tp_(tp) {
   TRLHPC_ASSERT(pad_multiple >= 1, "pad_multiple must be >= 1");
-  for (const ParameterSpec& spec : parameter_specs(config, tp)) {
-    if (static_cast<size_t>(spec.unit) >= units_.size()) units_.resize(static_cast<size_t>(spec.unit) + 1);
+  for (const ParameterSpec& spec : specs) {
+    TRLHPC_ASSERT(spec.unit >= 0 && spec.unit < num_units, spec.name + ": unit outside the store");
     ParameterUnit& unit = units_[static_cast<size_t>(spec.unit)];
     ParameterSlot slot{spec, unit.numel, shape_numel(spec.shape)};
     unit.numel += slot.numel;

@@ -71,20 +71,22 @@ void CudaOpsImpl::rmsnorm_bwd(const Tensor& x, const Tensor& weight, const Tenso
                               const Tensor& dx, const Tensor& dweight) {
   expect_dtype(weight, DType::F32, "rmsnorm_bwd weight");
   expect_dtype(rstd, DType::F32, "rmsnorm_bwd rstd");
-  expect_dtype(dweight, DType::F32, "rmsnorm_bwd dweight");
+  const bool wants_dweight = dweight.data() != nullptr;  // empty: a frozen norm, no weight gradient
+  if (wants_dweight) expect_dtype(dweight, DType::F32, "rmsnorm_bwd dweight");
   TRLHPC_ASSERT(dy.dtype() == dx.dtype(), "rmsnorm_bwd: dy and dx must share a dtype");
   const int64_t C = weight.numel(), N = C ? x.numel() / C : 0;
   expect_numel(dy, x.numel(), "rmsnorm_bwd dy");
   expect_numel(dx, x.numel(), "rmsnorm_bwd dx");
-  expect_numel(dweight, C, "rmsnorm_bwd dweight");
-  for (const Tensor* t : {&x, &weight, &rstd, &dy, &dx, &dweight}) expect_cuda(*t, "rmsnorm_bwd");
+  if (wants_dweight) expect_numel(dweight, C, "rmsnorm_bwd dweight");
+  for (const Tensor* t : {&x, &weight, &rstd, &dy, &dx}) expect_cuda(*t, "rmsnorm_bwd");
+  if (wants_dweight) expect_cuda(dweight, "rmsnorm_bwd");
   const auto timing = timed("rmsnorm_bwd");
   with_float_type(x.dtype(), "rmsnorm_bwd x", [&](auto x_tag) {
     using TX = typename decltype(x_tag)::type;
     with_float_type(dy.dtype(), "rmsnorm_bwd dy", [&](auto d_tag) {
       using TD = typename decltype(d_tag)::type;
       cuda::rmsnorm_bwd(data_of<TX>(x), data_of<float>(weight), data_of<float>(rstd), data_of<TD>(dy), data_of<TD>(dx),
-                        data_of<float>(dweight), N, C, *allocator_, stream());
+                        wants_dweight ? data_of<float>(dweight) : nullptr, N, C, *allocator_, stream());
     });
   });
 }

@@ -7,6 +7,7 @@
 
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/model/hf_model_dir.hpp"
+#include "trlhpc/model/peft_adapter.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
 #include "trlhpc/ops/ops.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
@@ -31,6 +32,47 @@ void gather_tp_tensor(const ParameterSlot& slot, ParameterStore& store, Ops& ops
 }
 
 }  // namespace
+
+void export_peft_adapter(ParallelModel& model, const std::string& output_dir, const std::string& tokenizer_dir,
+                         bool writer, const std::string& base_model_name) {
+  TRLHPC_ASSERT(model.has_adapters(), "export_peft_adapter: the model has no adapters");
+  ProcessGroups& groups = model.groups();
+  DataParallelStrategy& strategy = model.strategy();
+  ParameterStore& store = model.store();
+  strategy.release_cached_buffers();
+  // The adapters are small (r x (in + out) per module): gathered whole onto the writer, then written.
+  std::vector<std::vector<float>> tensors;
+  std::vector<float> full;
+  for (int u = 0; u < store.num_units(); ++u) {
+    strategy.state().gather_unit_parameters(u);
+    for (const ParameterSlot& slot : store.unit(u).slots) {
+      gather_tp_tensor(slot, store, model.ops(), groups.tp().host(), writer, full);
+      if (writer) tensors.push_back(full);
+    }
+    strategy.state().release_unit_parameters(u);
+  }
+  int failed = 0;
+  std::string error;
+  if (writer) {
+    try {
+      size_t next = 0;
+      save_peft_adapter(output_dir, model.config(), model.lora(), model.lora_targets(), base_model_name,
+                        [&](const ParameterSpec& spec, float* out) {
+                          const std::vector<float>& t = tensors.at(next++);
+                          TRLHPC_ASSERT(static_cast<int64_t>(t.size()) == spec.numel(), "adapter order mismatch at " + spec.name);
+                          std::copy(t.begin(), t.end(), out);
+                        });
+      copy_hf_tokenizer_files(tokenizer_dir, output_dir);
+    } catch (const std::exception& e) {
+      failed = 1;
+      error = e.what();
+    }
+  }
+  groups.world().host().all_reduce(std::span<int>(&failed, 1), ReduceOp::Max);
+  if (failed)
+    throw RuntimeFailure(rank_prefix() + "saving the LoRA adapter to " + output_dir + " failed" +
+                         (error.empty() ? " on the writing rank: see its message" : ": " + error));
+}
 
 void export_hf_model(ParallelModel& model, const std::string& output_dir, const std::string& tokenizer_dir,
                      bool writer, DType dtype) {

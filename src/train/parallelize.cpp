@@ -21,6 +21,35 @@ Communicator* kv_share_group(const ModelConfig& config, ProcessGroups& groups) {
   return want > 1 ? &groups.kv_share().device() : nullptr;
 }
 
+// LoRA: the frozen base's hooks around every decoder unit, the adapter strategy's around the layers
+// (decoder unit l+1 = adapter unit l). The base gathers first: the adapters' gathers are small.
+class AdapterUnitHooks final : public UnitHooks {
+ public:
+  AdapterUnitHooks(UnitHooks& base, UnitHooks& adapters, int layers) : base_(base), adapters_(adapters), layers_(layers) {}
+  void before_forward(int unit) override {
+    base_.before_forward(unit);
+    if (is_layer(unit)) adapters_.before_forward(unit - 1);
+  }
+  void after_forward(int unit) override {
+    base_.after_forward(unit);
+    if (is_layer(unit)) adapters_.after_forward(unit - 1);
+  }
+  void before_backward(int unit) override {
+    base_.before_backward(unit);
+    if (is_layer(unit)) adapters_.before_backward(unit - 1);
+  }
+  void after_backward(int unit) override {
+    if (is_layer(unit)) adapters_.after_backward(unit - 1);
+    base_.after_backward(unit);
+  }
+
+ private:
+  bool is_layer(int unit) const { return unit >= 1 && unit <= layers_; }
+  UnitHooks& base_;
+  UnitHooks& adapters_;
+  int layers_;
+};
+
 }  // namespace
 
 ParallelModel::ParallelModel(const ModelConfig& config, Ops& ops, ProcessGroups& groups,
@@ -32,10 +61,22 @@ ParallelModel::ParallelModel(const ModelConfig& config, Ops& ops, ProcessGroups&
   tp_ = TpLayout{groups.tp().size(), groups.tp().rank()};
   // 2. parameter store of this tp slice, padded so every unit shards evenly over fsdp; full-size
   // buffers only where the strategy keeps them (a ZeRO-3 rank never holds the whole model).
-  store_ = std::make_unique<ParameterStore>(config, ops, groups.fsdp().size(), tp_,
-                                            full_unit_buffers(options.data_parallel.sharding));
+  const ShardingKind sharding = options.data_parallel.sharding;
+  if (options.lora) {  // the frozen base and the trained adapters
+    lora_ = options.lora;
+    lora_targets_ = resolve_lora_targets(config, *lora_);
+    lora_specs_ = lora_parameter_specs(config, *lora_, lora_targets_, tp_);
+    base_store_ = std::make_unique<ParameterStore>(config, ops, groups.fsdp().size(), tp_, frozen_base_buffers(sharding));
+    frozen_base_ = make_frozen_base(sharding, *base_store_, groups, ops);
+    store_ = std::make_unique<ParameterStore>(lora_specs_, lora_unit_count(config), ops, groups.fsdp().size(), tp_,
+                                              full_unit_buffers(sharding));
+  } else {
+    store_ = std::make_unique<ParameterStore>(config, ops, groups.fsdp().size(), tp_, full_unit_buffers(sharding));
+  }
   // 3. data-parallel strategy (the decoder's hooks).
   strategy_ = make_data_parallel_strategy(options.data_parallel, *store_, groups, ops);
+  if (frozen_base_)
+    adapter_hooks_ = std::make_unique<AdapterUnitHooks>(*frozen_base_, *strategy_, static_cast<int>(config.num_hidden_layers));
   // 4. kv-share group.
   Communicator* kv_share = kv_share_group(config, groups);
   // 5. sequence attention.
@@ -50,14 +91,33 @@ ParallelModel::ParallelModel(const ModelConfig& config, Ops& ops, ProcessGroups&
   parallelism.kv_share = kv_share;
   parallelism.attention = attention_.get();
   parallelism.tp_sequence_parallel = dims.tp_sequence_parallel;
-  parallelism.hooks = strategy_.get();
-  decoder_ = std::make_unique<Decoder>(config, ops, *store_, options.gradient_checkpointing, options.loss_chunk_tokens,
-                                       parallelism);
+  parallelism.hooks = adapter_hooks_ ? adapter_hooks_.get() : strategy_.get();
+  DecoderAdapters adapters;
+  if (lora_) adapters = DecoderAdapters{&*lora_, &lora_targets_, store_.get()};
+  decoder_ = std::make_unique<Decoder>(config, ops, base_store(), options.gradient_checkpointing,
+                                       options.loss_chunk_tokens, parallelism, adapters);
 }
 
 ParallelModel::~ParallelModel() = default;
 
-void ParallelModel::load_weights(const UnitRangeSource& source) { strategy_->state().load_parameters(source); }
+void ParallelModel::load_weights(const UnitRangeSource& source) {
+  if (frozen_base_) frozen_base_->load(source);
+  else strategy_->state().load_parameters(source);
+}
+
+void ParallelModel::load_adapters(const UnitRangeSource& source) {
+  TRLHPC_ASSERT(frozen_base_ != nullptr, "load_adapters: this model has no LoRA adapters");
+  strategy_->state().load_parameters(source);
+}
+
+MemoryAccount ParallelModel::memory(const AdamW* optimizer) const {
+  MemoryAccount m = strategy_->memory(optimizer);
+  if (frozen_base_) {
+    m.parameter_bytes += frozen_base_->parameter_bytes();
+    m.transient_bytes += frozen_base_->transient_bytes();
+  }
+  return m;
+}
 
 Batch ParallelModel::shard_tokens(const Batch& batch) const {
   return shard_sequence(pad_sequence(batch, sequence_multiple_), shard_);

@@ -11,6 +11,7 @@
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/data/dataset/fingerprint.hpp"
 #include "trlhpc/model/hf_model_dir.hpp"
+#include "trlhpc/model/peft_adapter.hpp"
 #include "trlhpc/ops/backend.hpp"
 #include "trlhpc/parallel/backend_communicators.hpp"
 #include "trlhpc/parallel/deadline_timer.hpp"
@@ -73,13 +74,40 @@ void log_dataset(const SftConfig& c, const dataset::SftDataset& train, MetricsLo
 }
 
 // The pretrained weights of --model_name_or_path, or the seeded random init of --model_config.
-void load_initial_weights(const SftConfig& c, ParallelModel& model) {
-  if (!c.model_name_or_path.empty()) {
-    HfModelDir dir(c.model_name_or_path);
+// With LoRA: the base as above, then the adapters of --model_name_or_path's adapter directory, or
+// PEFT's init from --seed.
+void load_initial_weights(const SftConfig& c, const SftPlan& plan, ParallelModel& model) {
+  if (!plan.base_model_dir.empty()) {
+    HfModelDir dir(plan.base_model_dir);
     model.load_weights(weights_from_hf_dir(dir, model.tp_layout()));
   } else {
     model.load_weights(weights_from_init(model.config(), c.seed, model.tp_layout()));
   }
+  if (!model.has_adapters()) return;
+  if (plan.adapter_dir.empty()) {
+    model.load_adapters(lora_weights_from_init(model.lora_specs(), c.seed, model.tp_layout()));
+    return;
+  }
+  PeftAdapterDir adapter(plan.adapter_dir);
+  adapter.check_weights(model.config(), model.lora_targets());
+  model.load_adapters(lora_weights_from_file(adapter.weights(), model.lora_specs(), model.tp_layout()));
+}
+
+// The start line's LoRA part: what trains (PEFT's print_trainable_parameters).
+std::string trainable_summary(const SftPlan& plan, const Trainer& trainer) {
+  const std::optional<LoraConfig>& lora = plan.trainer.parallel.lora;
+  if (!lora) return "";
+  int64_t adapter = 0;
+  for (const ParameterSpec& spec : lora_parameter_specs(plan.model, *lora, resolve_lora_targets(plan.model, *lora)))
+    adapter += spec.numel();
+  const int64_t all = plan.model.parameter_count() + adapter;
+  char pct[32];
+  std::snprintf(pct, sizeof pct, "%.4f", 100.0 * static_cast<double>(adapter) / static_cast<double>(all));
+  std::string modules;
+  for (const std::string& m : lora->target_modules) modules += (modules.empty() ? "" : ",") + m;
+  (void)trainer;
+  return "; LoRA r " + std::to_string(lora->r) + " on " + modules + ": trainable " + std::to_string(adapter) +
+         " of " + std::to_string(all) + " parameters (" + pct + " %), base frozen";
 }
 
 // What a checkpoint of this run must match to be resumed: the plan's model and tokenizer, the seed (the
@@ -122,7 +150,7 @@ void set_up_checkpoints(const SftConfig& c, const SftPlan& plan, const dataset::
                         c.save_total_limit},
                        c.save_steps, async);
   if (plan.resume_dir.empty()) {
-    load_initial_weights(c, trainer.model());
+    load_initial_weights(c, plan, trainer.model());
     return;
   }
   checkpoint::require_same_identity(plan.resume_dir, plan.resume_manifest.value("identity", nlohmann::json::object()),
@@ -150,7 +178,7 @@ void log_start(const SftConfig& c, const SftPlan& plan, const Trainer& trainer, 
                         step.gathered_unit_bytes + step.activation_bytes + step.loss_bytes;
   logger.message("model " + std::string(plan.model.architecture_name()) + " " +
                  std::to_string(plan.model.parameter_count()) + " parameters; mesh " + plan.dims.to_string() +
-                 "; sharding " + sharding_name(sharding) +
+                 trainable_summary(plan, trainer) + "; sharding " + sharding_name(sharding) +
                  "; per rank: parameters " + mib(memory.parameter_bytes) +
                  ", gradients " + mib(memory.gradient_bytes) + ", optimizer " + mib(memory.optimizer_bytes) +
                  ", largest gathered unit + gradient " + mib(step.gathered_unit_bytes) + ", activations " +
@@ -287,7 +315,10 @@ int run_watched_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   if (outcome.signal) return report_preemption(c, outcome.signal, outcome, loop.total_steps(), logger);
   logger.finish();
 
-  export_hf_model(trainer.model(), c.output_dir, plan.tokenizer_dir, is_main, final_save_dtype(c, plan.model));
+  if (trainer.model().has_adapters())  // TRL saves a PEFT run's adapter (PeftModel.save_pretrained)
+    export_peft_adapter(trainer.model(), c.output_dir, plan.tokenizer_dir, is_main, plan.base_model_name);
+  else
+    export_hf_model(trainer.model(), c.output_dir, plan.tokenizer_dir, is_main, final_save_dtype(c, plan.model));
   log_saved(c, groups, logger);
   if (c.plot && is_main) plot_at_end(c, logger);
   return 0;

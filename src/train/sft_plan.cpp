@@ -5,8 +5,10 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <optional>
 
 #include "trlhpc/core/error.hpp"
+#include "trlhpc/model/peft_adapter.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
 #include "trlhpc/parallel/data_parallel.hpp"
 #include "trlhpc/train/checkpoint/checkpoint.hpp"
@@ -27,10 +29,10 @@ void require_supported(const SftConfig& c) {
     throw UserError("--save_dtype " + c.save_dtype + " is not one of auto, float32, bfloat16");
 }
 
-ModelConfig load_model_config(const SftConfig& c) {
+ModelConfig load_model_config(const SftConfig& c, const std::string& model_dir) {
   if (!c.model_name_or_path.empty() && !c.model_config.empty())
     throw UserError("give either --model_name_or_path or --model_config, not both");
-  if (!c.model_name_or_path.empty()) return ModelConfig::from_file(c.model_name_or_path + "/config.json");
+  if (!model_dir.empty()) return ModelConfig::from_file(model_dir + "/config.json");
   if (!c.model_config.empty()) return ModelConfig::from_file(c.model_config);
   throw UserError("no model: pass --model_name_or_path DIR (a Hugging Face directory) or --model_config FILE");
 }
@@ -51,6 +53,37 @@ ParallelDims model_dims(const ParallelDims& resolved, const ModelConfig& model, 
   validate_tensor_parallel(model, dims.tp);  // vocab_size and intermediate_size split by tp too
   dims.validate_sequence(c.max_length, c.pad_to_multiple_of);
   return dims;
+}
+
+// --use_peft, or an adapter directory as --model_name_or_path (transformers' PEFT integration: the
+// adapter's base is loaded and the adapter trained on; its adapter_config.json wins over the --lora_*
+// flags). Fills the plan's base/adapter directories; returns the adapter config, or none.
+std::optional<LoraConfig> plan_lora(const SftConfig& c, SftPlan& plan) {
+  plan.base_model_dir = c.model_name_or_path;
+  plan.base_model_name = c.model_name_or_path;
+  if (!c.model_name_or_path.empty() && is_peft_adapter_dir(c.model_name_or_path)) {
+    const PeftAdapterDir adapter(c.model_name_or_path);
+    if (adapter.base_model_dir().empty())
+      throw UserError(c.model_name_or_path + "/" + kPeftConfigFile + ": base_model_name_or_path \"" +
+                      adapter.base_model_name() + "\" is not a model directory (as given, or relative to the adapter); "
+                      "edit it to the base model's path");
+    plan.adapter_dir = c.model_name_or_path;
+    plan.base_model_dir = adapter.base_model_dir();
+    plan.base_model_name = adapter.base_model_name();
+    return adapter.lora();
+  }
+  if (!c.use_peft) return std::nullopt;
+  if (c.use_dora) throw UserError("--use_dora: DoRA adapters are not supported; train plain LoRA (drop --use_dora)");
+  if (!c.lora_modules_to_save.empty())
+    throw UserError("--lora_modules_to_save: fully trained extra modules next to the adapters are not supported yet; "
+                    "drop the flag (or train without --use_peft)");
+  LoraConfig lora;
+  lora.r = c.lora_r;
+  lora.alpha = c.lora_alpha;
+  lora.dropout = c.lora_dropout;
+  lora.use_rslora = c.use_rslora;
+  if (!c.lora_target_modules.empty()) lora.target_modules = c.lora_target_modules;
+  return lora;
 }
 
 TrainerOptions trainer_options(const SftConfig& c) {
@@ -94,13 +127,23 @@ SftPlan plan_sft_job(const SftConfig& c, int world_size) {
   plan.schedule = parse_lr_schedule(c.lr_scheduler_type);
   const ParallelDims resolved = requested_dims(c, world_size);
   plan.trainer = trainer_options(c);
-  plan.model = load_model_config(c);
+  plan.trainer.parallel.lora = plan_lora(c, plan);
+  plan.model = load_model_config(c, plan.base_model_dir);
   plan.dims = model_dims(resolved, plan.model, c);
-  plan.tokenizer_dir = !c.tokenizer.empty() ? c.tokenizer : c.model_name_or_path;
+  // An adapter directory carries the run's tokenizer files (TRL saves them next to the adapter).
+  plan.tokenizer_dir = !c.tokenizer.empty() ? c.tokenizer
+                       : !plan.adapter_dir.empty() && std::filesystem::exists(plan.adapter_dir + "/tokenizer.json")
+                           ? plan.adapter_dir
+                           : plan.base_model_dir;
   plan.cache_dir = !c.dataset_cache_dir.empty() ? c.dataset_cache_dir
                                                 : (std::filesystem::path(c.output_dir) / ".dataset_cache").string();
   plan.tensorboard_dir = tensorboard_dir(c);
   plan.identity = checkpoint::model_identity(plan.model);
+  if (const std::optional<LoraConfig>& lora = plan.trainer.parallel.lora) {
+    (void)resolve_lora_targets(plan.model, *lora);  // every rank, before any collective
+    plan.identity["lora"] = {{"r", lora->r}, {"alpha", lora->alpha}, {"dropout", lora->dropout},
+                             {"target_modules", lora->target_modules}, {"use_rslora", lora->use_rslora}};
+  }
   plan.identity["tokenizer_fingerprint"] = checkpoint::tokenizer_fingerprint(plan.tokenizer_dir);
   if (!c.resume_from_checkpoint.empty()) {
     plan.resume_dir = checkpoint::resolve_checkpoint(c.resume_from_checkpoint, c.output_dir);

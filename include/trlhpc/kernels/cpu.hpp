@@ -80,7 +80,7 @@ void embedding_bwd(const int32_t* ids, const float* dout, float* dtable, int64_t
 // ---- rmsnorm.cpp ----------------------------------------------------------------------------------
 // y (N, C) = x * rstd * weight, rstd (N) = 1 / sqrt(mean(x^2) + eps); statistics in fp32/double.
 void rmsnorm_fwd(const float* x, const float* weight, float* y, float* rstd, int64_t N, int64_t C, float eps);
-// dx (N, C) = (overwrite); dweight (C) += . Uses the rstd saved by the forward.
+// dx (N, C) = (overwrite); dweight (C) += (null: not computed). Uses the rstd saved by the forward.
 void rmsnorm_bwd(const float* x, const float* weight, const float* rstd, const float* dy, float* dx,
                  float* dweight, int64_t N, int64_t C);
 

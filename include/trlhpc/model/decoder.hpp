@@ -47,6 +47,7 @@
 #include "trlhpc/core/tensor.hpp"
 #include "trlhpc/data/batch.hpp"
 #include "trlhpc/model/kv_cache.hpp"
+#include "trlhpc/model/lora.hpp"
 #include "trlhpc/model/model_config.hpp"
 #include "trlhpc/model/parameter_store.hpp"
 #include "trlhpc/model/sequence_attention.hpp"
@@ -90,6 +91,16 @@ struct DecoderParallelism {
   UnitHooks* hooks = nullptr;
 };
 
+// LoRA adapters (lora.hpp) on the decoder: with them the ParameterStore is the frozen base (no
+// gradient is computed for it: its gradient buffers may be empty) and `store` the trainable adapters,
+// unit l = layer l, laid out for the same tp rank. Every pointer is borrowed and must outlive the
+// Decoder; the store's hooks are the caller's (DecoderParallelism::hooks fire for the base's units).
+struct DecoderAdapters {
+  const LoraConfig* lora = nullptr;  // null: no adapters, the ParameterStore trains
+  const LoraTargets* targets = nullptr;
+  ParameterStore* store = nullptr;
+};
+
 // A Batch copied to the backend's device.
 struct DeviceBatch {
   int64_t B = 0, T = 0;
@@ -110,11 +121,12 @@ class Decoder {
  public:
   // The store holds the tp slices of its tp layout; `parallelism` must match it (checked).
   Decoder(ModelConfig config, Ops& ops, ParameterStore& params, bool gradient_checkpointing = false,
-          int64_t loss_chunk_tokens = 1024, DecoderParallelism parallelism = {});
+          int64_t loss_chunk_tokens = 1024, DecoderParallelism parallelism = {}, DecoderAdapters adapters = {});
   ~Decoder();
 
   const ModelConfig& config() const { return config_; }
   TpLayout tp_layout() const { return tp_; }
+  bool has_adapters() const { return lora_store_ != nullptr; }
   bool tp_sequence_parallel() const { return tp_sp_; }
 
   // Forward + loss + backward; gradients accumulate into the store.
@@ -191,6 +203,21 @@ class Decoder {
   // (N, V) full logits from every tp rank's (N, V/tp) columns (tests/export only).
   Tensor gather_vocab_logits(const Tensor& local);
   Tensor head_grad() const;
+  // A base parameter's gradient: the store's, or an empty Tensor (no gradient) when adapters train.
+  Tensor base_grad(const std::string& name) const;
+  // LoRA (src/model/decoder_lora.cpp). Adapter of `module` of `layer` when targeted: forward
+  // y += scale (x A^T) B^T keeping h = x A^T (N, r); backward dB += scale dy^T h, dA += dh^T x and
+  // dx += dh A with dh = scale dy B. No-ops for an untargeted module.
+  bool lora_targets(int layer, LoraModule module) const;
+  void lora_forward(int layer, LoraModule module, const Tensor& x, const Tensor& h, const Tensor& y);
+  void lora_backward(int layer, LoraModule module, const Tensor& x, const Tensor& h, const Tensor& dy, const Tensor& dx);
+  // Where an adapter factor's gradient goes: the store, or for a factor replicated over tp (or over the
+  // kv-sharing ranks) a zeroed slot of this layer's scratch, which finish_lora_grads sums over the
+  // group and adds into the store (the sum must not include earlier micro-batches' gradients).
+  Tensor lora_grad_target(int layer, LoraModule module, char factor);
+  void finish_lora_grads();
+  void init_lora(const DecoderAdapters& adapters);
+  void allocate_lora_activations(LayerActivations& act, int64_t N);
   UnitHooks& hooks() { return hooks_ ? *hooks_ : no_hooks_; }
   SequenceAttention& attention() { return attention_ ? *attention_ : local_attention_; }
 
@@ -212,6 +239,16 @@ class Decoder {
   bool tp_sp_ = false;               // tp sequence parallel (tp > 1 only)
   Tensor tp_norm_grad_;              // tp_sp_: (2, C) this micro-batch's partial norm-weight grads of one unit
   Tensor tp_head_norm_grad_;         // qk_norm and tp > 1: (2, HS) this micro-batch's partial q/k norm grads
+  // LoRA: null store = none.
+  ParameterStore* lora_store_ = nullptr;
+  LoraConfig lora_;
+  LoraTargets lora_targets_;
+  float lora_scale_ = 0;
+  Tensor lora_dh_;                 // (N, r) compute dtype: scale dy B of one module
+  Tensor lora_tp_grad_;            // tp > 1: this layer's tp-replicated factors' partial grads
+  Tensor lora_kv_grad_;            // tp > KVH: this layer's kv-replicated B factors' partial grads
+  int64_t lora_tp_used_ = 0, lora_kv_used_ = 0;
+  std::vector<std::pair<Tensor, Tensor>> lora_tp_pending_, lora_kv_pending_;  // (store grad, scratch slot)
   Tensor inv_freq_;  // (HS/2)
   std::vector<LayerActivations> acts_;
   std::unique_ptr<Scratch> scratch_;

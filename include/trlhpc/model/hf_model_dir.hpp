@@ -69,6 +69,8 @@ class HfModelDir {
 
 // Tokenizer and generation files copied by save_hf_model_dir when present in the source directory.
 const std::vector<std::string>& hf_tokenizer_file_names();
+// Copies those found in `source_dir` (none when empty) into the existing directory `dir`.
+void copy_hf_tokenizer_files(const std::string& source_dir, const std::string& dir);
 
 struct HfSaveOptions {
   DType dtype = DType::F32;          // model.safetensors element type: F32 or BF16

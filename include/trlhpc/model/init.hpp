@@ -27,6 +27,8 @@ uint64_t fnv1a64(std::string_view text);
 uint64_t init_stream_key(std::string_view parameter_name, uint64_t seed);
 // Standard normal number `index` of the stream `key`.
 double init_standard_normal(uint64_t key, uint64_t index);
+// Uniform number `index` of the stream `key` in [0, 1) (53 bits of the same Philox block).
+double init_uniform(uint64_t key, uint64_t index);
 
 // Writes elements [begin, end) of the flat (row-major) initial value of `spec` to out[0 .. end-begin).
 // 0 <= begin <= end <= spec.numel(). Multithreaded with OpenMP; the result does not depend on threads.

@@ -21,6 +21,12 @@ using UnitRangeSource = std::function<void(int unit, int64_t begin, int64_t end,
 // from the bits of a full load / full init.
 UnitRangeSource weights_from_hf_dir(const HfModelDir& dir, TpLayout tp = {});
 UnitRangeSource weights_from_init(const ModelConfig& config, uint64_t seed, TpLayout tp = {});
+// The same for a LoRA adapter store (lora.hpp, unit = layer): PEFT's initialisation (lora_init_range),
+// or the tensors of a PEFT adapter_model.safetensors (keys peft_key(name), shapes checked by the caller).
+// `local_specs`: lora_parameter_specs(..., tp), the store's own.
+UnitRangeSource lora_weights_from_init(const std::vector<ParameterSpec>& local_specs, uint64_t seed, TpLayout tp = {});
+UnitRangeSource lora_weights_from_file(const SafetensorsReader& file, const std::vector<ParameterSpec>& local_specs,
+                                       TpLayout tp = {});
 
 // Fills `dst` (a device tensor of end-begin elements) with elements [begin, end) of unit `unit`, asking
 // `source` for at most `piece_elements` at a time (the host memory the load needs).

@@ -47,11 +47,15 @@ class ParameterStore {
   // device, holding tp rank `tp`'s slices (parameter_specs(config, tp); default: the full model).
   ParameterStore(const ModelConfig& config, Ops& ops, int64_t pad_multiple = 1, TpLayout tp = {},
                  FullUnitBuffers full = {});
+  // The same for any parameters (LoRA adapters, lora.hpp): `specs` in order, their units 0..num_units-1.
+  ParameterStore(const std::vector<ParameterSpec>& specs, int num_units, Ops& ops, int64_t pad_multiple = 1,
+                 TpLayout tp = {}, FullUnitBuffers full = {});
 
   int num_units() const { return static_cast<int>(units_.size()); }
   ParameterUnit& unit(int u) { return units_.at(static_cast<size_t>(u)); }
   const ParameterUnit& unit(int u) const { return units_.at(static_cast<size_t>(u)); }
   std::vector<ParameterUnit>& units() { return units_; }
+  const std::vector<ParameterUnit>& units() const { return units_; }
   TpLayout tp_layout() const { return tp_; }
 
   // Tensor views by Hugging Face name (e.g. "model.layers.3.self_attn.q_proj.weight").

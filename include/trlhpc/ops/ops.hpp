@@ -75,7 +75,7 @@ class Ops {
   virtual void rmsnorm_fwd(const Tensor& x /*(N, C)*/, const Tensor& weight /*(C)*/, const Tensor& y,
                            const Tensor& rstd /*(N)*/, float eps) = 0;
   virtual void rmsnorm_bwd(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy,
-                           const Tensor& dx /*=*/, const Tensor& dweight /*+=*/) = 0;
+                           const Tensor& dx /*=*/, const Tensor& dweight /*+=; empty: none wanted*/) = 0;
   virtual void rope_fwd(const Tensor& x /*(N, H, HS) in place*/, const Tensor& pos /*(N) I32*/,
                         const Tensor& inv_freq /*(HS/2)*/) = 0;
   virtual void rope_bwd(const Tensor& dx /*(N, H, HS) in place*/, const Tensor& pos, const Tensor& inv_freq) = 0;

@@ -16,18 +16,25 @@
 //   6. token sharding   which tokens of a micro-batch this rank keeps (zigzag over cp, contiguous
 //                        over sp, rows padded to ParallelDims::sequence_multiple)
 //   then the Decoder, which receives steps 1-5 as its DecoderParallelism.
+// With LoRA (ParallelizeOptions::lora, lora.hpp) step 2 builds two stores: the frozen base (full on
+// every rank, or fsdp shards gathered per unit under ZeRO-3: frozen_base.hpp) and the adapters (one
+// unit per layer), and step 3's strategy trains the adapters only; its hooks and the base's fire
+// together around each decoder unit (layer l's adapter unit is decoder unit l+1).
 // Size-1 dimensions take the same path: the single-process model is parallelize() over a 1-rank mesh.
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "trlhpc/data/batch.hpp"
 #include "trlhpc/model/decoder.hpp"
+#include "trlhpc/model/lora.hpp"
 #include "trlhpc/model/model_config.hpp"
 #include "trlhpc/model/model_weights.hpp"
 #include "trlhpc/model/parameter_store.hpp"
 #include "trlhpc/model/sequence_attention.hpp"
 #include "trlhpc/model/tp_layout.hpp"
 #include "trlhpc/parallel/data_parallel.hpp"
+#include "trlhpc/parallel/frozen_base.hpp"
 #include "trlhpc/parallel/sequence_shard.hpp"
 
 namespace trlhpc {
@@ -41,6 +48,8 @@ struct ParallelizeOptions {
   int64_t loss_chunk_tokens = 1024;  // tokens per chunk of the fused LM-head loss
   // Ulysses' attention-gradient all-to-all dtype under --bf16 (seq_parallel_communication_data_type).
   DType sp_gradient_dtype = DType::F32;
+  // --use_peft: train LoRA adapters on a frozen base (the targets are resolved, and validated, here).
+  std::optional<LoraConfig> lora;
 };
 
 // The model as it is laid out over the ranks: owns the store, the strategy, the sequence attention
@@ -57,7 +66,19 @@ class ParallelModel {
   Ops& ops() { return ops_; }
   ProcessGroups& groups() { return groups_; }
   TpLayout tp_layout() const { return tp_; }  // pass it to weights_from_hf_dir / weights_from_init
+  // The trained parameters: the whole model, or with LoRA the adapters. The strategy, the optimizer and
+  // checkpoints see this store.
   ParameterStore& store() { return *store_; }
+  // The model's own parameters: store() itself, or with LoRA the frozen base.
+  ParameterStore& base_store() { return base_store_ ? *base_store_ : *store_; }
+  bool has_adapters() const { return frozen_base_ != nullptr; }
+  const LoraConfig& lora() const { return *lora_; }
+  const LoraTargets& lora_targets() const { return lora_targets_; }
+  // The adapters' parameters, this rank's tp slices (lora_parameter_specs).
+  const std::vector<ParameterSpec>& lora_specs() const { return lora_specs_; }
+  FrozenBase& frozen_base() { return *frozen_base_; }
+  // What this rank keeps, for the start line: the strategy's account plus a frozen base's parameters.
+  MemoryAccount memory(const AdamW* optimizer) const;
   DataParallelStrategy& strategy() { return *strategy_; }
   ShardedStateView& sharded_state() { return strategy_->state(); }
   SequenceAttention& sequence_attention() { return *attention_; }
@@ -65,8 +86,10 @@ class ParallelModel {
   Decoder& decoder() { return *decoder_; }
 
   // Fills whatever this rank stores (every unit, or its shards) from `source`, which must read this
-  // rank's tp slices (tp_layout()).
+  // rank's tp slices (tp_layout()): the model's weights (the frozen base with LoRA).
   void load_weights(const UnitRangeSource& source);
+  // LoRA: fills the adapters from `source` (lora_weights_from_init / _from_file over lora_specs()).
+  void load_adapters(const UnitRangeSource& source);
   // This rank's tokens of a collated micro-batch: rows right-padded so that every cp/sp shard (and
   // its tp parts under tp sequence parallel) splits evenly, then cut to this rank's cp/sp shard.
   // Every rank of a cp/sp group passes the same rows (the sampler is keyed by the dp rank).
@@ -80,6 +103,13 @@ class ParallelModel {
   int64_t sequence_multiple_ = 1;
   std::unique_ptr<ParameterStore> store_;
   std::unique_ptr<DataParallelStrategy> strategy_;
+  // LoRA: the frozen base, its placement, the adapters' targets and the hooks of both.
+  std::optional<LoraConfig> lora_;
+  LoraTargets lora_targets_;
+  std::vector<ParameterSpec> lora_specs_;
+  std::unique_ptr<ParameterStore> base_store_;
+  std::unique_ptr<FrozenBase> frozen_base_;
+  std::unique_ptr<UnitHooks> adapter_hooks_;
   std::unique_ptr<SequenceAttention> attention_;
   SequenceShard shard_;
   std::unique_ptr<Decoder> decoder_;

@@ -88,6 +88,16 @@ struct SftConfig {
   // the step and the first parameter; true skips the update and counts it (metrics skipped_steps).
   bool skip_nonfinite_steps = false;
 
+  // PEFT LoRA, TRL's ModelConfig flags (README "LoRA"): --use_peft trains adapters on a frozen base.
+  bool use_peft = false;
+  int64_t lora_r = 16;
+  double lora_alpha = 32;
+  double lora_dropout = 0.05;
+  std::vector<std::string> lora_target_modules;  // empty: PEFT's default for Qwen2/Llama (q_proj, v_proj)
+  std::vector<std::string> lora_modules_to_save;
+  bool use_rslora = false;
+  bool use_dora = false;
+
   // Parallelism.
   std::string accelerate_config;
   int64_t dp_replicate_size = 1, dp_shard_size = -1, tp_size = 1, cp_size = 1, sp_size = 1;

@@ -28,6 +28,12 @@ struct SftPlan {
   // against this run's model and tokenizer (the dataset is checked once loaded). Empty otherwise.
   std::string resume_dir;
   nlohmann::json resume_manifest;
+  // --use_peft (or a PEFT adapter directory as --model_name_or_path): the base model's directory ("" for
+  // --model_config), the adapter directory to continue ("" = PEFT's fresh init), the name written as the
+  // saved adapter's base_model_name_or_path. trainer.parallel.lora holds the adapter config.
+  std::string base_model_dir;
+  std::string adapter_dir;
+  std::string base_model_name;
 };
 
 // Throws UserError naming the option and what to do (also for a checkpoint that cannot be resumed).

@@ -74,7 +74,7 @@ class Trainer {
   // The laid-out model: store, strategy, decoder, sequence sharding, load_weights.
   ParallelModel& model() { return *model_; }
   AdamW& optimizer() { return *optimizer_; }
-  MemoryAccount memory() const { return model_->strategy().memory(optimizer_.get()); }
+  MemoryAccount memory() const { return model_->memory(optimizer_.get()); }
 
  private:
   // Batches whose token count tp sequence parallel cannot split evenly (0 without it), and the

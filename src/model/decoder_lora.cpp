@@ -1,0 +1,108 @@
+// LoRA adapters on the decoder's linears (lora.hpp): the low-rank update of each targeted projection,
+// forward and backward, and the gradient sums tensor parallelism needs for the replicated factors.
+//
+// For a targeted module with input x (N, in), output y (N, out) and s = scale:
+//   forward   h = x A^T (N, r);  y += s h B^T
+//   backward  dB += s dy^T h;  dh = s dy B (N, r);  dA += dh^T x;  dx += dh A
+// Under tp the factors follow the base split (lora.hpp), so:
+//   column-parallel (q/k/v, gate/up): x is whole (gathered under tp sequence parallel), h the same on
+//     every rank; B is this rank's rows, so dh is partial over tp and dA (replicated A) is summed over
+//     tp. dx joins the base's input gradient before its f-operator sum. k/v B kv-replicated (tp > KVH):
+//     its dy is partial over the sharing ranks (their own query heads), so dB is summed over them.
+//   row-parallel (o, down): x is this rank's columns, h partial over tp; its product s h B^T joins the
+//     base's partial output before the g all-reduce, which completes it. dy is whole, so dB
+//     (replicated B) = s dy^T h is partial and summed over tp; dA and dx are local.
+#include "src/model/decoder_internal.hpp"
+#include "trlhpc/core/error.hpp"
+#include "trlhpc/core/tensor_span.hpp"
+#include "trlhpc/parallel/communicator.hpp"
+
+namespace trlhpc {
+
+void Decoder::init_lora(const DecoderAdapters& adapters) {
+  if (!adapters.lora) return;
+  TRLHPC_ASSERT(adapters.store && adapters.targets, "DecoderAdapters: a LoRA config needs its store and targets");
+  TRLHPC_ASSERT(adapters.store->tp_layout().size == tp_.size && adapters.store->tp_layout().rank == tp_.rank,
+                "DecoderAdapters: the adapter store holds another tp rank's slices than the base");
+  TRLHPC_ASSERT(adapters.store->num_units() == lora_unit_count(config_), "DecoderAdapters: one unit per layer expected");
+  lora_store_ = adapters.store;
+  lora_ = *adapters.lora;
+  lora_targets_ = *adapters.targets;
+  lora_scale_ = static_cast<float>(lora_.scale());
+  // Scratch for the largest layer's replicated / kv-replicated factors.
+  int64_t tp_max = 0, kv_max = 0;
+  for (int u = 0; u < lora_store_->num_units(); ++u) {
+    int64_t tp_n = 0, kv_n = 0;
+    for (const ParameterSlot& slot : lora_store_->unit(u).slots) {
+      if (slot.spec.tp_split == TpSplit::Replicated) tp_n += slot.numel;
+      if (slot.spec.tp_split == TpSplit::KvReplicated) kv_n += slot.numel;
+    }
+    tp_max = std::max(tp_max, tp_n);
+    kv_max = std::max(kv_max, kv_n);
+  }
+  if (tp_comm_) lora_tp_grad_ = ops_.allocate({std::max<int64_t>(1, tp_max)});
+  if (kv_comm_) lora_kv_grad_ = ops_.allocate({std::max<int64_t>(1, kv_max)});
+}
+
+void Decoder::allocate_lora_activations(LayerActivations& act, int64_t N) {
+  if (!lora_store_) return;
+  for (Tensor& h : act.lora_h) h = ops_.allocate({N, lora_.r}, ops_.compute_dtype());
+}
+
+bool Decoder::lora_targets(int layer, LoraModule module) const {
+  return lora_store_ && lora_targets_[static_cast<size_t>(layer)][static_cast<size_t>(module)];
+}
+
+void Decoder::lora_forward(int layer, LoraModule module, const Tensor& x, const Tensor& h, const Tensor& y) {
+  if (!lora_targets(layer, module)) return;
+  const Tensor A = lora_store_->param(lora_parameter_name(layer, module, 'A'));  // (r, in)
+  const Tensor B = lora_store_->param(lora_parameter_name(layer, module, 'B'));  // (out, r)
+  ops_.matmul(x, false, A, true, h);                       // h (N, r) = x A^T
+  ops_.matmul(h, false, B, true, y, lora_scale_, 1.0f);    // y (N, out) += s h B^T
+}
+
+Tensor Decoder::lora_grad_target(int layer, LoraModule module, char factor) {
+  const std::string name = lora_parameter_name(layer, module, factor);
+  const ParameterSpec& spec = lora_store_->slot(name).spec;
+  const Tensor grad = lora_store_->grad(name);
+  const bool tp_sum = tp_comm_ && spec.tp_split == TpSplit::Replicated;
+  const bool kv_sum = kv_comm_ && spec.tp_split == TpSplit::KvReplicated;
+  if (!tp_sum && !kv_sum) return grad;
+  Tensor& scratch = tp_sum ? lora_tp_grad_ : lora_kv_grad_;
+  int64_t& used = tp_sum ? lora_tp_used_ : lora_kv_used_;
+  const Tensor slot = scratch.view(spec.shape, used);
+  used += spec.numel();
+  ops_.fill_zero(slot);
+  (tp_sum ? lora_tp_pending_ : lora_kv_pending_).emplace_back(grad, slot);
+  return slot;
+}
+
+void Decoder::lora_backward(int layer, LoraModule module, const Tensor& x, const Tensor& h, const Tensor& dy,
+                            const Tensor& dx) {
+  if (!lora_targets(layer, module)) return;
+  const Tensor A = lora_store_->param(lora_parameter_name(layer, module, 'A'));  // (r, in)
+  const Tensor B = lora_store_->param(lora_parameter_name(layer, module, 'B'));  // (out, r)
+  const int64_t N = dy.dim(0);
+  const Tensor dh = lora_dh_.view({N, lora_.r});
+  ops_.matmul(dy, true, h, false, lora_grad_target(layer, module, 'B'), lora_scale_, 1.0f);  // dB += s dy^T h
+  ops_.matmul(dy, false, B, false, dh, lora_scale_, 0.0f);                                     // dh = s dy B
+  ops_.matmul(dh, true, x, false, lora_grad_target(layer, module, 'A'), 1.0f, 1.0f);          // dA += dh^T x
+  ops_.matmul(dh, false, A, false, dx, 1.0f, 1.0f);                                            // dx += dh A
+}
+
+void Decoder::finish_lora_grads() {
+  // Every rank of the group targets the same modules in the same order, so the scratch prefixes agree.
+  if (lora_tp_used_ > 0) {
+    tp_all_reduce_sum(lora_tp_grad_.view({lora_tp_used_}));
+    for (const auto& [grad, slot] : lora_tp_pending_) ops_.add_inplace(grad, slot);
+  }
+  if (lora_kv_used_ > 0) {
+    kv_all_reduce_sum(lora_kv_grad_.view({lora_kv_used_}));
+    for (const auto& [grad, slot] : lora_kv_pending_) ops_.add_inplace(grad, slot);
+  }
+  lora_tp_used_ = lora_kv_used_ = 0;
+  lora_tp_pending_.clear();
+  lora_kv_pending_.clear();
+}
+
+}  // namespace trlhpc
