@@ -77,7 +77,8 @@ PeftAdapterDir::PeftAdapterDir(const std::string& dir) : dir_(dir) {
   if (!base_name_.empty()) {
     std::error_code error;
     if (fs::is_directory(base_name_, error)) base_dir_ = base_name_;
-    else if (fs::is_directory(fs::path(dir) / base_name_, error)) base_dir_ = (fs::path(dir) / base_name_).lexically_normal().string();
+    else if (fs::is_directory(fs::path(dir) / base_name_, error))
+      base_dir_ = fs::absolute(fs::path(dir) / base_name_).lexically_normal().string();
   }
 }
 

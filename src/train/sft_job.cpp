@@ -76,13 +76,17 @@ void log_dataset(const SftConfig& c, const dataset::SftDataset& train, MetricsLo
 // The pretrained weights of --model_name_or_path, or the seeded random init of --model_config.
 // With LoRA: the base as above, then the adapters of --model_name_or_path's adapter directory, or
 // PEFT's init from --seed.
-void load_initial_weights(const SftConfig& c, const SftPlan& plan, ParallelModel& model) {
+void load_base_weights(const SftConfig& c, const SftPlan& plan, ParallelModel& model) {
   if (!plan.base_model_dir.empty()) {
     HfModelDir dir(plan.base_model_dir);
     model.load_weights(weights_from_hf_dir(dir, model.tp_layout()));
   } else {
     model.load_weights(weights_from_init(model.config(), c.seed, model.tp_layout()));
   }
+}
+
+void load_initial_weights(const SftConfig& c, const SftPlan& plan, ParallelModel& model) {
+  load_base_weights(c, plan, model);
   if (!model.has_adapters()) return;
   if (plan.adapter_dir.empty()) {
     model.load_adapters(lora_weights_from_init(model.lora_specs(), c.seed, model.tp_layout()));
@@ -155,6 +159,8 @@ void set_up_checkpoints(const SftConfig& c, const SftPlan& plan, const dataset::
   }
   checkpoint::require_same_identity(plan.resume_dir, plan.resume_manifest.value("identity", nlohmann::json::object()),
                                     identity);
+  // A LoRA checkpoint holds the adapters' state; the frozen base comes from the model, as at the start.
+  if (trainer.model().has_adapters()) load_base_weights(c, plan, trainer.model());
   const checkpoint::TrainingProgress progress = checkpoint::load_checkpoint(plan.resume_dir, plan.resume_manifest, trainer);
   loop.resume_at(progress);
   logger.forget_after(progress.step);

@@ -123,7 +123,8 @@ void read_parameters(ParallelHdf5File& file, ParallelModel& model, const StateIn
   const bool primary = model.sharded_state().primary_owner();
   const std::vector<size_t> first = first_slot_of_units(store);
   std::vector<int64_t> sums(2 * at.size(), 0);
-  model.load_weights([&](int unit, int64_t begin, int64_t end, float* out) {
+  // The trained store: the whole model, or with LoRA the adapters (the frozen base comes from the model).
+  model.sharded_state().load_parameters([&](int unit, int64_t begin, int64_t end, float* out) {
     const size_t f = first[static_cast<size_t>(unit)];
     read_unit_range(file, store.unit(unit), tp, begin, end, out, owned[static_cast<size_t>(unit)], primary, &at[f],
                     &sums[2 * f]);
