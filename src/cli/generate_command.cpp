@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "trlhpc/core/error.hpp"
+#include "trlhpc/model/peft_adapter.hpp"
 #include "trlhpc/data/tokenizer/tokenizer.hpp"
 #include "trlhpc/generate/generator.hpp"
 #include "trlhpc/generate/prompt.hpp"
@@ -116,20 +117,42 @@ int run_generate_command(const std::vector<std::string>& args, MpiEnvironment& m
   const bool is_checkpoint = std::filesystem::exists(std::filesystem::path(o.model) / checkpoint::kManifestFile);
   nlohmann::json manifest;
   std::optional<HfModelDir> hf;
+  std::optional<PeftAdapterDir> adapter;  // a PEFT LoRA adapter: its base with the adapter merged in
+  LoraTargets adapter_targets;
   ModelConfig config;
-  if (is_checkpoint) {
+  std::string model_files = o.model;  // where config/generation files are read
+  if (!is_checkpoint && is_peft_adapter_dir(o.model)) {
+    adapter.emplace(o.model);
+    if (adapter->base_model_dir().empty())
+      throw UserError(o.model + "/" + kPeftConfigFile + ": base_model_name_or_path \"" + adapter->base_model_name() +
+                      "\" is not a model directory (as given, or relative to the adapter)");
+    hf.emplace(adapter->base_model_dir());
+    config = hf->config();
+    adapter_targets = resolve_lora_targets(config, adapter->lora());
+    adapter->check_weights(config, adapter_targets);
+    if (!std::filesystem::exists(std::filesystem::path(o.model) / "generation_config.json"))
+      model_files = adapter->base_model_dir();
+  } else if (is_checkpoint) {
     manifest = checkpoint::read_manifest(o.model);
+    if (manifest.at("identity").contains("lora"))
+      throw UserError(o.model + " is a checkpoint of a LoRA run (adapters only): export its adapter with `trlhpc export " +
+                      o.model + " --output_dir DIR`, then `trlhpc generate DIR`");
     config = ModelConfig::from_json(manifest.at("identity").at("model_config"),
                                     (std::filesystem::path(o.model) / checkpoint::kManifestFile).string());
   } else {
     hf.emplace(o.model);
     config = hf->config();
   }
-  const PromptSource source{o.tokenizer.empty() ? o.model : o.tokenizer, o.chat_template_path, o.raw_prompt};
+  // An adapter saved by a training run carries its tokenizer; a bare one uses its base's.
+  const std::string tokenizer_dir =
+      !o.tokenizer.empty() ? o.tokenizer
+      : adapter && !std::filesystem::exists(std::filesystem::path(o.model) / "tokenizer.json") ? adapter->base_model_dir()
+                                                                                                : o.model;
+  const PromptSource source{tokenizer_dir, o.chat_template_path, o.raw_prompt};
   const tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_directory(source.tokenizer_dir);
   const std::vector<int32_t> prompt = o.messages.empty() ? text_prompt_ids(o.prompt, source, tokenizer)
                                                          : chat_prompt_ids(read_messages(o.messages), source, tokenizer);
-  o.generation.eos_token_ids = eos_token_ids(o.model, config);
+  o.generation.eos_token_ids = eos_token_ids(model_files, config);
   // Before any allocation: the KV cache holds prompt + max_new_tokens positions (1e9 tried 128 GB).
   if (const std::string warning = check_generation_length(config, static_cast<int64_t>(prompt.size()),
                                                           o.generation.max_new_tokens);
@@ -147,6 +170,9 @@ int run_generate_command(const std::vector<std::string>& args, MpiEnvironment& m
   ProcessGroups groups(Mesh(dims), mpi.world(), {}, backend_communicators(topology, *ops, mpi.world()).factory);
   const std::unique_ptr<ParallelModel> model = parallelize(config, *ops, groups, ParallelizeOptions{});
   if (is_checkpoint) checkpoint::load_checkpoint_parameters(o.model, manifest, *model);
+  else if (adapter)
+    model->load_weights(merged_weights_from_hf_dir(*hf, adapter->weights(), adapter->lora(), adapter_targets,
+                                                   model->tp_layout()));
   else model->load_weights(weights_from_hf_dir(*hf, model->tp_layout()));
 
   const GenerationResult result = generate(model->decoder(), prompt, o.generation, &groups.world().host());

@@ -1,6 +1,8 @@
 #include "trlhpc/model/model_weights.hpp"
 
 #include <algorithm>
+#include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "trlhpc/model/init.hpp"
@@ -74,6 +76,45 @@ UnitRangeSource lora_weights_from_file(const SafetensorsReader& file, const std:
     tp_flat_range(unit_specs(local_specs, unit), tp, begin, end, out,
                   [&file](const ParameterSpec& full, int64_t b, int64_t e, float* o) {
                     file.read_f32(peft_key(full.name), b, e, o);
+                  });
+  };
+}
+
+UnitRangeSource merged_weights_from_hf_dir(const HfModelDir& dir, const SafetensorsReader& adapter, const LoraConfig& lora,
+                                           const LoraTargets& targets, TpLayout tp) {
+  // The full A (r, in) and B (out, r) of every adapted weight, by the weight's name (small: r x (in + out)).
+  struct Factors {
+    std::vector<float> a, b;
+  };
+  auto factors = std::make_shared<std::unordered_map<std::string, Factors>>();
+  const ModelConfig config = dir.config();
+  for (int64_t l = 0; l < config.num_hidden_layers; ++l)
+    for (int m = 0; m < kLoraModuleCount; ++m) {
+      if (!targets[static_cast<size_t>(l)][static_cast<size_t>(m)]) continue;
+      const LoraModule module = kLoraModules[static_cast<size_t>(m)];
+      (*factors)[layer_parameter_name(l, std::string(lora_module_path(module)) + ".weight")] =
+          Factors{adapter.read_f32(peft_key(lora_parameter_name(l, module, 'A'))),
+                  adapter.read_f32(peft_key(lora_parameter_name(l, module, 'B')))};
+    }
+  const double scale = lora.scale();
+  const int64_t r = lora.r;
+  return [&dir, factors, scale, r, tp, config](int unit, int64_t begin, int64_t end, float* out) {
+    tp_flat_range(unit_parameter_specs(config, unit, tp), tp, begin, end, out,
+                  [&](const ParameterSpec& full, int64_t b, int64_t e, float* o) {
+                    dir.read_tensor(full.name, b, e, o);
+                    const auto it = factors->find(full.name);
+                    if (it == factors->end()) return;
+                    // W + scale B A, element by element (PEFT's merge: delta = B @ A * scaling, added to W).
+                    const int64_t in = full.shape.at(1);
+                    const float* A = it->second.a.data();
+                    const float* B = it->second.b.data();
+                    for (int64_t i = b; i < e; ++i) {
+                      const int64_t row = i / in, col = i % in;
+                      double dot = 0;  // in double: the merge adds one rounding, at the end
+                      for (int64_t k = 0; k < r; ++k)
+                        dot += static_cast<double>(B[row * r + k]) * static_cast<double>(A[k * in + col]);
+                      o[i - b] += static_cast<float>(dot * scale);
+                    }
                   });
   };
 }

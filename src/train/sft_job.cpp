@@ -142,7 +142,9 @@ nlohmann::json run_record(const SftConfig& c, const SftPlan& plan, int64_t total
           {"gradient_accumulation_steps", c.gradient_accumulation_steps},
           {"dataloader_drop_last", c.dataloader_drop_last},
           // The tensors are fp32 masters and moments either way: a resume may switch precision.
-          {"precision", c.bf16 ? "bf16" : "fp32"}};
+          {"precision", c.bf16 ? "bf16" : "fp32"},
+          // A LoRA checkpoint holds the adapters only: where their frozen base is (trlhpc export --merge).
+          {"base_model", plan.base_model_name}};
 }
 
 // --save_steps and --resume_from_checkpoint: the loop saves with this run's identity; a resumed run

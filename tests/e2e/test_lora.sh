@@ -16,7 +16,10 @@
 #  4. Fresh adapters (PEFT's init) on a model with one kv head, so tp 2 shares it (kv-replicated k/v adapter
 #     B factors summed over the sharing ranks), with gradient checkpointing and rsLoRA: tp 2, ZeRO-3 2 and
 #     cp 2 equal to trlhpc's 1-rank run within the bounds of 1.
-#  5. Bad input, each exit 1 with the message naming the option or file, before any training:
+#  5. generate of an adapter directory gives PEFT's greedy continuation (transformers' generate of the
+#     PeftModel, in the fixture); `export ADAPTER --merge` writes W + scale B A (checked here from the two
+#     files) and generates the same; a LoRA checkpoint exports as its adapter (and --merge as the model).
+#  6. Bad input, each exit 1 with the message naming the option or file, before any training:
 #     a target module that matches nothing, --lora_r 0, --use_dora, --lora_modules_to_save, dropout (not
 #     built yet), an adapter whose tensors do not fit the base, an adapter whose base does not exist.
 set -u
@@ -183,7 +186,66 @@ for layout in "tp2_kv:2:--tp_size 2" "zero3_kv:2:--sharding zero3 --per_device_t
   compare "$WORK/fresh_ref.json" "$WORK/$name/metrics.jsonl" || fail "$name: differs from the 1-rank run"
 done
 
-echo "5. bad input: exit 1 with a message naming what to fix"
+echo "5. generate and export --merge of an adapter"
+PROMPT="$(python3 -c "import json; print(json.load(open('$FIXTURE/merged_logits.json'))['prompt'], end='')")"$'\n'
+greedy_equal() {  # greedy_equal MODEL: its greedy continuation is PEFT's (transformers' generate) of the adapter
+  "$TRLHPC" generate "$1" --prompt "$PROMPT" --raw_prompt --max_new_tokens 12 --json 2>"$WORK/gen.err" |
+    python3 -c "
+import json, sys
+got = json.loads(sys.stdin.read().strip().splitlines()[-1])
+ref = json.load(open('$FIXTURE/merged_logits.json'))
+assert got['input_ids'] == ref['prompt_ids'], ('prompt', got['input_ids'])
+assert got['output_ids'] == ref['greedy_new_tokens'], (got['output_ids'], ref['greedy_new_tokens'])
+" || fail "generate $1: not PEFT's greedy continuation ($(tail -1 "$WORK/gen.err"))"
+}
+greedy_equal "$ADAPTER"
+"$TRLHPC" export "$ADAPTER" --merge --output_dir "$WORK/merged" >"$WORK/merge.log" 2>&1 || fail "export --merge: $(tail -1 "$WORK/merge.log")"
+greedy_equal "$WORK/merged"
+# The merged weights are W + (alpha / r) B A, computed here independently from the two files.
+python3 - "$ROOT/tests/fixtures/trl_curves/model/model.safetensors" "$ADAPTER/adapter_model.safetensors" \
+  "$WORK/merged/model.safetensors" <<'PY' || fail "the merged weights are not W + scale B A"
+import array, json, struct, sys
+def load(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    header.pop("__metadata__", None)
+    out = {}
+    for name, info in header.items():
+        assert info["dtype"] == "F32", (path, name)
+        b, e = info["data_offsets"]
+        out[name] = (info["shape"], array.array("f", data[b:e]))
+    return out
+base, adapter, merged = map(load, sys.argv[1:4])
+scale, worst, checked = 16 / 8, 0.0, 0
+for name, (shape, w) in base.items():
+    got = merged[name][1]
+    key = "base_model.model." + name.replace(".weight", "")
+    if key + ".lora_A.weight" not in adapter:
+        assert got == w, f"{name} changed although it has no adapter"
+        continue
+    (r, cols), A = adapter[key + ".lora_A.weight"]
+    _, B = adapter[key + ".lora_B.weight"]
+    for i in range(shape[0]):
+        for j in range(shape[1]):
+            want = w[i * cols + j] + scale * sum(B[i * r + k] * A[k * cols + j] for k in range(r))
+            worst = max(worst, abs(got[i * cols + j] - want) / max(abs(want), 1e-3))
+    checked += 1
+assert checked == 14 and worst < 1e-5, (checked, worst)
+print(f"    {checked} merged weights = W + scale B A within {worst:.1e}; the others unchanged")
+PY
+echo "  a LoRA checkpoint exports as its adapter, and --merge as the merged model"
+"$TRLHPC" export "$WORK/ckpt/checkpoint-3" --output_dir "$WORK/ckpt_adapter" >"$WORK/export.log" 2>&1 &&
+  [[ -f $WORK/ckpt_adapter/adapter_model.safetensors && -f $WORK/ckpt_adapter/adapter_config.json ]] ||
+  fail "export of a LoRA checkpoint: $(tail -1 "$WORK/export.log")"
+"$TRLHPC" export "$WORK/ckpt/checkpoint-3" --merge --output_dir "$WORK/ckpt_merged" >"$WORK/export.log" 2>&1 &&
+  [[ -f $WORK/ckpt_merged/model.safetensors && ! -e $WORK/.ckpt_merged.adapter ]] ||
+  fail "export --merge of a LoRA checkpoint: $(tail -1 "$WORK/export.log")"
+"$TRLHPC" generate "$WORK/ckpt_adapter" --prompt "$PROMPT" --raw_prompt --max_new_tokens 4 >/dev/null 2>"$WORK/gen.err" ||
+  fail "generate of an exported adapter: $(tail -1 "$WORK/gen.err")"
+
+echo "6. bad input: exit 1 with a message naming what to fix"
 expect_error() {  # expect_error PATTERN [sft flags...]
   local pattern=$1
   shift

@@ -7,6 +7,7 @@
 
 #include "trlhpc/core/tensor.hpp"
 #include "trlhpc/model/hf_model_dir.hpp"
+#include "trlhpc/model/lora.hpp"
 #include "trlhpc/model/parameter_store.hpp"
 
 namespace trlhpc {
@@ -28,6 +29,11 @@ UnitRangeSource lora_weights_from_init(const std::vector<ParameterSpec>& local_s
 UnitRangeSource lora_weights_from_file(const SafetensorsReader& file, const std::vector<ParameterSpec>& local_specs,
                                        TpLayout tp = {});
 
+// The base model of `dir` with a LoRA adapter merged into its weights, W + scale B A (PEFT's
+// merge_and_unload), for tp rank `tp`: generation and `export --merge` of an adapter. `targets` and the
+// adapter's tensors must have been checked (PeftAdapterDir::check_weights); both readers must outlive it.
+UnitRangeSource merged_weights_from_hf_dir(const HfModelDir& dir, const SafetensorsReader& adapter, const LoraConfig& lora,
+                                           const LoraTargets& targets, TpLayout tp = {});
 // Fills `dst` (a device tensor of end-begin elements) with elements [begin, end) of unit `unit`, asking
 // `source` for at most `piece_elements` at a time (the host memory the load needs).
 inline constexpr int64_t kLoadPieceElements = int64_t{1} << 22;  // 16 MiB of fp32
