@@ -19,6 +19,8 @@
 #  5. generate of an adapter directory gives PEFT's greedy continuation (transformers' generate of the
 #     PeftModel, in the fixture); `export ADAPTER --merge` writes W + scale B A (checked here from the two
 #     files) and generates the same; a LoRA checkpoint exports as its adapter (and --merge as the model).
+#     Peer check (runs only where peft, torch and transformers import, and says SKIP otherwise): PEFT loads
+#     the adapter trlhpc saved and its greedy continuation equals `trlhpc generate` of it.
 #  6. Bad input, each exit 1 with the message naming the option or file, before any training:
 #     a target module that matches nothing, --lora_r 0, --use_dora, --lora_modules_to_save, dropout (not
 #     built yet), an adapter whose tensors do not fit the base, an adapter whose base does not exist.
@@ -244,6 +246,29 @@ echo "  a LoRA checkpoint exports as its adapter, and --merge as the merged mode
   fail "export --merge of a LoRA checkpoint: $(tail -1 "$WORK/export.log")"
 "$TRLHPC" generate "$WORK/ckpt_adapter" --prompt "$PROMPT" --raw_prompt --max_new_tokens 4 >/dev/null 2>"$WORK/gen.err" ||
   fail "generate of an exported adapter: $(tail -1 "$WORK/gen.err")"
+
+echo "  peer: the adapter trlhpc saved, loaded by PEFT, continues the prompt as trlhpc generate does"
+if python3 -c "import peft, torch, transformers" 2>/dev/null; then
+  "$TRLHPC" generate "$WORK/one" --prompt "$PROMPT" --raw_prompt --max_new_tokens 12 --json >"$WORK/gen_one.json" 2>"$WORK/gen.err" ||
+    fail "generate of the trained adapter: $(tail -1 "$WORK/gen.err")"
+  python3 - "$WORK/one" "$WORK/gen_one.json" <<'PY' || fail "PEFT does not load trlhpc's adapter as trlhpc uses it"
+import json, sys
+import torch
+from peft import PeftModel
+from transformers import AutoModelForCausalLM
+adapter, generated = sys.argv[1], json.loads(open(sys.argv[2]).read().strip().splitlines()[-1])
+base = json.load(open(f"{adapter}/adapter_config.json"))["base_model_name_or_path"]
+model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32, use_kernels=False)
+model = PeftModel.from_pretrained(model, adapter).eval()
+with torch.no_grad():
+    out = model.generate(torch.tensor([generated["input_ids"]]), max_new_tokens=12, do_sample=False)
+new = out[0, len(generated["input_ids"]):].tolist()
+assert new == generated["output_ids"], (new, generated["output_ids"])
+print("    PEFT's greedy continuation with trlhpc's adapter:", new)
+PY
+else
+  echo "    SKIP: peft/torch/transformers not importable here (a peer check; the fixture comparisons above ran)"
+fi
 
 echo "6. bad input: exit 1 with a message naming what to fix"
 expect_error() {  # expect_error PATTERN [sft flags...]
