@@ -11,8 +11,8 @@ namespace {
 
 [[noreturn]] void refuse(const std::string& what, const std::string& path) {
   throw RuntimeFailure("HDF5 could not " + what + " " + path + " (" + hdf5_error_string() +
-                       "). On file systems without POSIX locks (some Lustre or NFS mounts) set "
-                       "HDF5_USE_FILE_LOCKING=FALSE; check that the folder exists and is writable");
+                       "). " + kHdf5LockingHint +
+                       "; check that the folder exists and is writable");
 }
 
 }  // namespace

@@ -66,8 +66,8 @@ namespace {
   if (!verdict.empty()) throw RuntimeFailure(verdict);
   throw RuntimeFailure("saving the checkpoint of step " + std::to_string(request.progress.step) +
                        " into " + tmp + " failed" + (local_error.empty() ? " on another rank" : ": " + local_error) +
-                       ". The disk may be failing (EIO) or full; the earlier checkpoints and the output "
-                       "directory are untouched. Fix the file system and resume with --resume_from_checkpoint latest");
+                       ". The earlier checkpoints and the output directory are untouched; fix the cause (a "
+                       "failing disk says EIO, a full one ENOSPC) and resume with --resume_from_checkpoint latest");
 }
 
 // The bytes this checkpoint will take (disk_space.hpp): its datasets' data, and the manifest as it will
