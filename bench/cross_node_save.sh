@@ -38,7 +38,7 @@ for line in sys.stdin:
     if line.startswith("checkpoint saved"): stamps["saved"] = now
     sys.stderr.write(line)
 if len(stamps) != 2: sys.exit("no eval step 2 / checkpoint saved line")
-print("%.2f" % (stamps["saved"] - stamps["eval"]))
+print("%.3f" % (stamps["saved"] - stamps["eval"]))
 '
 }
 

@@ -1,5 +1,6 @@
 #include "trlhpc/parallel/root_action.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <exception>
 #include <string>
@@ -19,26 +20,36 @@ void broadcast_text(Communicator& comm, std::string& text, int root) {
   text.assign(bytes.begin(), bytes.end());
 }
 
-void run_on_root(Communicator& comm, const std::function<void()>& action) {
-  enum : int32_t { kOk = 0, kUserError = 1, kFailure = 2 };
-  int32_t status = kOk;
+std::vector<int64_t> run_on_root(Communicator& comm, size_t count, const std::function<std::vector<int64_t>()>& action) {
+  enum : int64_t { kOk = 0, kUserError = 1, kFailure = 2 };
+  std::vector<int64_t> message_head(1 + count, 0);  // the outcome, then the answer
   std::string message;
   if (comm.rank() == 0) {
     try {
-      action();
+      const std::vector<int64_t> answer = action();
+      TRLHPC_ASSERT(answer.size() == count, "run_on_root: the action answered " + std::to_string(answer.size()) +
+                                                " numbers, not " + std::to_string(count));
+      std::copy(answer.begin(), answer.end(), message_head.begin() + 1);
     } catch (const UserError& e) {
-      status = kUserError;
+      message_head[0] = kUserError;
       message = e.what();
     } catch (const std::exception& e) {
-      status = kFailure;
+      message_head[0] = kFailure;
       message = e.what();
     }
   }
-  comm.broadcast(std::span<int32_t>(&status, 1), 0);
-  if (status == kOk) return;
+  comm.broadcast(std::span<int64_t>(message_head), 0);
+  if (message_head[0] == kOk) return std::vector<int64_t>(message_head.begin() + 1, message_head.end());
   broadcast_text(comm, message);
-  if (status == kUserError) throw UserError(message);
+  if (message_head[0] == kUserError) throw UserError(message);
   throw RuntimeFailure(message);
+}
+
+void run_on_root(Communicator& comm, const std::function<void()>& action) {
+  run_on_root(comm, 0, [&] {
+    action();
+    return std::vector<int64_t>{};
+  });
 }
 
 }  // namespace trlhpc

@@ -1,6 +1,7 @@
 // DeadlineTimer (parallel/deadline_timer.hpp): the deadline belongs to one armed call. Calls that each
 // finish in time never trigger it, however long they take together; a disabled timer starts no thread.
-// (Its expiry, a report and MPI_Abort with exit 2, was exercised by hand: mpi.test_parallel_hdf5_failure
+// (Its expiry, a report and MPI_Abort with exit 2, was exercised by hand with the parallel HDF5 checkpoint
+// writer of the time (checkpoints were then written through MPI-IO; mpi.test_parallel_hdf5_failure)
 // with discard()'s truncation removed hangs in H5Fclose and was ended by it after the 60 s timeout. An
 // expiry here would end this process, failing the test.)
 #include <gtest/gtest.h>

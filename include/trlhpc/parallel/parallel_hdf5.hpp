@@ -1,19 +1,16 @@
 #pragma once
-// ParallelHdf5File: one HDF5 file opened by every rank of a process group through MPI-IO (parallel
-// HDF5's mpio driver), for checkpoints. The file holds float32 datasets; each rank reads or writes
-// only the blocks (rectangles) or slabs (strided runs of a 1-D dataset) it owns.
+// ParallelHdf5File: one HDF5 file opened read-only by every rank of a process group through MPI-IO
+// (parallel HDF5's mpio driver), for resuming checkpoints. The file holds float32 datasets; each rank
+// reads only the blocks (rectangles) or slabs (strided runs of a 1-D dataset) it holds.
 //
-//   create / open / create_dataset / open_dataset /         collective over the group (HDF5 metadata
-//   has_dataset / write_text / close / agree_pending         operations; metadata reads collective:
-//                                                            one rank reads and broadcasts)
-//   write, read                                               independent (MPI-IO independent
-//                                                            transfer): each rank its own blocks
+//   open / open_dataset / has_dataset / read_text / close   collective over the group (HDF5 metadata
+//                                                           operations; metadata reads collective:
+//                                                           one rank reads and broadcasts)
+//   read                                                    independent: each rank its own blocks
 //
-// Failures of create_dataset, write and write_text are agreed on in batches, not per call (one all-reduce per call
-// made cross-node saves latency-bound): each records the first local failure, later writes of that rank
-// are skipped, and agree_pending() (also the first step of close()) throws on every rank when any rank
-// recorded one. Every rank still makes every create_dataset call, so the collective metadata operations
-// stay matched after a local failure.
+// Checkpoints are written without it (no MPI-IO: opening and closing a file through MPI-IO cost ~20
+// collective round trips, which made saves across nodes latency-bound): rank 0 lays state.h5 out with
+// serial HDF5 (hdf5_preallocated_file.hpp) and every rank pwrite()s its share (io/file_region_writer.hpp).
 //
 // Blocks are rectangles of a 2-D dataset (a 1-D dataset is one row); slabs are strided runs of a 1-D
 // dataset (a rectangle of a tensor stored row-major inside a longer 1-D dataset: checkpoint format 2
@@ -22,18 +19,10 @@
 // were added in: callers list them in ascending position, each after the previous one's last element
 // (checked).
 //
-// Agreed failure and a deadline (issue 30): HDF5's own error paths inside a collective are not collective
-// (a metadata write that fails on one rank in H5Fclose makes it skip a broadcast the others wait in
-// forever), so
-//   - every call that can fail on some ranks only (dataset create, write, close) is followed by an
-//     all-reduce of its status (batched: agree_pending above): all ranks throw, or none;
-//   - after an agreed failure of a file being written, discard() closes it without the data the failure
-//     left (rank 0 truncates it first, giving a full disk's space back to the close's metadata writes);
-//   - every collective HDF5 call runs under a DeadlineTimer (deadline_timer.hpp) of the group's
-//     --ddp_timeout: one that still hangs ends the job (exit 2) with a line naming the call and file,
-//     after the expiry hook (set_expiry_hook: the checkpoint writer removes its partial folder).
-// HDF5's automatic error printing (HDF5-DIAG screens) is turned off: errors are reported by the
-// exceptions, with HDF5's innermost message.
+// A deadline (issue 30): every collective HDF5 call runs under a DeadlineTimer (deadline_timer.hpp) of
+// the group's --ddp_timeout: one that still hangs ends the job (exit 2) with a line naming the call and
+// file. close() agrees on its success (an all-reduce). HDF5's automatic error printing (HDF5-DIAG
+// screens) is turned off: errors are reported by the exceptions, with HDF5's innermost message.
 //
 // File locking: HDF5 1.10.7+ locks files it opens; some Lustre/NFS mounts have no flock and the open
 // fails. The error then says to set HDF5_USE_FILE_LOCKING=FALSE (read by HDF5 itself).
@@ -100,9 +89,8 @@ class Hdf5Id {
 
 class ParallelHdf5File {
  public:
-  // Collective. create truncates an existing file; open is read-only. Throw RuntimeFailure naming the
-  // path (and the file-locking hint) when HDF5 refuses.
-  static ParallelHdf5File create(const std::string& path, ProcessGroup& group);
+  // Collective, read-only. Throws RuntimeFailure naming the path (and the file-locking hint) when HDF5
+  // refuses.
   static ParallelHdf5File open(const std::string& path, ProcessGroup& group);
   ~ParallelHdf5File();  // closes (collective, under the deadline); call close() to see errors
   ParallelHdf5File(ParallelHdf5File&&) noexcept = default;
@@ -110,58 +98,32 @@ class ParallelHdf5File {
 
   const std::string& path() const { return path_; }
   bool is_open() const { return file_.get() >= 0; }
-  // Runs (on the timer's thread) before a deadline's abort: e.g. removing the partial checkpoint.
-  void set_expiry_hook(std::function<void()> hook) { deadline_->set_expiry_hook(std::move(hook)); }
-  // Collective: a float32 dataset of `shape` (1-D or 2-D) named `name` ("a/b/c": groups created).
-  void create_dataset(const std::string& name, const Shape& shape);
-  // Collective: opens an existing dataset for read / write. Its shape, or RuntimeFailure if absent.
+  // Collective: opens an existing dataset. Its shape, or RuntimeFailure if absent.
   Shape open_dataset(const std::string& name);
   bool has_dataset(const std::string& name) const;  // collective
-
-  // Independent: writes data (sum of the blocks' numel elements) to this rank's blocks (none: nothing).
-  // A failure is recorded for agree_pending().
-  void write(const std::string& name, std::span<const Hdf5Block> blocks, std::span<const float> data);
-  // The same for slabs of a 1-D dataset.
-  void write(const std::string& name, std::span<const Hdf5Slab> slabs, std::span<const float> data);
-  // Collective: throws RuntimeFailure on every rank, naming `what` and the first local failure, when any
-  // rank's create_dataset, write or write_text failed since the last agreement. `sums` (the same length
-  // on every rank) is summed over the ranks in the same all-reduce.
-  void agree_pending(const std::string& what, std::span<int64_t> sums = {});
-  // Collective: `text` (the same on every rank) as a 1-D byte dataset `name`, written by rank 0. A
-  // dataset rather than an attribute: HDF5 attributes are limited to 64 KiB, a large model's manifest
-  // is not. Failures are agreed on as create_dataset's and write's (agree_pending, close).
-  void write_text(const std::string& name, const std::string& text);
-  // Collective (opens the dataset): the bytes of a write_text dataset.
+  // Collective (opens the dataset): the bytes of a 1-D byte dataset (the manifest's copy).
   std::string read_text(const std::string& name);
   // Independent: reads this rank's blocks into data.
   void read(const std::string& name, std::span<const Hdf5Block> blocks, std::span<float> data);
   void read(const std::string& name, std::span<const Hdf5Slab> slabs, std::span<float> data);
-  // Collective: closes every dataset and the file; data is on disk (or in the file system's cache)
-  // when it returns on every rank. The ranks agree on its success.
+  // Collective: closes every dataset and the file; the ranks agree on its success.
   void close();
-  // Collective, after a failure every rank agreed on while writing a file created here: rank 0
-  // truncates the file to nothing (the folder holding it is to be deleted; a full disk gets its space
-  // back for the metadata the close still writes), then the file is closed, its errors ignored.
-  void discard() noexcept;
 
  private:
   ParallelHdf5File(std::string path, Hdf5Id file, Communicator& comm, std::unique_ptr<DeadlineTimer> deadline)
       : path_(std::move(path)), file_(std::move(file)), comm_(&comm), deadline_(std::move(deadline)) {}
-  // `call` ("H5Dwrite of params/x") under the deadline.
+  // `call` ("H5Dopen of params/x") under the deadline.
   DeadlineTimer::Scope within_deadline(const char* call, const std::string& object = "") const {
     return DeadlineTimer::Scope(*deadline_, std::string("parallel HDF5 ") + call + (object.empty() ? "" : " " + object) +
                                                 " of " + path_);
   }
-  // Collective: throws on every rank when `ok` is false on any (an I/O error, e.g. a full disk, can
-  // hit some ranks of a collective write only; the ranks must not part ways).
+  // Collective: throws on every rank when `ok` is false on any.
   void agree(bool ok, const std::string& what);
-  void note_failure(const std::string& what);  // keeps the first, with HDF5's error stack
   hid_t dataset(const std::string& name) const;
   // The file selection of `blocks` / `slabs` on `name`'s dataspace (none when empty) and its element count.
   Hdf5Id select(const std::string& name, std::span<const Hdf5Block> blocks, int64_t* count) const;
   Hdf5Id select(const std::string& name, std::span<const Hdf5Slab> slabs, int64_t* count) const;
-  // Independent transfer of `data` to / from the selection `file_space` (of `count` elements) of `name`.
-  void write_selection(const std::string& name, const Hdf5Id& file_space, int64_t count, std::span<const float> data);
+  // Independent transfer of the selection `file_space` (of `count` elements) of `name` into `data`.
   void read_selection(const std::string& name, const Hdf5Id& file_space, int64_t count, std::span<float> data);
 
   std::string path_;
@@ -169,8 +131,6 @@ class ParallelHdf5File {
   Communicator* comm_ = nullptr;  // the group's
   std::unique_ptr<DeadlineTimer> deadline_;  // the group's --ddp_timeout, for every collective HDF5 call
   std::map<std::string, Hdf5Id> datasets_;
-  std::string failure_;         // this rank's first create/write failure since the last agreement
-  std::string failure_detail_;  // HDF5's error stack for it
 };
 
 }  // namespace trlhpc

@@ -1,6 +1,7 @@
 #include "trlhpc/train/checkpoint/state.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstdio>
 #include <cstring>
 #include <span>
@@ -10,6 +11,7 @@
 #include "trlhpc/ops/ops.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/train/checkpoint/layout.hpp"
+#include "trlhpc/train/checkpoint/manifest.hpp"
 
 namespace trlhpc::checkpoint {
 namespace {
@@ -95,44 +97,48 @@ HostValues copy_source(ParallelModel& model, AdamW& optimizer, const StateLayout
   return host;
 }
 
-StateChecksums write_state(ParallelHdf5File& file, const StateLayout& layout, const StateSource& source) {
-  for (const StatePart& part : layout.parts) file.create_dataset(part.dataset, Shape{part.length});
+std::vector<Hdf5PlannedDataset> state_file_datasets(const StateLayout& layout, int64_t manifest_bytes) {
+  std::vector<Hdf5PlannedDataset> datasets;
+  for (const StatePart& part : layout.parts) datasets.push_back({part.dataset, part.length});
+  datasets.push_back({kEmbeddedManifest, manifest_bytes, Hdf5PlannedDataset::Type::Byte});
+  return datasets;
+}
+
+void write_state(FileRegionWriter& file, std::span<const int64_t> offsets, const StateLayout& layout,
+                 const StateSource& source, std::span<int64_t> sums) {
+  static_assert(std::endian::native == std::endian::little, "state.h5 holds little-endian float32 (H5T_IEEE_F32LE)");
+  TRLHPC_ASSERT(offsets.size() >= layout.parts.size(), "one offset per state dataset");
   const size_t T = layout.tensors.size();
-  std::vector<int64_t> sums(2 * kStateKinds.size() * T, 0);
-  std::vector<float> gathered;
-  for (const StatePart& part : layout.parts) {
-    if (part.pieces.empty()) continue;  // independent writes: nothing to take part in
+  TRLHPC_ASSERT(sums.size() == 2 * kStateKinds.size() * T, "two sums per kind and tensor");
+  std::vector<Hdf5Slab> slabs;
+  for (size_t p = 0; p < layout.parts.size(); ++p) {
+    const StatePart& part = layout.parts[p];
+    if (part.pieces.empty()) continue;
     const std::span<const float> values = source(part.source);
-    std::vector<Hdf5Slab> slabs;
-    bool adjacent = true;  // the pieces' values follow one another in the source (unless tp skipped a tensor)
-    for (size_t i = 0; i < part.pieces.size(); ++i) {
-      const TensorPiece& piece = part.pieces[i];
+    const int64_t base = offsets[p];
+    for (const TensorPiece& piece : part.pieces) {
       const StateTensor& tensor = layout.tensors[static_cast<size_t>(piece.tensor)];
-      append_slabs(piece.blocks, tensor.shape.back(), tensor.offset, slabs);
-      adjacent = adjacent && (i == 0 || piece.offset == part.pieces[i - 1].offset + part.pieces[i - 1].count);
+      const std::span<const float> run = values.subspan(static_cast<size_t>(piece.offset), static_cast<size_t>(piece.count));
       add_checksum(&sums[2 * (static_cast<size_t>(part.kind) * T + static_cast<size_t>(piece.tensor))], piece.blocks,
-                   tensor.shape.back(), values.subspan(static_cast<size_t>(piece.offset), static_cast<size_t>(piece.count)));
+                   tensor.shape.back(), run);
+      // The piece's slabs of the dataset, in its values' order (row-major, as HDF5 reads them back);
+      // consecutive runs that continue each other in the file and in memory become one pwrite.
+      slabs.clear();
+      append_slabs(piece.blocks, tensor.shape.back(), tensor.offset, slabs);
+      const float* next = run.data();
+      for (const Hdf5Slab& slab : slabs)
+        for (int64_t r = 0; r < slab.count; ++r, next += slab.block)
+          file.write(base + 4 * (slab.start + r * slab.stride), next, 4 * static_cast<size_t>(slab.block));
+      TRLHPC_ASSERT(next == run.data() + run.size(), "the slabs of a piece of " + part.dataset + " cover its values");
     }
-    const TensorPiece& first = part.pieces.front();
-    const TensorPiece& last = part.pieces.back();
-    std::span<const float> data = values.subspan(static_cast<size_t>(first.offset),
-                                                 static_cast<size_t>(last.offset + last.count - first.offset));
-    if (!adjacent) {  // one write still: the pieces' values gathered
-      gathered.clear();
-      for (const TensorPiece& piece : part.pieces) {
-        const auto run = values.subspan(static_cast<size_t>(piece.offset), static_cast<size_t>(piece.count));
-        gathered.insert(gathered.end(), run.begin(), run.end());
-      }
-      data = gathered;
-    }
-    file.write(part.dataset, slabs, data);
+    file.flush();  // the source's values may be gone at the next source() call (one unit held at a time)
   }
-  // The creates and writes are agreed on together, with the checksums' sums in the same all-reduce: a
-  // rank whose create failed skips its writes (ParallelHdf5File::write), the writes of the others are
-  // independent, so nothing waits on the failed rank before the agreement.
-  file.agree_pending("creating and writing the state datasets", sums);
+}
+
+StateChecksums state_checksums(const StateLayout& layout, std::span<const int64_t> sums) {
+  TRLHPC_ASSERT(sums.size() == 2 * kStateKinds.size() * layout.tensors.size(), "two sums per kind and tensor");
   StateChecksums checksums;
-  for (size_t i = 0; i < kStateKinds.size() * T; ++i) checksums.push_back(checksum_text(&sums[2 * i]));
+  for (size_t i = 0; i < sums.size() / 2; ++i) checksums.push_back(checksum_text(&sums[2 * i]));
   return checksums;
 }
 

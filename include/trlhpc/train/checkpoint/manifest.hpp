@@ -29,6 +29,8 @@ inline constexpr int kFormatVersion = 2;
 inline constexpr const char* kStateFile = "state.h5";
 inline constexpr const char* kManifestFile = "manifest.json";
 inline constexpr const char* kLatestFile = "latest";
+// The dataset of state.h5 holding a copy of the manifest (checked against manifest.json on resume).
+inline constexpr const char* kEmbeddedManifest = "trlhpc_manifest";
 // A manifest.json nesting deeper than this is refused as damaged (trlhpc writes 4 levels).
 inline constexpr int kMaxManifestNesting = 32;
 

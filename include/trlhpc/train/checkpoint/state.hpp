@@ -24,6 +24,8 @@
 #include <nlohmann/json.hpp>
 
 #include "trlhpc/optim/adamw.hpp"
+#include "trlhpc/io/file_region_writer.hpp"
+#include "trlhpc/parallel/hdf5_preallocated_file.hpp"
 #include "trlhpc/parallel/parallel_hdf5.hpp"
 #include "trlhpc/train/checkpoint/state_index.hpp"
 #include "trlhpc/train/parallelize.hpp"
@@ -85,11 +87,19 @@ using StateSource = std::function<std::span<const float>(int source)>;
 // Checksums per kind and tensor: checksums[kind * tensors.size() + tensor].
 using StateChecksums = std::vector<std::string>;
 
-// Collective over the file's group: creates and writes every dataset of `layout`, taking values from
-// `source` (asked for the sources in ascending order). Returns the checksums (the same on every rank),
-// summed over the ranks in the all-reduce that agrees on the writes.
-StateChecksums write_state(ParallelHdf5File& file, const StateLayout& layout, const StateSource& source);
-
+// The datasets of state.h5 for create_preallocated_hdf5 (rank 0 lays the file out before any rank
+// writes): one float32 dataset per part of `layout`, in its order, then kEmbeddedManifest, the manifest's
+// text (`manifest_bytes` long; its checksums are fixed-width, so its length is known before they are).
+std::vector<Hdf5PlannedDataset> state_file_datasets(const StateLayout& layout, int64_t manifest_bytes);
+// This rank's share of the state datasets, written into the file rank 0 laid out: `offsets[i]` is the
+// byte offset of layout.parts[i]'s dataset (create_preallocated_hdf5's answer). Values are taken from
+// `source` (asked for the sources in ascending order); the rank's partial checksums are added to `sums`
+// (two per kind and tensor, [kind * tensors.size() + tensor]; summed over the ranks by the caller).
+// Local: no collective. Throws RuntimeFailure on an I/O error (the caller agrees on it).
+void write_state(FileRegionWriter& file, std::span<const int64_t> offsets, const StateLayout& layout,
+                 const StateSource& source, std::span<int64_t> sums);
+// The checksums (per kind and tensor) of `sums` as write_state added them up over every rank.
+StateChecksums state_checksums(const StateLayout& layout, std::span<const int64_t> sums);
 // The manifest's "datasets" and "tensors" (the index, state_index.hpp) of `layout` with `checksums`:
 // {"datasets": {...}, "tensors": {...}}.
 nlohmann::json state_index_json(const StateLayout& layout, const StateChecksums& checksums);
