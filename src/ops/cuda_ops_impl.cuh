@@ -111,6 +111,11 @@ class CudaOpsImpl final : public CudaOps {
   void adamw_step_many(const std::vector<AdamWSegment>& segments) override;
   void synchronize() override { stream_.synchronize(); }
   void* stream_handle() const override { return static_cast<void*>(stream_.get()); }
+  std::function<void(const void*, void*)> stream_use_recorder() const override {
+    return [allocator = allocator_](const void* ptr, void* stream) {
+      allocator->record_stream(ptr, static_cast<cudaStream_t>(stream));
+    };
+  }
   DeviceMemoryStats memory_stats() const override { return allocator_->stats(); }
   void reset_peak_memory() override { allocator_->reset_peak(); }
   std::vector<OpTiming> op_timings() override { return timer_.totals(); }
