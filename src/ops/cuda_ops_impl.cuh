@@ -16,6 +16,7 @@
 
 #include "cuda_raii.cuh"
 #include "device_allocator.cuh"
+#include "trlhpc/kernels/attention_smem_plan.hpp"
 #include "matmul.cuh"
 #include "op_timer.cuh"
 #include "trlhpc/core/error.hpp"
@@ -136,7 +137,7 @@ class CudaOpsImpl final : public CudaOps {
 
   int device_;
   CudaOpsOptions options_;
-  int max_smem_per_block_ = 0;  // opt-in shared memory per block (attention tiles)
+  kernels::SmemLimits smem_limits_;  // the device's shared memory (attention tile choice)
   std::shared_ptr<cuda::DeviceAllocator> allocator_;  // first: outlives everything drawn from it
   cuda::CudaStream stream_;
   std::unique_ptr<cuda::Matmul> matmul_;
