@@ -43,7 +43,9 @@ cudaEvent_t CudaEventPolicy::record(cudaStream_t stream) {
 bool CudaEventPolicy::done(const cudaEvent_t& event) {
   const cudaError_t rc = cudaEventQuery(event);
   if (rc == cudaErrorNotReady) {
-    cudaGetLastError();  // not an error: clear it so a later check does not see it
+    // Not an error: if the runtime recorded it, clear it so that the next launch check does not report
+    // it (and only it: an earlier real error stays for that check).
+    if (cudaPeekAtLastError() == cudaErrorNotReady) cudaGetLastError();
     return false;
   }
   TRLHPC_CHECK_CUDA(rc);

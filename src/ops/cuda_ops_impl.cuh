@@ -93,7 +93,8 @@ class CudaOpsImpl final : public CudaOps {
                   const Tensor& dup) override;
   double cross_entropy_fwd_bwd(const Tensor& hidden, const Tensor& weight, const Tensor& targets, float grad_scale,
                                const Tensor& dhidden, const Tensor& dweight, int64_t chunk_tokens,
-                               int64_t* valid_tokens, TokenMetrics* metrics = nullptr) override;
+                               int64_t* valid_tokens, TokenMetrics* metrics = nullptr,
+                               const int32_t* host_targets = nullptr) override;
   void vocab_parallel_ce_max(const Tensor& logits, const Tensor& row_max) override;
   void vocab_parallel_ce_sums(const Tensor& logits, const Tensor& targets, int64_t vocab_start, const Tensor& row_max,
                               const Tensor& sums) override;

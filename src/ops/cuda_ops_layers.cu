@@ -244,7 +244,8 @@ void CudaOpsImpl::swiglu_bwd(const Tensor& gate, const Tensor& up, const Tensor&
 
 double CudaOpsImpl::cross_entropy_fwd_bwd(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
                                           float grad_scale, const Tensor& dhidden, const Tensor& dweight,
-                                          int64_t chunk_tokens, int64_t* valid_tokens, TokenMetrics* metrics) {
+                                          int64_t chunk_tokens, int64_t* valid_tokens, TokenMetrics* metrics,
+                                          const int32_t* host_targets) {
   TRLHPC_ASSERT(weight.rank() == 2, "cross_entropy_fwd_bwd: weight must be (V, C)");
   TRLHPC_ASSERT(hidden.dtype() == weight.dtype(), "cross_entropy_fwd_bwd: hidden and weight must share a dtype");
   expect_dtype(targets, DType::I32, "cross_entropy_fwd_bwd targets");
@@ -271,7 +272,8 @@ double CudaOpsImpl::cross_entropy_fwd_bwd(const Tensor& hidden, const Tensor& we
       loss = cuda::cross_entropy_fwd_bwd(data_of<T>(hidden), data_of<T>(weight), data_of<int32_t>(targets), N, C, V,
                                          grad_scale, backward ? data_of<TD>(dhidden) : nullptr,
                                          backward && dweight.data() ? data_of<float>(dweight) : nullptr, chunk_tokens,
-                                         valid_tokens, *matmul_, *allocator_, stream(), metrics ? &sums : nullptr);
+                                         valid_tokens, *matmul_, *allocator_, stream(), metrics ? &sums : nullptr,
+                                         host_targets);
     });
   });
   if (metrics) *metrics = TokenMetrics{sums.computed, sums.entropy_sum, sums.top1};
