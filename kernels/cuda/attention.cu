@@ -466,14 +466,6 @@ void attention_bwd(const T* q, const T* k, const T* v, const T* o, const float* 
   }
 }
 
-SmemLimits device_smem_limits(int device) {
-  SmemLimits l;
-  TRLHPC_CHECK_CUDA(cudaDeviceGetAttribute(&l.per_block_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  TRLHPC_CHECK_CUDA(cudaDeviceGetAttribute(&l.per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
-  TRLHPC_CHECK_CUDA(cudaDeviceGetAttribute(&l.reserved_per_block, cudaDevAttrReservedSharedMemoryPerBlock, device));
-  return l;
-}
-
 template <class T>
 int attention_blocks_per_sm(int HS, AttentionPass pass, const SmemLimits& smem) {
   const AttentionTiles t = choose_tiles<T>(HS, pass, smem);

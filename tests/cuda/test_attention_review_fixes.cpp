@@ -11,6 +11,7 @@
 
 #include "attention.cuh"
 #include "cuda_test_util.hpp"
+#include "device_query.cuh"
 #include "trlhpc/core/cuda_check.hpp"
 
 namespace trlhpc::cuda_test {
