@@ -18,14 +18,17 @@ namespace {
 
 constexpr float kNegInf = -INFINITY;
 
-template <class T>
+// T: q, k, v, o, dout; G: the outputs o_out (forward) and dq, dk, dv (backward, accumulated): T, or
+// fp32 when a caller accumulates over several calls (ring attention) and must round once at the end
+// (CUDA-REVIEW.md defect 1).
+template <class T, class G>
 struct AttentionParams {
   const T *q, *k, *v, *o, *dout;
   const int32_t *q_pos, *k_pos, *q_doc, *k_doc;
   const float *lse_in, *delta;
-  T* o_out;
+  G* o_out;
   float* lse_out;
-  T *dq, *dk, *dv;
+  G *dq, *dk, *dv;
   const TileRange *q_ranges, *k_ranges;  // (B, q_tiles), (B, k_tiles)
   int64_t Tq, Tk;
   int NH, KVH, HS, Br, Bc, q_tiles, k_tiles;
@@ -74,10 +77,10 @@ __device__ T* smem_at(unsigned char* base, int offset) {
 // ---- forward ----------------------------------------------------------------------------------------
 // Block (query tile, head h, batch row b). Thread group of tpr = 256 / Br threads per query row runs the
 // online softmax of that row.
-template <class T>
-__global__ void __launch_bounds__(kAttnThreads) attention_fwd_kernel(const AttentionParams<T> p) {
+template <class T, class G>
+__global__ void __launch_bounds__(kAttnThreads) attention_fwd_kernel(const AttentionParams<T, G> p) {
   extern __shared__ __align__(128) unsigned char smem[];
-  const AttentionSmem L = AttentionSmem::make<T>(p.Br, p.Bc, p.HS, false, p.Br, 1);
+  const AttentionSmem L = smem_plan<T>(AttentionPass::kForward, p.Br, p.Bc, p.HS);
   const int qt = blockIdx.x, h = blockIdx.y, Br = p.Br, Bc = p.Bc, HS = p.HS;
   const int64_t b = blockIdx.z, i0 = int64_t{qt} * Br;
   const int rows = static_cast<int>(std::min<int64_t>(Br, p.Tq - i0));
@@ -143,10 +146,10 @@ __global__ void __launch_bounds__(kAttnThreads) attention_fwd_kernel(const Atten
     lse_s[row] = l > 0.0f ? m + logf(l) : kNegInf;
   }
   __syncthreads();
-  T* o_rows = p.o_out + ((b * p.Tq + i0) * p.NH + h) * HS;  // row r at r * NH * HS
+  G* o_rows = p.o_out + ((b * p.Tq + i0) * p.NH + h) * HS;  // row r at r * NH * HS
   for (int idx = threadIdx.x; idx < rows * HS; idx += kAttnThreads) {
     const int r = idx / HS, d = idx % HS;
-    o_rows[int64_t{r} * p.NH * HS + d] = from_float<T>(o_s[r * L.ldacc + d] * inv_l_s[r]);
+    o_rows[int64_t{r} * p.NH * HS + d] = from_float<G>(o_s[r * L.ldacc + d] * inv_l_s[r]);
   }
   for (int r = threadIdx.x; r < rows; r += kAttnThreads) p.lse_out[(b * p.NH + h) * p.Tq + i0 + r] = lse_s[r];
 }
@@ -167,8 +170,8 @@ __global__ void attention_delta_kernel(const T* __restrict__ o, const T* __restr
 }
 
 // Loads the Br query-side rows of query tile qt of head h: q, dout, lse, delta, positions, doc ids.
-template <class T>
-__device__ void load_query_side(const AttentionParams<T>& p, const AttentionSmem& L, unsigned char* smem, int64_t b,
+template <class T, class G>
+__device__ void load_query_side(const AttentionParams<T, G>& p, const AttentionSmem& L, unsigned char* smem, int64_t b,
                                 int h, int qt) {
   const int Br = p.Br, HS = p.HS;
   const int64_t i0 = int64_t{qt} * Br;
@@ -187,8 +190,8 @@ __device__ void load_query_side(const AttentionParams<T>& p, const AttentionSmem
 }
 
 // Loads key tile kt of kv head g: k, v, positions, doc ids.
-template <class T>
-__device__ void load_key_side(const AttentionParams<T>& p, const AttentionSmem& L, unsigned char* smem, int64_t b,
+template <class T, class G>
+__device__ void load_key_side(const AttentionParams<T, G>& p, const AttentionSmem& L, unsigned char* smem, int64_t b,
                               int g, int kt) {
   const int Bc = p.Bc, HS = p.HS;
   const int64_t j0 = int64_t{kt} * Bc;
@@ -203,8 +206,8 @@ __device__ void load_key_side(const AttentionParams<T>& p, const AttentionSmem& 
 
 // With q, dout, k, v of one tile pair loaded: S = Q K^T, dP = dO V^T, then P = exp(scale S - lse) on
 // allowed pairs and dS = P (dP - delta), stored as T in p (if want_p) and ds.
-template <class T>
-__device__ void probabilities_and_ds(const AttentionParams<T>& p, const AttentionSmem& L, unsigned char* smem,
+template <class T, class G>
+__device__ void probabilities_and_ds(const AttentionParams<T, G>& p, const AttentionSmem& L, unsigned char* smem,
                                      TileMask mask, bool want_p) {
   const int Br = p.Br, Bc = p.Bc, HS = p.HS;
   float* s_s = smem_at<float>(smem, L.s);    // (Br, lds)
@@ -218,7 +221,7 @@ __device__ void probabilities_and_ds(const AttentionParams<T>& p, const Attentio
   const float* delta_s = smem_at<float>(smem, L.row_b);
   const int32_t *qpos_s = smem_at<int32_t>(smem, L.q_pos), *qdoc_s = smem_at<int32_t>(smem, L.q_doc);
   const int32_t *kpos_s = smem_at<int32_t>(smem, L.k_pos), *kdoc_s = smem_at<int32_t>(smem, L.k_doc);
-  T* p_s = smem_at<T>(smem, L.p);    // (Br, ldp), aliases s_s for fp32
+  T* p_s = want_p ? smem_at<T>(smem, L.p) : nullptr;  // (Br, ldp), aliases s_s for fp32; none in the dQ pass
   T* ds_s = smem_at<T>(smem, L.ds);  // (Br, ldp), aliases dp_s for fp32
   for (int idx = threadIdx.x; idx < Br * Bc; idx += kAttnThreads) {
     const int r = idx / Bc, c = idx % Bc;
@@ -244,10 +247,10 @@ __device__ void accumulate_rows(T* dst, int64_t stride, const float* acc, int ld
 }
 
 // Block (key tile kt, kv head g, batch row b): owns those dk/dv rows.
-template <class T>
-__global__ void __launch_bounds__(kAttnThreads) attention_bwd_dkdv_kernel(const AttentionParams<T> p) {
+template <class T, class G>
+__global__ void __launch_bounds__(kAttnThreads) attention_bwd_dkdv_kernel(const AttentionParams<T, G> p) {
   extern __shared__ __align__(128) unsigned char smem[];
-  const AttentionSmem L = AttentionSmem::make<T>(p.Br, p.Bc, p.HS, true, p.Bc, 2);
+  const AttentionSmem L = smem_plan<T>(AttentionPass::kBackwardDkDv, p.Br, p.Bc, p.HS);
   const int kt = blockIdx.x, g = blockIdx.y, Bc = p.Bc, HS = p.HS, group = p.NH / p.KVH;
   const int64_t b = blockIdx.z, j0 = int64_t{kt} * Bc;
   const int k_valid = static_cast<int>(std::min<int64_t>(Bc, p.Tk - j0));
@@ -282,10 +285,10 @@ __global__ void __launch_bounds__(kAttnThreads) attention_bwd_dkdv_kernel(const 
 }
 
 // Block (query tile qt, head h, batch row b): owns those dq rows.
-template <class T>
-__global__ void __launch_bounds__(kAttnThreads) attention_bwd_dq_kernel(const AttentionParams<T> p) {
+template <class T, class G>
+__global__ void __launch_bounds__(kAttnThreads) attention_bwd_dq_kernel(const AttentionParams<T, G> p) {
   extern __shared__ __align__(128) unsigned char smem[];
-  const AttentionSmem L = AttentionSmem::make<T>(p.Br, p.Bc, p.HS, true, p.Br, 1);
+  const AttentionSmem L = smem_plan<T>(AttentionPass::kBackwardDq, p.Br, p.Bc, p.HS);
   const int qt = blockIdx.x, h = blockIdx.y, Br = p.Br, HS = p.HS, g = h / (p.NH / p.KVH);
   const int64_t b = blockIdx.z, i0 = int64_t{qt} * Br;
   const int rows = static_cast<int>(std::min<int64_t>(Br, p.Tq - i0));
@@ -340,27 +343,18 @@ __global__ void attention_merge_kernel(T* __restrict__ o_acc, float* __restrict_
 }
 
 // ---- host side ----------------------------------------------------------------------------------------
-struct Tiles {
-  int Br = 0, Bc = 0, smem = 0;
-};
+using kernels::AttentionTiles;
 
-// The largest tiles (Br in {64, 32, 16}: 256 / Br threads per row) whose shared memory lets two blocks
-// share an SM (latency hiding), else the largest that fits at all. H100/H200 (227 KiB), bf16, HS 64:
-// 64 x 64 for the forward and dQ, 64 x 32 for dK/dV (attention_tiles.cuh has the layout).
+// The tiles of one pass on this device (attention_smem_plan.hpp), or a RuntimeFailure naming the head size.
 template <class T>
-Tiles choose_tiles(int HS, bool backward, bool dkdv, int max_smem) {
-  static constexpr int kCandidates[][2] = {{64, 64}, {64, 32}, {32, 64}, {32, 32}, {16, 32}, {16, 16}};
-  for (const int budget : {max_smem / 2, max_smem})
-    for (const auto& c : kCandidates) {
-      const int Br = c[0], Bc = c[1];
-      const AttentionSmem L = backward ? AttentionSmem::make<T>(Br, Bc, HS, true, dkdv ? Bc : Br, dkdv ? 2 : 1)
-                                       : AttentionSmem::make<T>(Br, Bc, HS, false, Br, 1);
-      if (L.bytes <= budget) return Tiles{Br, Bc, L.bytes};
-    }
-  throw_runtime_failure("CUDA", "attention tile choice",
-                        "head size " + std::to_string(HS) + " needs more shared memory than the device's " +
-                            std::to_string(max_smem) + " bytes per block",
-                        __FILE__, __LINE__);
+AttentionTiles choose_tiles(int HS, AttentionPass pass, const SmemLimits& limits) {
+  const AttentionTiles t = kernels::choose_attention_tiles(TilePad<T>::kSeparateProbabilities, HS, pass, limits);
+  if (t.Br == 0)
+    throw_runtime_failure("CUDA", "attention tile choice",
+                          "head size " + std::to_string(HS) + " needs more shared memory than the device's " +
+                              std::to_string(limits.per_block_optin) + " bytes per block",
+                          __FILE__, __LINE__);
+  return t;
 }
 
 template <class T>
@@ -401,9 +395,9 @@ RangeBuffers tile_ranges(const int32_t* q_pos, const int32_t* q_doc, const int32
   return r;
 }
 
-template <class T>
-AttentionParams<T> base_params(const AttentionDims& d, const RangeBuffers& r, const Tiles& t) {
-  AttentionParams<T> p{};
+template <class T, class G>
+AttentionParams<T, G> base_params(const AttentionDims& d, const RangeBuffers& r, const AttentionTiles& t) {
+  AttentionParams<T, G> p{};
   p.q_ranges = r.q.get();
   p.k_ranges = r.k.get();
   p.Tq = d.Tq, p.Tk = d.Tk, p.NH = d.NH, p.KVH = d.KVH, p.HS = d.HS;
@@ -420,27 +414,27 @@ void set_smem(Kernel kernel, int bytes) {
 
 }  // namespace
 
-template <class T>
+template <class T, class G>
 void attention_fwd(const T* q, const T* k, const T* v, const int32_t* q_pos, const int32_t* k_pos,
-                   const int32_t* q_doc, const int32_t* k_doc, T* o, float* lse, const AttentionDims& d,
-                   int max_smem_bytes, DeviceAllocator& allocator, cudaStream_t stream) {
+                   const int32_t* q_doc, const int32_t* k_doc, G* o, float* lse, const AttentionDims& d,
+                   const SmemLimits& smem, DeviceAllocator& allocator, cudaStream_t stream) {
   check_dims<T>(d);
   if (d.B == 0 || d.Tq == 0 || d.NH == 0) return;
-  const Tiles t = choose_tiles<T>(d.HS, false, false, max_smem_bytes);
+  const AttentionTiles t = choose_tiles<T>(d.HS, AttentionPass::kForward, smem);
   const RangeBuffers ranges = tile_ranges(q_pos, q_doc, k_pos, k_doc, d, t.Br, t.Bc, allocator, stream);
-  AttentionParams<T> p = base_params<T>(d, ranges, t);
+  AttentionParams<T, G> p = base_params<T, G>(d, ranges, t);
   p.q = q, p.k = k, p.v = v, p.q_pos = q_pos, p.k_pos = k_pos, p.q_doc = q_doc, p.k_doc = k_doc;
   p.o_out = o, p.lse_out = lse;
-  set_smem(attention_fwd_kernel<T>, t.smem);
+  set_smem(attention_fwd_kernel<T, G>, t.smem);
   const dim3 grid(static_cast<unsigned>(ranges.q_tiles), static_cast<unsigned>(d.NH), static_cast<unsigned>(d.B));
-  attention_fwd_kernel<T><<<grid, kAttnThreads, t.smem, stream>>>(p);
+  attention_fwd_kernel<T, G><<<grid, kAttnThreads, t.smem, stream>>>(p);
   TRLHPC_CHECK_CUDA_LAUNCH("attention_fwd_kernel");
 }
 
-template <class T>
+template <class T, class G>
 void attention_bwd(const T* q, const T* k, const T* v, const T* o, const float* lse, const T* dout,
-                   const int32_t* q_pos, const int32_t* k_pos, const int32_t* q_doc, const int32_t* k_doc, T* dq,
-                   T* dk, T* dv, const AttentionDims& d, int max_smem_bytes, DeviceAllocator& allocator,
+                   const int32_t* q_pos, const int32_t* k_pos, const int32_t* q_doc, const int32_t* k_doc, G* dq,
+                   G* dk, G* dv, const AttentionDims& d, const SmemLimits& smem, DeviceAllocator& allocator,
                    cudaStream_t stream) {
   check_dims<T>(d);
   if (d.B == 0 || d.Tq == 0 || d.Tk == 0 || d.NH == 0) return;  // no allowed pair: every term is zero
@@ -451,25 +445,45 @@ void attention_bwd(const T* q, const T* k, const T* v, const T* o, const float* 
   TRLHPC_CHECK_CUDA_LAUNCH("attention_delta_kernel");
 
   for (const bool dkdv : {true, false}) {
-    const Tiles t = choose_tiles<T>(d.HS, true, dkdv, max_smem_bytes);
+    const AttentionTiles t =
+        choose_tiles<T>(d.HS, dkdv ? AttentionPass::kBackwardDkDv : AttentionPass::kBackwardDq, smem);
     const RangeBuffers ranges = tile_ranges(q_pos, q_doc, k_pos, k_doc, d, t.Br, t.Bc, allocator, stream);
-    AttentionParams<T> p = base_params<T>(d, ranges, t);
+    AttentionParams<T, G> p = base_params<T, G>(d, ranges, t);
     p.q = q, p.k = k, p.v = v, p.o = o, p.dout = dout, p.lse_in = lse, p.delta = delta.get();
     p.q_pos = q_pos, p.k_pos = k_pos, p.q_doc = q_doc, p.k_doc = k_doc;
     p.dq = dq, p.dk = dk, p.dv = dv;
     if (dkdv) {
-      set_smem(attention_bwd_dkdv_kernel<T>, t.smem);
+      set_smem(attention_bwd_dkdv_kernel<T, G>, t.smem);
       const dim3 grid(static_cast<unsigned>(ranges.k_tiles), static_cast<unsigned>(d.KVH), static_cast<unsigned>(d.B));
-      attention_bwd_dkdv_kernel<T><<<grid, kAttnThreads, t.smem, stream>>>(p);
+      attention_bwd_dkdv_kernel<T, G><<<grid, kAttnThreads, t.smem, stream>>>(p);
       TRLHPC_CHECK_CUDA_LAUNCH("attention_bwd_dkdv_kernel");
     } else {
-      set_smem(attention_bwd_dq_kernel<T>, t.smem);
+      set_smem(attention_bwd_dq_kernel<T, G>, t.smem);
       const dim3 grid(static_cast<unsigned>(ranges.q_tiles), static_cast<unsigned>(d.NH), static_cast<unsigned>(d.B));
-      attention_bwd_dq_kernel<T><<<grid, kAttnThreads, t.smem, stream>>>(p);
+      attention_bwd_dq_kernel<T, G><<<grid, kAttnThreads, t.smem, stream>>>(p);
       TRLHPC_CHECK_CUDA_LAUNCH("attention_bwd_dq_kernel");
     }
   }
 }
+
+template <class T>
+int attention_blocks_per_sm(int HS, AttentionPass pass, const SmemLimits& smem) {
+  const AttentionTiles t = choose_tiles<T>(HS, pass, smem);
+  auto blocks = [&](auto kernel) {
+    set_smem(kernel, t.smem);
+    int n = 0;
+    TRLHPC_CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kAttnThreads, t.smem));
+    return n;
+  };
+  switch (pass) {
+    case AttentionPass::kForward: return blocks(attention_fwd_kernel<T, T>);
+    case AttentionPass::kBackwardDkDv: return blocks(attention_bwd_dkdv_kernel<T, T>);
+    case AttentionPass::kBackwardDq: return blocks(attention_bwd_dq_kernel<T, T>);
+  }
+  return 0;
+}
+template int attention_blocks_per_sm<float>(int, AttentionPass, const SmemLimits&);
+template int attention_blocks_per_sm<bf16>(int, AttentionPass, const SmemLimits&);
 
 template <class T>
 void attention_merge(T* o_acc, float* lse_acc, const T* o_blk, const float* lse_blk, int64_t B, int64_t Tn, int NH,
@@ -481,16 +495,19 @@ void attention_merge(T* o_acc, float* lse_acc, const T* o_blk, const float* lse_
   TRLHPC_CHECK_CUDA_LAUNCH("attention_merge_kernel");
 }
 
-#define TRLHPC_INSTANTIATE_ATTENTION(T)                                                                         \
-  template void attention_fwd<T>(const T*, const T*, const T*, const int32_t*, const int32_t*, const int32_t*,   \
-                                 const int32_t*, T*, float*, const AttentionDims&, int, DeviceAllocator&,        \
-                                 cudaStream_t);                                                                  \
-  template void attention_bwd<T>(const T*, const T*, const T*, const T*, const float*, const T*, const int32_t*, \
-                                 const int32_t*, const int32_t*, const int32_t*, T*, T*, T*, const AttentionDims&, \
-                                 int, DeviceAllocator&, cudaStream_t);                                           \
-  template void attention_merge<T>(T*, float*, const T*, const float*, int64_t, int64_t, int, int, cudaStream_t);
-TRLHPC_INSTANTIATE_ATTENTION(float)
-TRLHPC_INSTANTIATE_ATTENTION(bf16)
+#define TRLHPC_INSTANTIATE_ATTENTION(T, G)                                                                      \
+  template void attention_fwd<T, G>(const T*, const T*, const T*, const int32_t*, const int32_t*, const int32_t*, \
+                                    const int32_t*, G*, float*, const AttentionDims&, const SmemLimits&,           \
+                                    DeviceAllocator&, cudaStream_t);                                               \
+  template void attention_bwd<T, G>(const T*, const T*, const T*, const T*, const float*, const T*, const int32_t*, \
+                                    const int32_t*, const int32_t*, const int32_t*, G*, G*, G*, const AttentionDims&, \
+                                    const SmemLimits&, DeviceAllocator&, cudaStream_t);
+TRLHPC_INSTANTIATE_ATTENTION(float, float)
+TRLHPC_INSTANTIATE_ATTENTION(bf16, bf16)
+TRLHPC_INSTANTIATE_ATTENTION(bf16, float)  // bf16 inputs, fp32 accumulators (ring attention)
+template void attention_merge<float>(float*, float*, const float*, const float*, int64_t, int64_t, int, int,
+                                     cudaStream_t);
+template void attention_merge<bf16>(bf16*, float*, const bf16*, const float*, int64_t, int64_t, int, int, cudaStream_t);
 #undef TRLHPC_INSTANTIATE_ATTENTION
 
 }  // namespace trlhpc::cuda

@@ -28,6 +28,7 @@
 #include <cstdint>
 
 #include "device_allocator.cuh"
+#include "trlhpc/kernels/attention_smem_plan.hpp"
 
 namespace trlhpc::cuda {
 
@@ -38,18 +39,28 @@ struct AttentionDims {
   int64_t window = 0;  // sliding window (AttentionShape::window); 0 = none
 };
 
-// T in {float, bf16}. max_smem_bytes: the device's opt-in shared memory per block.
-template <class T>
-void attention_fwd(const T* q, const T* k, const T* v, const int32_t* q_pos, const int32_t* k_pos,
-                   const int32_t* q_doc, const int32_t* k_doc, T* o, float* lse, const AttentionDims& d,
-                   int max_smem_bytes, DeviceAllocator& allocator, cudaStream_t stream);
+using kernels::SmemLimits;
 
-// dq (B,Tq,NH,HS), dk/dv (B,Tk,KVH,HS) accumulate (+=).
-template <class T>
+// T in {float, bf16}: q, k, v (and o, dout in the backward). G, the outputs' type: T, or float with
+// bf16 inputs so that a caller accumulating over several calls (ring attention: o before the merge,
+// dq/dk/dv over the steps) keeps fp32 sums and rounds once (CUDA-REVIEW.md defect 1).
+// smem: device_smem_limits() of the device (device_query.cuh).
+template <class T, class G>
+void attention_fwd(const T* q, const T* k, const T* v, const int32_t* q_pos, const int32_t* k_pos,
+                   const int32_t* q_doc, const int32_t* k_doc, G* o, float* lse, const AttentionDims& d,
+                   const SmemLimits& smem, DeviceAllocator& allocator, cudaStream_t stream);
+
+// dq (B,Tq,NH,HS), dk/dv (B,Tk,KVH,HS) accumulate (+=), in fp32 before one rounding to G.
+template <class T, class G>
 void attention_bwd(const T* q, const T* k, const T* v, const T* o, const float* lse, const T* dout,
-                   const int32_t* q_pos, const int32_t* k_pos, const int32_t* q_doc, const int32_t* k_doc, T* dq,
-                   T* dk, T* dv, const AttentionDims& d, int max_smem_bytes, DeviceAllocator& allocator,
+                   const int32_t* q_pos, const int32_t* k_pos, const int32_t* q_doc, const int32_t* k_doc, G* dq,
+                   G* dk, G* dv, const AttentionDims& d, const SmemLimits& smem, DeviceAllocator& allocator,
                    cudaStream_t stream);
+
+// How many blocks of the `pass` kernel (G = T) with the tiles chosen for HS one SM of the current
+// device holds (cudaOccupancyMaxActiveBlocksPerMultiprocessor): the CUDA test of defect 2 asks for 2.
+template <class T>
+int attention_blocks_per_sm(int HS, kernels::AttentionPass pass, const SmemLimits& smem);
 
 // Ring attention: lse' = logaddexp(lse_acc, lse_blk), o_acc' = o_acc e^(lse_acc - lse') + o_blk e^(lse_blk - lse').
 // o (B, Tn, NH, HS), lse (B, NH, Tn) with Tn the rows' length; a -inf side weighs 0.

@@ -20,6 +20,8 @@
 #include <climits>
 #include <cstdint>
 
+#include "trlhpc/kernels/attention_smem_plan.hpp"
+
 namespace trlhpc::cuda::attention_detail {
 
 inline constexpr int kAttnThreads = 256;  // 8 warps; the 16 x 16 SIMT thread grid
@@ -47,7 +49,9 @@ __device__ inline void tile_mma(float* c, int ldc, const float* a, int lda, cons
   const int tr = threadIdx.x / 16, tc = threadIdx.x % 16;
   const int ars = Strides<LayoutA>::row(lda), acs = Strides<LayoutA>::col(lda);
   const int brs = Strides<LayoutB>::row(ldb), bcs = Strides<LayoutB>::col(ldb);
-  // M <= 64 (4 rows per thread); N in chunks of 128 columns (8 per thread).
+  // M <= 64 (4 rows per thread); N in chunks of 128 columns (8 per thread). A larger M would leave rows
+  // unwritten: stop the kernel instead of computing garbage (CUDA-REVIEW.md defect 8).
+  if (M > kernels::kMaxAttentionTileRows) __trap();
   for (int n0 = 0; n0 < N; n0 += 128) {
     float acc[4][8];
 #pragma unroll
@@ -117,7 +121,7 @@ __device__ inline void tile_mma(float* c, int ldc, const __nv_bfloat16* a, int l
 #endif
 }
 
-// Row paddings per storage type (see the header comment).
+// Row paddings per storage type (see the header comment; attention_smem_plan.hpp applies the same).
 template <class T>
 struct TilePad;
 template <>
@@ -131,55 +135,14 @@ struct TilePad<__nv_bfloat16> {
   static constexpr bool kSeparateProbabilities = true;  // P and dS need bf16 copies for the MMA
 };
 
-// Bump allocator over the dynamic shared memory, 128-byte aligned regions; run identically on the
-// host (to size the launch) and the device (to place the buffers).
-struct SmemArena {
-  int offset = 0;
-  __host__ __device__ int take(int bytes) {
-    const int at = (offset + 127) / 128 * 128;
-    offset = at + bytes;
-    return at;
-  }
-};
-
-// Shared-memory plan of every attention kernel. Rows: Br queries, Bc keys, HS head size.
-//   q, dout (Br, ldo) T  |  k, v (Bc, ldo) T  |  s, dp (Br, lds) fp32  |  p, ds (Br, ldp) T (bf16 only)
-//   acc1, acc2 (acc_rows, ldacc) fp32: o (fwd), dk/dv (bwd dk/dv), dq (bwd dq)
-//   row_a, row_b (Br) fp32: 1/l and lse (fwd), lse and delta (bwd)
-//   q_pos, q_doc (Br) int32  |  k_pos, k_doc (Bc) int32
-struct AttentionSmem {
-  int ldo, lds, ldp, ldacc;
-  int q, dout, k, v, s, dp, p, ds, acc1, acc2, row_a, row_b, q_pos, q_doc, k_pos, k_doc, bytes;
-
-  template <class T>
-  __host__ __device__ static AttentionSmem make(int Br, int Bc, int HS, bool with_dout, int acc_rows, int accs) {
-    AttentionSmem L{};
-    L.ldo = HS + TilePad<T>::kOperand;
-    L.lds = Bc + TilePad<T>::kAccumulator;  // S and dP are fp32 accumulators of the T product
-    L.ldp = TilePad<T>::kSeparateProbabilities ? Bc + TilePad<T>::kOperand : L.lds;
-    L.ldacc = HS + TilePad<T>::kAccumulator;
-    SmemArena arena;
-    const int e = static_cast<int>(sizeof(T));
-    L.q = arena.take(Br * L.ldo * e);
-    L.dout = with_dout ? arena.take(Br * L.ldo * e) : -1;
-    L.k = arena.take(Bc * L.ldo * e);
-    L.v = arena.take(Bc * L.ldo * e);
-    L.s = arena.take(Br * L.lds * 4);
-    L.dp = with_dout ? arena.take(Br * L.lds * 4) : -1;
-    L.p = TilePad<T>::kSeparateProbabilities ? arena.take(Br * L.ldp * e) : L.s;
-    L.ds = !with_dout ? -1 : TilePad<T>::kSeparateProbabilities ? arena.take(Br * L.ldp * e) : L.dp;
-    L.acc1 = arena.take(acc_rows * L.ldacc * 4);
-    L.acc2 = accs > 1 ? arena.take(acc_rows * L.ldacc * 4) : -1;
-    L.row_a = arena.take(Br * 4);
-    L.row_b = arena.take(Br * 4);
-    L.q_pos = arena.take(Br * 4);
-    L.q_doc = arena.take(Br * 4);
-    L.k_pos = arena.take(Bc * 4);
-    L.k_doc = arena.take(Bc * 4);
-    L.bytes = arena.offset;
-    return L;
-  }
-};
+// The shared-memory plan of each kernel (trlhpc/kernels/attention_smem_plan.hpp: host and device run
+// the same code).
+using kernels::AttentionPass;
+using kernels::AttentionSmem;
+template <class T>
+__host__ __device__ inline AttentionSmem smem_plan(AttentionPass pass, int Br, int Bc, int HS) {
+  return AttentionSmem::make(TilePad<T>::kSeparateProbabilities, pass, Br, Bc, HS);
+}
 
 // Min/max of positions and doc ids over one tile of rows (computed once per call by a small kernel).
 struct TileRange {

@@ -22,6 +22,33 @@ constexpr cudaDataType_t data_type() {
   return std::is_same<T, float>::value ? CUDA_R_32F : CUDA_R_16BF;
 }
 
+// rows (n_valid) = the indices t < N with targets[t] != -100, in increasing order: the valid rows,
+// compacted on the device so the host never uploads them (an upload from pageable memory may wait for
+// the stream). One block; thread i takes the i-th contiguous slice of the tokens, a serial scan of the
+// per-thread counts gives each slice its first output slot.
+constexpr int kCompactThreads = 1024;
+__global__ void valid_rows_kernel(const int32_t* __restrict__ targets, int64_t N, int32_t* __restrict__ rows) {
+  __shared__ int64_t first[kCompactThreads];
+  const int64_t per = (N + kCompactThreads - 1) / kCompactThreads;
+  const int64_t start = threadIdx.x * per, t0 = start < N ? start : N, t1 = t0 + per < N ? t0 + per : N;
+  int64_t count = 0;
+  for (int64_t t = t0; t < t1; ++t) count += targets[t] != kIgnoreIndex ? 1 : 0;
+  first[threadIdx.x] = count;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int64_t run = 0;
+    for (int i = 0; i < kCompactThreads; ++i) {
+      const int64_t c = first[i];
+      first[i] = run;
+      run += c;
+    }
+  }
+  __syncthreads();
+  int64_t at = first[threadIdx.x];
+  for (int64_t t = t0; t < t1; ++t)
+    if (targets[t] != kIgnoreIndex) rows[at++] = static_cast<int32_t>(t);
+}
+
 // dst (rows, C) = src rows index[0..rows) of a (?, C) matrix, converted to TO.
 template <class TI, class TO>
 __global__ void gather_rows_kernel(const TI* __restrict__ src, const int32_t* __restrict__ index, TO* __restrict__ dst,
@@ -101,36 +128,37 @@ template <class T, class TD>
 double cross_entropy_fwd_bwd(const T* hidden, const T* weight, const int32_t* targets, int64_t N, int64_t C, int64_t V,
                              float grad_scale, TD* dhidden, float* dweight, int64_t chunk_tokens,
                              int64_t* valid_tokens, Matmul& matmul, DeviceAllocator& allocator, cudaStream_t stream,
-                             LossMetricSums* metrics) {
+                             LossMetricSums* metrics, const int32_t* host_targets) {
   TRLHPC_REQUIRE(chunk_tokens > 0,
                  "cross_entropy_fwd_bwd: chunk_tokens must be positive, got " + std::to_string(chunk_tokens));
   const bool want_grad = dhidden != nullptr;
-  std::vector<int32_t> host_targets(static_cast<size_t>(N));  // (N)
-  if (N > 0) {
-    TRLHPC_CHECK_CUDA(cudaMemcpyAsync(host_targets.data(), targets, static_cast<size_t>(N) * sizeof(int32_t),
+  std::vector<int32_t> copied_targets;  // (N) when the caller has no host copy
+  if (!host_targets && N > 0) {
+    copied_targets.resize(static_cast<size_t>(N));
+    TRLHPC_CHECK_CUDA(cudaMemcpyAsync(copied_targets.data(), targets, static_cast<size_t>(N) * sizeof(int32_t),
                                       cudaMemcpyDeviceToHost, stream));
-    TRLHPC_CHECK_CUDA(cudaStreamSynchronize(stream));
+    TRLHPC_CHECK_CUDA(cudaStreamSynchronize(stream));  // waits for everything queued before the call
+    host_targets = copied_targets.data();
   }
-  std::vector<int32_t> rows;  // (n_valid) valid token indices, in order
-  rows.reserve(static_cast<size_t>(N));
+  int64_t n_valid = 0;  // validated on the host (the same message on every backend); compacted on the device
   for (int64_t t = 0; t < N; ++t) {
-    const int32_t y = host_targets[static_cast<size_t>(t)];
+    const int32_t y = host_targets[t];
     if (y == kIgnoreIndex) continue;
     TRLHPC_REQUIRE(y >= 0 && y < V, "cross_entropy_fwd_bwd: target " + std::to_string(y) + " of token " +
                                         std::to_string(t) + " is outside [0, " + std::to_string(V) +
                                         ") and is not the ignore index -100");
-    rows.push_back(static_cast<int32_t>(t));
+    ++n_valid;
   }
-  const int64_t n_valid = static_cast<int64_t>(rows.size());
   if (valid_tokens) *valid_tokens = n_valid;
   if (want_grad && N > 0)  // ignored tokens get a zero gradient; valid rows are overwritten below
     TRLHPC_CHECK_CUDA(cudaMemsetAsync(dhidden, 0, static_cast<size_t>(N * C) * sizeof(TD), stream));
   if (n_valid == 0) return 0.0;
 
   const int64_t chunk = std::min(chunk_tokens, n_valid);
+  TRLHPC_ASSERT(N < (int64_t{1} << 31), "cross_entropy_fwd_bwd: token indices travel as int32");
   DeviceBuffer<int32_t> rows_d(allocator, n_valid);  // (n_valid)
-  TRLHPC_CHECK_CUDA(cudaMemcpyAsync(rows_d.get(), rows.data(), static_cast<size_t>(n_valid) * sizeof(int32_t),
-                                    cudaMemcpyHostToDevice, stream));
+  valid_rows_kernel<<<1, kCompactThreads, 0, stream>>>(targets, N, rows_d.get());
+  TRLHPC_CHECK_CUDA_LAUNCH("valid_rows_kernel");
   DeviceBuffer<T> h_chunk(allocator, chunk * C);        // (chunk, C) gathered hidden rows
   DeviceBuffer<float> logits(allocator, chunk * V);     // (chunk, V), then dz when T is fp32
   constexpr bool kSeparateDz = !std::is_same<T, float>::value;
@@ -188,15 +216,15 @@ double cross_entropy_fwd_bwd(const T* hidden, const T* weight, const int32_t* ta
 
 template double cross_entropy_fwd_bwd<float, float>(const float*, const float*, const int32_t*, int64_t, int64_t,
                                                     int64_t, float, float*, float*, int64_t, int64_t*, Matmul&,
-                                                    DeviceAllocator&, cudaStream_t, LossMetricSums*);
+                                                    DeviceAllocator&, cudaStream_t, LossMetricSums*, const int32_t*);
 template double cross_entropy_fwd_bwd<bf16, float>(const bf16*, const bf16*, const int32_t*, int64_t, int64_t, int64_t,
                                                    float, float*, float*, int64_t, int64_t*, Matmul&,
-                                                   DeviceAllocator&, cudaStream_t, LossMetricSums*);
+                                                   DeviceAllocator&, cudaStream_t, LossMetricSums*, const int32_t*);
 template double cross_entropy_fwd_bwd<bf16, bf16>(const bf16*, const bf16*, const int32_t*, int64_t, int64_t, int64_t,
                                                   float, bf16*, float*, int64_t, int64_t*, Matmul&, DeviceAllocator&,
-                                                  cudaStream_t, LossMetricSums*);
+                                                  cudaStream_t, LossMetricSums*, const int32_t*);
 template double cross_entropy_fwd_bwd<float, bf16>(const float*, const float*, const int32_t*, int64_t, int64_t,
                                                    int64_t, float, bf16*, float*, int64_t, int64_t*, Matmul&,
-                                                   DeviceAllocator&, cudaStream_t, LossMetricSums*);
+                                                   DeviceAllocator&, cudaStream_t, LossMetricSums*, const int32_t*);
 
 }  // namespace trlhpc::cuda

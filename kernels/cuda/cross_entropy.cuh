@@ -11,8 +11,11 @@
 // Per chunk of at most chunk_tokens valid tokens: gather hidden rows -> GEMM logits (chunk, V) fp32 ->
 // one block per row: online max/sum, loss, dz in place (fp32) or into a bf16 copy (bf16 operands) ->
 // GEMM dhidden rows (fp32, scattered) and GEMM dweight (+=). Ignored tokens cost no GEMM work.
-// The targets are read on the host first (to validate them and to know the valid count), so the call
-// synchronises once at its start and once at its end (the returned loss).
+// The targets are read on the host first (to validate them and to know the valid count and rows). Given
+// host_targets (the same values, already on the host: the decoder keeps the batch it uploaded) the call
+// does not copy them back, which would wait for all the work queued before it; it then synchronises
+// once, at its end, for the returned loss (CUDA-REVIEW.md defect 6; a lazy loss needs the Ops contract
+// to change, docs/CUDA-REVIEW-FIXES.md). Without host_targets it synchronises at its start too.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -36,6 +39,6 @@ template <class T, class TD>
 double cross_entropy_fwd_bwd(const T* hidden, const T* weight, const int32_t* targets, int64_t N, int64_t C, int64_t V,
                              float grad_scale, TD* dhidden, float* dweight, int64_t chunk_tokens,
                              int64_t* valid_tokens, Matmul& matmul, DeviceAllocator& allocator, cudaStream_t stream,
-                             LossMetricSums* metrics = nullptr);
+                             LossMetricSums* metrics = nullptr, const int32_t* host_targets = nullptr);
 
 }  // namespace trlhpc::cuda

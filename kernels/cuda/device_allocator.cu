@@ -1,7 +1,9 @@
-// DeviceAllocator (see device_allocator.cuh): size-class free lists over cudaMalloc.
+// DeviceAllocator (see device_allocator.cuh): size-class free lists over cudaMalloc, with stream-ordered
+// release through StreamOrderedBlockCache and CudaEventPolicy.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <exception>
 #include <string>
 
 #include "cuda_raii.cuh"
@@ -20,35 +22,73 @@ size_t DeviceAllocator::size_class(size_t bytes) {
   return (bytes + step - 1) / step * step;
 }
 
+CudaEventPolicy::~CudaEventPolicy() {
+  for (cudaEvent_t e : owned_) cudaEventDestroy(e);  // errors ignored: the context may be gone at exit
+}
+
+cudaEvent_t CudaEventPolicy::record(cudaStream_t stream) {
+  DeviceGuard guard(device_);
+  cudaEvent_t event = nullptr;
+  if (!idle_.empty()) {
+    event = idle_.back();
+    idle_.pop_back();
+  } else {
+    TRLHPC_CHECK_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    owned_.push_back(event);
+  }
+  TRLHPC_CHECK_CUDA(cudaEventRecord(event, stream));
+  return event;
+}
+
+bool CudaEventPolicy::done(const cudaEvent_t& event) {
+  const cudaError_t rc = cudaEventQuery(event);
+  if (rc == cudaErrorNotReady) {
+    // Not an error: if the runtime recorded it, clear it so that the next launch check does not report
+    // it (and only it: an earlier real error stays for that check).
+    if (cudaPeekAtLastError() == cudaErrorNotReady) cudaGetLastError();
+    return false;
+  }
+  TRLHPC_CHECK_CUDA(rc);
+  return true;
+}
+
+void CudaEventPolicy::synchronize(const cudaEvent_t& event) { TRLHPC_CHECK_CUDA(cudaEventSynchronize(event)); }
+
 DeviceAllocator::~DeviceAllocator() {
   // Blocks still live here belong to tensors that outlived every owner of the allocator: impossible,
-  // since tensors hold the allocator. Cached blocks go back to the driver (errors ignored: at process
-  // exit the context may already be gone).
-  for (auto& [size, blocks] : free_)
-    for (void* block : blocks) cudaFree(block);
+  // since tensors hold the allocator. Pending blocks are waited for, then every cached block goes back
+  // to the driver (errors ignored: at process exit the context may already be gone).
+  try {
+    cache_.synchronize_pending();
+  } catch (...) {
+  }
+  for (const auto& [block, size] : cache_.drain_free()) cudaFree(block);
+}
+
+void DeviceAllocator::free_blocks(const std::vector<std::pair<void*, size_t>>& blocks, bool check) {
+  DeviceGuard guard(device_);
+  for (const auto& [block, size] : blocks) {
+    const cudaError_t rc = cudaFree(block);
+    if (check) TRLHPC_CHECK_CUDA(rc);
+    stats_.reserved_bytes -= static_cast<int64_t>(size);
+    ++stats_.device_frees;
+  }
 }
 
 void* DeviceAllocator::allocate(size_t bytes) {
   if (bytes == 0) return nullptr;
   const size_t size = size_class(bytes);
   std::lock_guard<std::mutex> lock(mutex_);
-  void* block = nullptr;
-  auto it = free_.find(size);
-  if (it != free_.end() && !it->second.empty()) {
-    block = it->second.back();
-    it->second.pop_back();
-  } else {
+  void* block = cache_.take(size);  // a free block, or a pending one whose other-stream work completed
+  if (!block) {
     DeviceGuard guard(device_);
     cudaError_t rc = cudaMalloc(&block, size);
     if (rc == cudaErrorMemoryAllocation) {
-      cudaGetLastError();  // clear the error, give the cache back and try once more
-      for (auto& [cached_size, blocks] : free_)
-        for (void* b : blocks) {
-          TRLHPC_CHECK_CUDA(cudaFree(b));
-          stats_.reserved_bytes -= static_cast<int64_t>(cached_size);
-          ++stats_.device_frees;
-        }
-      free_.clear();
+      // Memory is short: wait for the blocks other streams still use, give the whole cache back and
+      // try once more.
+      cudaGetLastError();
+      cache_.synchronize_pending();
+      free_blocks(cache_.drain_free(), true);
       rc = cudaMalloc(&block, size);
     }
     if (rc != cudaSuccess) {
@@ -63,8 +103,8 @@ void* DeviceAllocator::allocate(size_t bytes) {
     ++stats_.device_mallocs;
     stats_.reserved_bytes += static_cast<int64_t>(size);
     stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
+    cache_.add_live(block, size);
   }
-  live_.emplace(block, size);
   stats_.in_use_bytes += static_cast<int64_t>(size);
   stats_.peak_in_use_bytes = std::max(stats_.peak_in_use_bytes, stats_.in_use_bytes);
   return block;
@@ -73,23 +113,30 @@ void* DeviceAllocator::allocate(size_t bytes) {
 void DeviceAllocator::release(void* block) {
   if (!block) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  auto it = live_.find(block);
-  if (it == live_.end()) return;  // not ours: a bug, but a destructor path must not throw
-  stats_.in_use_bytes -= static_cast<int64_t>(it->second);
-  free_[it->second].push_back(block);
-  live_.erase(it);
+  try {
+    // 0: not ours (a bug, but a destructor path must not throw).
+    stats_.in_use_bytes -= static_cast<int64_t>(cache_.release(block));
+  } catch (const std::exception&) {
+    // Recording the other stream's event failed: the device is in a sticky error state that the next
+    // checked call reports; the block is dropped from the cache (leaked) rather than reused unsafely.
+  }
+}
+
+void DeviceAllocator::record_stream(const void* ptr, cudaStream_t stream) {
+  if (!ptr) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  cache_.record_stream(ptr, stream);
 }
 
 void DeviceAllocator::release_cache() {
   std::lock_guard<std::mutex> lock(mutex_);
-  DeviceGuard guard(device_);
-  for (auto& [size, blocks] : free_)
-    for (void* block : blocks) {
-      TRLHPC_CHECK_CUDA(cudaFree(block));
-      stats_.reserved_bytes -= static_cast<int64_t>(size);
-      ++stats_.device_frees;
-    }
-  free_.clear();
+  cache_.poll();
+  free_blocks(cache_.drain_free(), true);
+}
+
+size_t DeviceAllocator::pending_blocks() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return cache_.pending_blocks();
 }
 
 DeviceMemoryStats DeviceAllocator::stats() const {

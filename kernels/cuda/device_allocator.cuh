@@ -1,42 +1,81 @@
 #pragma once
-// DeviceAllocator: a caching allocator of device memory with size-class free lists, and DeviceBuffer,
-// a move-only typed scratch buffer drawn from it.
+// DeviceAllocator: a caching allocator of device memory with size-class free lists and stream-ordered
+// release, and DeviceBuffer, a move-only typed scratch buffer drawn from it.
 //
 // Requests are rounded up to a size class (512 B minimum; above that four classes per power of two,
-// so at most 25% is wasted) and a freed block goes onto its class's free list instead of back to
-// cudaFree. After the first training step has visited every shape, the step loop therefore makes no
-// cudaMalloc/cudaFree calls (tests/cuda/test_allocator.cpp checks the counters). When cudaMalloc runs
-// out of memory the cache is released and the call retried once before the error is raised.
+// so at most 25% is wasted) and a freed block goes back to the cache instead of to cudaFree. After the
+// first training step has visited every shape, the step loop therefore makes no cudaMalloc/cudaFree
+// calls (tests/cuda/test_allocator.cpp checks the counters). When cudaMalloc runs out of memory the
+// allocator waits for the blocks still in use on other streams, releases the cache and retries once
+// before the error is raised.
 //
-// Stream order: the backend issues all its work on one stream, so a block freed by the host while a
-// queued kernel still uses it can be handed to the next allocation safely: the next user's work is
-// queued behind that kernel. Code that touches a block from another stream must synchronise with the
-// backend's stream before freeing it.
+// Stream order (CUDA-REVIEW.md defect 5). The backend issues its work on one stream, so a block freed
+// by the host while a queued kernel of that stream still uses it can be handed to the next allocation:
+// the next user's work is queued behind that kernel. Work on any other stream (the NCCL communicator's
+// comm stream) must be declared with record_stream(ptr, stream) before the block is released: the
+// release then records an event on that stream and the block is reused only once the event has
+// completed (polled with cudaEventQuery at allocation time). The bookkeeping is
+// trlhpc/kernels/stream_ordered_block_cache.hpp, unit-tested on the CPU; CudaEventPolicy below is its
+// device half.
+#include <cuda_runtime_api.h>
+
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <mutex>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "trlhpc/kernels/stream_ordered_block_cache.hpp"
 #include "trlhpc/ops/cuda_ops.hpp"
 
 namespace trlhpc::cuda {
 
+// StreamOrderedBlockCache's device half: events on `device`, created without timing and pooled, so the
+// steady state creates none. Owns every event it made (move-only).
+class CudaEventPolicy {
+ public:
+  using Stream = cudaStream_t;
+  using Event = cudaEvent_t;
+
+  explicit CudaEventPolicy(int device = 0) : device_(device) {}
+  ~CudaEventPolicy();
+  CudaEventPolicy(CudaEventPolicy&& o) noexcept
+      : device_(o.device_), idle_(std::move(o.idle_)), owned_(std::move(o.owned_)) {}
+  CudaEventPolicy& operator=(CudaEventPolicy&&) = delete;
+  CudaEventPolicy(const CudaEventPolicy&) = delete;
+  CudaEventPolicy& operator=(const CudaEventPolicy&) = delete;
+
+  Event record(Stream stream);
+  bool done(const Event& event);
+  void synchronize(const Event& event);
+  void recycle(Event event) { idle_.push_back(event); }
+  size_t events_created() const { return owned_.size(); }
+
+ private:
+  int device_;
+  std::vector<Event> idle_;   // completed, ready to record again
+  std::vector<Event> owned_;  // every event created (destroyed with the policy)
+};
+
 class DeviceAllocator {
  public:
-  explicit DeviceAllocator(int device) : device_(device) {}
+  explicit DeviceAllocator(int device) : device_(device), cache_(CudaEventPolicy(device)) {}
   ~DeviceAllocator();
   DeviceAllocator(const DeviceAllocator&) = delete;
   DeviceAllocator& operator=(const DeviceAllocator&) = delete;
 
   // A block of at least `bytes` (256-byte aligned), nullptr for 0 bytes.
   void* allocate(size_t bytes);
-  // Returns a block from allocate() to its free list.
+  // Returns a block from allocate() to the cache: free at once, or pending behind the streams recorded
+  // for it (record_stream).
   void release(void* block);
-  // cudaFree of every cached (free) block.
+  // Work queued on `stream` (not the backend's own stream) uses the live block containing `ptr` (any
+  // address inside it): its release waits for that work. Memory not from this allocator is ignored.
+  void record_stream(const void* ptr, cudaStream_t stream);
+  // cudaFree of every cached block whose users are done (pending blocks stay until their events complete).
   void release_cache();
+  // Blocks released but still waiting for another stream's work (for tests and diagnostics).
+  size_t pending_blocks() const;
 
   DeviceMemoryStats stats() const;
   void reset_peak();
@@ -47,10 +86,12 @@ class DeviceAllocator {
   static size_t size_class(size_t bytes);
 
  private:
+  // cudaFree of the given cached blocks (the mutex is held).
+  void free_blocks(const std::vector<std::pair<void*, size_t>>& blocks, bool check);
+
   int device_;
   mutable std::mutex mutex_;
-  std::unordered_map<void*, size_t> live_;     // block -> its class size
-  std::map<size_t, std::vector<void*>> free_;  // class size -> cached blocks
+  kernels::StreamOrderedBlockCache<CudaEventPolicy> cache_;
   DeviceMemoryStats stats_;
 };
 

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "device_query.cuh"
+#include "trlhpc/core/cuda_check.hpp"
 
 namespace trlhpc::cuda {
 
@@ -37,6 +38,14 @@ std::string pci_bus_id(int device) {
     return "";
   }
   return id;
+}
+
+kernels::SmemLimits device_smem_limits(int device) {
+  kernels::SmemLimits l;
+  TRLHPC_CHECK_CUDA(cudaDeviceGetAttribute(&l.per_block_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  TRLHPC_CHECK_CUDA(cudaDeviceGetAttribute(&l.per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+  TRLHPC_CHECK_CUDA(cudaDeviceGetAttribute(&l.reserved_per_block, cudaDevAttrReservedSharedMemoryPerBlock, device));
+  return l;
 }
 
 }  // namespace trlhpc::cuda

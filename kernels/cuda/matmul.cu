@@ -13,6 +13,7 @@
 #include "elementwise.cuh"
 #include "matmul.cuh"
 #include "trlhpc/core/error.hpp"
+#include "trlhpc/kernels/matmul_plan_cache.hpp"
 
 namespace trlhpc::cuda {
 
@@ -54,6 +55,15 @@ struct Plan {
 // trans_a, trans_b, M, N, K, ab_type, c_type, alignment a, b, c
 using PlanKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int, int, int, int, int>;
 
+// Plans kept for exact shapes (matmul_plan_cache.hpp): a training step uses a few dozen; variable
+// packing adds one per new row count, which the bound keeps in check.
+constexpr size_t kMaxPlans = 256;
+
+// The heuristic's choice for a row-count bucket (PlanKey with M replaced by matmul_rows_bucket(M)).
+struct AlgoChoice {
+  cublasLtMatmulAlgo_t algo;
+};
+
 template <class T>
 __global__ void bias_add_kernel(T* __restrict__ y, const float* __restrict__ bias, int64_t N, int64_t C) {
   const int64_t n = N * C;
@@ -76,7 +86,9 @@ struct Matmul::Impl {
   cublasLtHandle_t handle = nullptr;
   cublasHandle_t fallback = nullptr;  // created on first use
   DeviceBuffer<unsigned char> workspace;
-  std::map<PlanKey, Plan> plans;
+  kernels::BoundedLru<PlanKey, Plan> plans{kMaxPlans};
+  std::map<PlanKey, AlgoChoice> algos;  // by row bucket: a few per (shape, dtype) class
+  int64_t heuristic_calls = 0;
 
   Impl(DeviceAllocator& a, int64_t workspace_bytes, bool tf32) : allocator(a), allow_tf32(tf32) {
     TRLHPC_CHECK_CUBLAS(cublasLtCreate(&handle));
@@ -90,8 +102,7 @@ struct Matmul::Impl {
 
   Plan& plan(const PlanKey& key, const void* a, bool trans_a, const void* b, bool trans_b, const void* c,
              cudaDataType_t ab_type, cudaDataType_t c_type, int64_t M, int64_t N, int64_t K) {
-    auto it = plans.find(key);
-    if (it != plans.end()) return it->second;
+    if (Plan* hit = plans.find(key)) return *hit;
     Plan p;
     const cublasComputeType_t compute =
         ab_type == CUDA_R_32F && allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -125,15 +136,31 @@ struct Matmul::Impl {
                                                              sizeof(align_c)));
     TRLHPC_CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c,
                                                              sizeof(align_c)));
+    // The algorithm of this row bucket, if cuBLASLt accepts it for the exact problem within the workspace.
+    PlanKey bucket_key = key;
+    std::get<2>(bucket_key) = kernels::matmul_rows_bucket(M);
+    if (auto known = algos.find(bucket_key); known != algos.end()) {
+      cublasLtMatmulHeuristicResult_t check{};
+      if (cublasLtMatmulAlgoCheck(handle, p.op.get(), p.a.get(), p.b.get(), p.c.get(), p.c.get(), &known->second.algo,
+                                  &check) == CUBLAS_STATUS_SUCCESS &&
+          check.workspaceSize <= ws) {
+        p.algo = known->second.algo;
+        return plans.insert(key, std::move(p));
+      }
+    }
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
+    ++heuristic_calls;
     const cublasStatus_t heuristic = cublasLtMatmulAlgoGetHeuristic(handle, p.op.get(), p.a.get(), p.b.get(),
                                                                      p.c.get(), p.c.get(), pref, 1, &result, &found);
     if (heuristic == CUBLAS_STATUS_NOT_SUPPORTED) found = 0;  // "no algorithm": the fallback below
     else TRLHPC_CHECK_CUBLAS(heuristic);
     p.gemm_ex = found == 0;
-    if (found > 0) p.algo = result.algo;
-    return plans.emplace(key, std::move(p)).first->second;
+    if (found > 0) {
+      p.algo = result.algo;
+      algos.emplace(bucket_key, AlgoChoice{result.algo});  // the bucket's first found algorithm stays
+    }
+    return plans.insert(key, std::move(p));
   }
 };
 
@@ -143,10 +170,14 @@ Matmul::Matmul(DeviceAllocator& allocator, int64_t workspace_bytes, bool allow_t
 Matmul::~Matmul() = default;
 
 int64_t Matmul::cached_plans() const { return static_cast<int64_t>(impl_->plans.size()); }
+int64_t Matmul::heuristic_calls() const { return impl_->heuristic_calls; }
 
 void Matmul::run(const void* a, bool trans_a, const void* b, bool trans_b, void* c, cudaDataType_t ab_type,
                  cudaDataType_t c_type, int64_t M, int64_t N, int64_t K, float alpha, float beta,
                  cudaStream_t stream) {
+  // Neither cuBLASLt nor cublasGemmEx multiplies fp32 operands into a bf16 output (CUDA-REVIEW.md defect 4).
+  TRLHPC_ASSERT(!(ab_type == CUDA_R_32F && c_type == CUDA_R_16BF),
+                "matmul: fp32 operands with a bf16 output are not supported; use an fp32 output or bf16 operands");
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == 0.0f) {
     // Nothing to multiply: c = beta * c, with beta = 0 meaning "overwrite" even when c holds NaN.

@@ -9,9 +9,13 @@
 //           (CUBLAS_COMPUTE_32F, or its TF32 tensor-core variant for fp32 inputs when allowed).
 //           Row-major C = op(A) op(B) is computed as the column-major C^T = op(B)^T op(A)^T, so cuBLAS's
 //           "A" is our b and its "B" is our a, with no copies.
-//           Plans (operation descriptor, layouts and the heuristic's algorithm) are cached per shape,
-//           transposes, dtypes and operand alignment; one workspace serves every call. Shapes for which
-//           the heuristic offers no algorithm (bf16 with odd leading dimensions) go to cublasGemmEx.
+//           a, b fp32 with c bf16 is refused up front (no cuBLAS path exists; CUDA-REVIEW.md defect 4).
+//           Plans (operation descriptor, layouts and the algorithm) are cached per shape, transposes,
+//           dtypes and operand alignment in an LRU of 256; the heuristic's algorithm is shared by the row
+//           counts of one bucket (trlhpc/kernels/matmul_plan_cache.hpp, defect 7) once
+//           cublasLtMatmulAlgoCheck accepts it for the exact shape. One workspace serves every call.
+//           Shapes for which the heuristic offers no algorithm (bf16 with odd leading dimensions) go to
+//           cublasGemmEx.
 // bias_add: y (N, C) += bias (C) on every row.        Gradient: dbias = column sums of dy.
 // bias_bwd: dbias (C) += sum_n dy (N, C), deterministic (column_reduce.cuh).
 #include <cuda_runtime.h>
@@ -35,7 +39,8 @@ class Matmul {
   void run(const void* a, bool trans_a, const void* b, bool trans_b, void* c, cudaDataType_t ab_type,
            cudaDataType_t c_type, int64_t M, int64_t N, int64_t K, float alpha, float beta, cudaStream_t stream);
 
-  int64_t cached_plans() const;
+  int64_t cached_plans() const;     // <= 256
+  int64_t heuristic_calls() const;  // cublasLtMatmulAlgoGetHeuristic calls so far
 
  private:
   struct Impl;

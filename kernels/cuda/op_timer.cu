@@ -5,23 +5,29 @@
 
 namespace trlhpc::cuda {
 
-OpTimer::Scope::Scope(OpTimer* timer, const char* name, cudaStream_t stream) : timer_(timer), stream_(stream) {
+CudaEvent OpTimer::take_event() {
+  if (spare_.empty()) return CudaEvent(true);
+  CudaEvent e = std::move(spare_.back());
+  spare_.pop_back();
+  return e;
+}
+
+OpTimer::Scope::Scope(OpTimer* timer, const char* name, cudaStream_t stream)
+    : timer_(timer), stream_(stream), name_(name) {
   if (!timer_) return;
-  if (timer_->pending_.size() >= kMaxPending) timer_->fold_pending();
-  auto take = [&]() {
-    if (timer_->spare_.empty()) return CudaEvent(true);
-    CudaEvent e = std::move(timer_->spare_.back());
-    timer_->spare_.pop_back();
-    return e;
-  };
-  CudaEvent start = take(), end = take();
-  start.record(stream_);
-  index_ = timer_->pending_.size();
-  timer_->pending_.push_back(Pending{name, std::move(start), std::move(end)});
+  start_.emplace(timer_->take_event());
+  end_.emplace(timer_->take_event());
+  start_->record(stream_);
 }
 
 OpTimer::Scope::~Scope() {
-  if (timer_) cudaEventRecord(timer_->pending_[index_].end.get(), stream_);  // no throw from a destructor
+  if (!timer_) return;
+  try {  // no throw from a destructor: a failing record leaves this op untimed
+    end_->record(stream_);
+    if (timer_->pending_.size() >= kMaxPending) timer_->fold_pending();
+    timer_->pending_.push_back(Pending{name_, std::move(*start_), std::move(*end_)});
+  } catch (...) {
+  }
 }
 
 void OpTimer::fold_pending() {

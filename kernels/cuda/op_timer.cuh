@@ -3,9 +3,13 @@
 // CudaOpsOptions::time_ops). Recording is asynchronous; totals() waits for the recorded events. Events
 // are recycled, and at most kMaxPending pairs wait at a time (older ones are folded in, which
 // synchronises, so a long run without totals() stays bounded). Disabled timers cost one branch per op.
+// A scope owns its pair of events until it closes and only then joins the pending list, so scopes may
+// nest and a fold inside one cannot pull its events away (CUDA-REVIEW.md defect 9: a scope held an
+// index into the pending list, which the fold invalidated).
 #include <cuda_runtime.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,7 +33,8 @@ class OpTimer {
    private:
     OpTimer* timer_;
     cudaStream_t stream_;
-    size_t index_ = 0;
+    const char* name_;
+    std::optional<CudaEvent> start_, end_;  // recorded at construction / at close; none when disabled
   };
   Scope scope(const char* name, cudaStream_t stream) { return Scope(enabled_ ? this : nullptr, name, stream); }
 
@@ -44,6 +49,7 @@ class OpTimer {
     CudaEvent start, end;
   };
   void fold_pending();
+  CudaEvent take_event();
 
   bool enabled_;
   std::vector<Pending> pending_;

@@ -22,6 +22,7 @@ DeviceBatch DeviceBatch::upload(const Batch& batch, Ops& ops) {
   };
   d.input_ids = put(batch.input_ids);
   d.targets = put(batch.targets);
+  d.host_targets = batch.targets;
   d.positions = put(batch.positions);
   d.doc_ids = put(batch.doc_ids);
   return d;

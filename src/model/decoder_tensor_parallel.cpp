@@ -140,9 +140,11 @@ LossResult Decoder::head_loss(const DeviceBatch& batch, float grad_scale, bool b
   if (tp_.size > 1) return vocab_parallel_loss(batch, grad_scale, backward);
   Scratch& s = *scratch_;
   LossResult result;
+  const bool host_copy = static_cast<int64_t>(batch.host_targets.size()) == batch.targets.numel();
   result.loss_sum = ops_.cross_entropy_fwd_bwd(s.h_final, head_weight(), batch.targets, grad_scale,
                                                backward ? s.dh : Tensor(), backward ? head_grad() : Tensor(),
-                                               loss_chunk_tokens_, &result.target_tokens, &result.metrics);
+                                               loss_chunk_tokens_, &result.target_tokens, &result.metrics,
+                                               host_copy ? batch.host_targets.data() : nullptr);
   return result;
 }
 
@@ -150,8 +152,12 @@ LossResult Decoder::vocab_parallel_loss(const DeviceBatch& batch, float grad_sca
   Scratch& s = *scratch_;
   const int64_t N = batch.B * batch.T, C = config_.hidden_size, Vl = local_.vocab_size, V = config_.vocab_size;
   const int64_t vocab_start = tp_.rank * Vl;
-  std::vector<int32_t> targets(static_cast<size_t>(N));  // (N) host copy for the loss and the count
-  ops_.copy_to_host(targets.data(), batch.targets, targets.size() * sizeof(int32_t));
+  std::vector<int32_t> copied;  // (N) host copy for the loss and the count, unless the batch kept one
+  if (static_cast<int64_t>(batch.host_targets.size()) != N) {
+    copied.resize(static_cast<size_t>(N));
+    ops_.copy_to_host(copied.data(), batch.targets, copied.size() * sizeof(int32_t));
+  }
+  const std::vector<int32_t>& targets = copied.empty() ? batch.host_targets : copied;
   LossResult result;
   for (int64_t t = 0; t < N; ++t) {
     const int32_t y = targets[static_cast<size_t>(t)];

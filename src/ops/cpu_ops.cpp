@@ -199,7 +199,8 @@ class CpuOps final : public Ops {
   }
   double cross_entropy_fwd_bwd(const Tensor& hidden, const Tensor& weight, const Tensor& targets, float grad_scale,
                                const Tensor& dhidden, const Tensor& dweight, int64_t chunk_tokens,
-                               int64_t* valid_tokens, TokenMetrics* metrics = nullptr) override {
+                               int64_t* valid_tokens, TokenMetrics* metrics = nullptr,
+                               const int32_t* /*host_targets: `targets` is host memory already*/ = nullptr) override {
     const bool backward = dhidden.data() != nullptr;
     cpu::CrossEntropyMetrics m;
     W hw(hidden, W::In);

@@ -3,6 +3,7 @@
 // cuda_ops_precision.cu. See include/trlhpc/ops/cuda_ops.hpp.
 #include <string>
 
+#include "attention.cuh"
 #include "device_query.cuh"
 #include "elementwise.cuh"
 #include "cuda_ops_impl.cuh"
@@ -53,7 +54,7 @@ CudaOpsImpl::CudaOpsImpl(int device, const CudaOpsOptions& options)
       timer_(options.time_ops) {
   TRLHPC_REQUIRE(options.compute_dtype == DType::F32 || options.compute_dtype == DType::BF16,
                  std::string("CUDA backend: compute dtype must be F32 or BF16, got ") + dtype_name(options.compute_dtype));
-  TRLHPC_CHECK_CUDA(cudaDeviceGetAttribute(&max_smem_per_block_, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  smem_limits_ = cuda::device_smem_limits(device);
   int major = 0;
   TRLHPC_CHECK_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   TRLHPC_REQUIRE(major >= 8 || options.compute_dtype == DType::F32,
@@ -133,6 +134,12 @@ void CudaOpsImpl::matmul(const Tensor& a, bool trans_a, const Tensor& b, bool tr
   const Tensor a_op = bf16_operand(a), b_op = bf16_operand(b);
   TRLHPC_ASSERT(a_op.dtype() == b_op.dtype(), std::string("matmul operands must share a dtype, got ") +
                                                   dtype_name(a.dtype()) + " and " + dtype_name(b.dtype()));
+  // cuBLAS has no fp32 x fp32 -> bf16 GEMM (CUDA-REVIEW.md defect 4): refuse it here, before any work is
+  // queued, rather than fail inside cuBLASLt. Under a BF16 compute dtype bf16_operand has already made
+  // fp32 operands (the decoder's dlogits times a bf16 weight) bf16, so only an fp32 recipe can meet this.
+  TRLHPC_ASSERT(!(a_op.dtype() == DType::F32 && c.dtype() == DType::BF16),
+                "matmul: fp32 operands " + shape_string(a.shape()) + " x " + shape_string(b.shape()) +
+                    " into a bf16 output: no cuBLAS GEMM does this; use an F32 output and cast, or bf16 operands");
   const auto timing = timed("matmul");
   matmul_->run(a_op.data(), trans_a, b_op.data(), trans_b, c.data(), cuda_type(a_op.dtype(), "matmul a"),
                cuda_type(c.dtype(), "matmul c"), M, N, K, alpha, beta, stream());

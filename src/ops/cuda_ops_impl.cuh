@@ -16,6 +16,7 @@
 
 #include "cuda_raii.cuh"
 #include "device_allocator.cuh"
+#include "trlhpc/kernels/attention_smem_plan.hpp"
 #include "matmul.cuh"
 #include "op_timer.cuh"
 #include "trlhpc/core/error.hpp"
@@ -92,7 +93,8 @@ class CudaOpsImpl final : public CudaOps {
                   const Tensor& dup) override;
   double cross_entropy_fwd_bwd(const Tensor& hidden, const Tensor& weight, const Tensor& targets, float grad_scale,
                                const Tensor& dhidden, const Tensor& dweight, int64_t chunk_tokens,
-                               int64_t* valid_tokens, TokenMetrics* metrics = nullptr) override;
+                               int64_t* valid_tokens, TokenMetrics* metrics = nullptr,
+                               const int32_t* host_targets = nullptr) override;
   void vocab_parallel_ce_max(const Tensor& logits, const Tensor& row_max) override;
   void vocab_parallel_ce_sums(const Tensor& logits, const Tensor& targets, int64_t vocab_start, const Tensor& row_max,
                               const Tensor& sums) override;
@@ -111,6 +113,11 @@ class CudaOpsImpl final : public CudaOps {
   void adamw_step_many(const std::vector<AdamWSegment>& segments) override;
   void synchronize() override { stream_.synchronize(); }
   void* stream_handle() const override { return static_cast<void*>(stream_.get()); }
+  std::function<void(const void*, void*)> stream_use_recorder() const override {
+    return [allocator = allocator_](const void* ptr, void* stream) {
+      allocator->record_stream(ptr, static_cast<cudaStream_t>(stream));
+    };
+  }
   DeviceMemoryStats memory_stats() const override { return allocator_->stats(); }
   void reset_peak_memory() override { allocator_->reset_peak(); }
   std::vector<OpTiming> op_timings() override { return timer_.totals(); }
@@ -131,7 +138,7 @@ class CudaOpsImpl final : public CudaOps {
 
   int device_;
   CudaOpsOptions options_;
-  int max_smem_per_block_ = 0;  // opt-in shared memory per block (attention tiles)
+  kernels::SmemLimits smem_limits_;  // the device's shared memory (attention tile choice)
   std::shared_ptr<cuda::DeviceAllocator> allocator_;  // first: outlives everything drawn from it
   cuda::CudaStream stream_;
   std::unique_ptr<cuda::Matmul> matmul_;

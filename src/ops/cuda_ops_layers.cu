@@ -1,6 +1,7 @@
 // The CUDA implementation of Ops, part 2: the model's layer ops (embedding, RMSNorm, RoPE, attention,
 // SwiGLU, the fused and the vocab-parallel cross-entropy). Part 1 is cuda_ops.cu.
 #include <string>
+#include <type_traits>
 
 #include "attention.cuh"
 #include "cross_entropy.cuh"
@@ -127,6 +128,18 @@ cuda::AttentionDims attention_dims(const AttentionShape& s) {
                              static_cast<int>(s.HS), s.scale, s.window};
 }
 
+// The outputs' element type of an attention op on inputs T: T itself, or float (fp32 accumulators of
+// bf16 inputs: ring attention rounds once at the end, CUDA-REVIEW.md defect 1).
+template <class T, class F>
+void with_output_type(DType out, F&& f) {
+  if (out == DType::F32) return f(Tag<float>{});
+  if constexpr (std::is_same_v<T, bf16>)
+    if (out == DType::BF16) return f(Tag<bf16>{});
+  throw_runtime_failure("trlhpc", "attention", std::string("output dtype ") + dtype_name(out) +
+                                                   " with fp32 inputs (outputs: the inputs' dtype or F32)",
+                        __FILE__, __LINE__);
+}
+
 // q-side (B, Tq, NH, HS), k-side (B, Tk, KVH, HS), ids (B, T*), lse (B, NH, Tq).
 void check_attention_tensors(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                              const Tensor& q_pos, const Tensor& k_pos, const Tensor& q_doc, const Tensor& k_doc,
@@ -137,8 +150,10 @@ void check_attention_tensors(const AttentionShape& s, const Tensor& q, const Ten
   for (const Tensor* t : {&k_pos, &k_doc}) expect_numel(*t, s.B * s.Tk, op), expect_dtype(*t, DType::I32, op);
   expect_numel(lse, s.B * s.NH * s.Tq, op);
   expect_dtype(lse, DType::F32, op);
-  for (const Tensor* t : {&k, &v, &o})
-    TRLHPC_ASSERT(t->dtype() == q.dtype(), std::string(op) + ": q, k, v, o must share a dtype");
+  for (const Tensor* t : {&k, &v})
+    TRLHPC_ASSERT(t->dtype() == q.dtype(), std::string(op) + ": q, k, v must share a dtype");
+  TRLHPC_ASSERT(o.dtype() == q.dtype() || o.dtype() == DType::F32,
+                std::string(op) + ": o must have q's dtype or F32 (an fp32 accumulator of bf16 attention)");
   for (const Tensor* t : {&q, &k, &v, &q_pos, &k_pos, &q_doc, &k_doc, &o, &lse}) expect_cuda(*t, op);
 }
 
@@ -151,9 +166,12 @@ void CudaOpsImpl::attention_fwd(const Tensor& q, const Tensor& k, const Tensor& 
   const auto timing = timed("attention_fwd");
   with_float_type(q.dtype(), "attention_fwd", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    cuda::attention_fwd(data_of<T>(q), data_of<T>(k), data_of<T>(v), data_of<int32_t>(q_pos), data_of<int32_t>(k_pos),
-                        data_of<int32_t>(q_doc), data_of<int32_t>(k_doc), data_of<T>(o), data_of<float>(lse),
-                        attention_dims(s), max_smem_per_block_, *allocator_, stream());
+    with_output_type<T>(o.dtype(), [&](auto out_tag) {
+      using G = typename decltype(out_tag)::type;
+      cuda::attention_fwd(data_of<T>(q), data_of<T>(k), data_of<T>(v), data_of<int32_t>(q_pos),
+                          data_of<int32_t>(k_pos), data_of<int32_t>(q_doc), data_of<int32_t>(k_doc), data_of<G>(o),
+                          data_of<float>(lse), attention_dims(s), smem_limits_, *allocator_, stream());
+    });
   });
 }
 
@@ -164,17 +182,20 @@ void CudaOpsImpl::attention_bwd(const Tensor& q, const Tensor& k, const Tensor& 
   check_attention_tensors(s, q, k, v, q_pos, k_pos, q_doc, k_doc, o, lse, "attention_bwd");
   for (const Tensor* t : {&dout, &dq}) expect_numel(*t, q.numel(), "attention_bwd dout/dq");
   for (const Tensor* t : {&dk, &dv}) expect_numel(*t, k.numel(), "attention_bwd dk/dv");
-  for (const Tensor* t : {&dout, &dq, &dk, &dv}) {
-    expect_cuda(*t, "attention_bwd");
-    TRLHPC_ASSERT(t->dtype() == q.dtype(), "attention_bwd: gradients must share q's dtype");
-  }
+  for (const Tensor* t : {&dout, &dq, &dk, &dv}) expect_cuda(*t, "attention_bwd");
+  TRLHPC_ASSERT(dout.dtype() == q.dtype(), "attention_bwd: dout must share q's dtype");
+  for (const Tensor* t : {&dk, &dv})
+    TRLHPC_ASSERT(t->dtype() == dq.dtype(), "attention_bwd: dq, dk, dv must share a dtype (q's, or F32)");
   const auto timing = timed("attention_bwd");
   with_float_type(q.dtype(), "attention_bwd", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    cuda::attention_bwd(data_of<T>(q), data_of<T>(k), data_of<T>(v), data_of<T>(o), data_of<float>(lse),
-                        data_of<T>(dout), data_of<int32_t>(q_pos), data_of<int32_t>(k_pos), data_of<int32_t>(q_doc),
-                        data_of<int32_t>(k_doc), data_of<T>(dq), data_of<T>(dk), data_of<T>(dv), attention_dims(s),
-                        max_smem_per_block_, *allocator_, stream());
+    with_output_type<T>(dq.dtype(), [&](auto out_tag) {
+      using G = typename decltype(out_tag)::type;
+      cuda::attention_bwd(data_of<T>(q), data_of<T>(k), data_of<T>(v), data_of<T>(o), data_of<float>(lse),
+                          data_of<T>(dout), data_of<int32_t>(q_pos), data_of<int32_t>(k_pos), data_of<int32_t>(q_doc),
+                          data_of<int32_t>(k_doc), data_of<G>(dq), data_of<G>(dk), data_of<G>(dv), attention_dims(s),
+                          smem_limits_, *allocator_, stream());
+    });
   });
 }
 
@@ -225,7 +246,8 @@ void CudaOpsImpl::swiglu_bwd(const Tensor& gate, const Tensor& up, const Tensor&
 
 double CudaOpsImpl::cross_entropy_fwd_bwd(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
                                           float grad_scale, const Tensor& dhidden, const Tensor& dweight,
-                                          int64_t chunk_tokens, int64_t* valid_tokens, TokenMetrics* metrics) {
+                                          int64_t chunk_tokens, int64_t* valid_tokens, TokenMetrics* metrics,
+                                          const int32_t* host_targets) {
   TRLHPC_ASSERT(weight.rank() == 2, "cross_entropy_fwd_bwd: weight must be (V, C)");
   TRLHPC_ASSERT(hidden.dtype() == weight.dtype(), "cross_entropy_fwd_bwd: hidden and weight must share a dtype");
   expect_dtype(targets, DType::I32, "cross_entropy_fwd_bwd targets");
@@ -252,7 +274,8 @@ double CudaOpsImpl::cross_entropy_fwd_bwd(const Tensor& hidden, const Tensor& we
       loss = cuda::cross_entropy_fwd_bwd(data_of<T>(hidden), data_of<T>(weight), data_of<int32_t>(targets), N, C, V,
                                          grad_scale, backward ? data_of<TD>(dhidden) : nullptr,
                                          backward && dweight.data() ? data_of<float>(dweight) : nullptr, chunk_tokens,
-                                         valid_tokens, *matmul_, *allocator_, stream(), metrics ? &sums : nullptr);
+                                         valid_tokens, *matmul_, *allocator_, stream(), metrics ? &sums : nullptr,
+                                         host_targets);
     });
   });
   if (metrics) *metrics = TokenMetrics{sums.computed, sums.entropy_sum, sums.top1};

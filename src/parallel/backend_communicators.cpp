@@ -20,8 +20,12 @@ BackendCommunicators backend_communicators(const Topology& topology, Ops& ops, M
   const DeviceCommKind kind = choose_device_comm(Device::CUDA, shared);
   CudaOps* cuda = as_cuda_ops(ops);
   TRLHPC_ASSERT(cuda != nullptr, "a CUDA-bound rank without the CUDA backend");
+  // The NCCL comm stream's use of a buffer holds its block back from reuse until the work completes.
+  StreamUseRecorder record = [allocator_hook = cuda->stream_use_recorder()](const void* ptr, CUstream_st* stream) {
+    allocator_hook(ptr, stream);
+  };
   return {kind, make_device_communicator_factory(kind, topology.gpu_index(),
-                                                 static_cast<CUstream_st*>(cuda->stream_handle()))};
+                                                 static_cast<CUstream_st*>(cuda->stream_handle()), std::move(record))};
 #else
   (void)world;
   throw UserError("this trlhpc was built without CUDA and cannot communicate on a GPU: pass --device cpu");

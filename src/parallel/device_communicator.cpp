@@ -27,7 +27,8 @@ DeviceCommKind choose_device_comm(Device device, bool ranks_share_a_gpu) {
 }
 
 DeviceCommunicatorFactory make_device_communicator_factory(DeviceCommKind kind, int gpu_index,
-                                                           CUstream_st* compute_stream) {
+                                                           CUstream_st* compute_stream,
+                                                           StreamUseRecorder record_stream_use) {
   if (kind == DeviceCommKind::HostMpi)
     return [](const DeviceCommArgs& args) -> std::unique_ptr<Communicator> {
       return std::make_unique<MpiCommunicator>(args.comm, args.options, args.label);
@@ -37,14 +38,15 @@ DeviceCommunicatorFactory make_device_communicator_factory(DeviceCommKind kind, 
                                     " device communicator needs the GPU this rank drives (got " +
                                     std::to_string(gpu_index) + ")");
   if (kind == DeviceCommKind::Nccl)
-    return [gpu_index, compute_stream](const DeviceCommArgs& args) -> std::unique_ptr<Communicator> {
+    return [gpu_index, compute_stream, record_stream_use](const DeviceCommArgs& args) -> std::unique_ptr<Communicator> {
       return std::make_unique<NcclCommunicator>(args.comm, gpu_index, compute_stream, args.options.timeout_seconds,
-                                                args.label);
+                                                args.label, record_stream_use);
     };
   return [gpu_index, compute_stream](const DeviceCommArgs& args) -> std::unique_ptr<Communicator> {
     return std::make_unique<StagedMpiCommunicator>(args.comm, gpu_index, compute_stream, args.options, args.label);
   };
 #else
+  (void)record_stream_use;
   throw UserError(std::string("the ") + device_comm_kind_name(kind) +
                   " device communicator needs the CUDA backend, which this build of trlhpc does not have: rebuild "
                   "with -DTRLHPC_CUDA=ON, or run with --device cpu");

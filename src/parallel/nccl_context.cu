@@ -5,6 +5,7 @@
 #include <nccl.h>
 
 #include <cstdio>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <utility>
@@ -235,11 +236,13 @@ static void report_and_abort(ncclComm_t comm) {
 
 struct NcclContext::State {
   // The device must be current (NcclContext's constructor guards it).
-  State(MPI_Comm mpi, int device_index, cudaStream_t compute, double timeout_seconds, CollectiveLabel label)
+  State(MPI_Comm mpi, int device_index, cudaStream_t compute, double timeout_seconds, CollectiveLabel label,
+        StreamUseRecorder record_use)
       : device(device_index),
         rank(comm_rank(mpi)),
         size(comm_size(mpi)),
         compute_stream(compute),
+        record_stream_use(std::move(record_use)),
         watchdog(mpi, timeout_seconds, std::move(label)),
         comm(size, shared_unique_id(mpi, rank), rank, watchdog) {
     watchdog.set_abort_hook([c = comm.get()] { report_and_abort(c); });
@@ -249,6 +252,7 @@ struct NcclContext::State {
   int rank;
   int size;
   cudaStream_t compute_stream;  // the CUDA backend's (not owned); null = legacy default stream
+  StreamUseRecorder record_stream_use;  // the backend allocator's hook (null: none)
   CollectiveWatchdog watchdog;  // before comm: the communicator's creation is watched too
   CudaStream stream;            // the comm stream
   CudaEvent inputs_ready;       // recorded on compute_stream before each operation
@@ -257,9 +261,11 @@ struct NcclContext::State {
 
   // One operation: its arrival notice, then `enqueue` (the NCCL calls, returning the last result, which
   // may be ncclInProgress on a non-blocking communicator), then completion. Blocking: wait for the
-  // stream. Async: hand an event recorded after the enqueued work to the caller.
+  // stream. Async: hand an event recorded after the enqueued work to the caller, and tell the allocator
+  // that `buffers` are in use on the comm stream (stream-ordered release, nccl_context.hpp).
   template <class Enqueue>
-  CommRequest run(Completion mode, const char* blocking_name, const char* async_name, Enqueue&& enqueue) {
+  CommRequest run(Completion mode, const char* blocking_name, const char* async_name,
+                  std::initializer_list<const void*> buffers, Enqueue&& enqueue) {
     const char* name = mode == Completion::Async ? async_name : blocking_name;
     const uint64_t index = watchdog.arrive();
     // compute -> comm: the collective starts after the compute work that produced its inputs.
@@ -268,16 +274,22 @@ struct NcclContext::State {
     TRLHPC_SETTLE_NCCL(enqueue(), comm.get(), watchdog, index, name);
     auto pending =
         std::make_unique<NcclPending>(device, stream.get(), compute_stream, comm.get(), watchdog, index, name);
-    if (mode == Completion::Async) return CommRequest(std::move(pending));
+    if (mode == Completion::Async) {
+      if (record_stream_use)
+        for (const void* buffer : buffers)
+          if (buffer) record_stream_use(buffer, stream.get());
+      return CommRequest(std::move(pending));
+    }
     pending->wait();  // comm -> compute, and the data is complete on return
     return CommRequest();
   }
 };
 
 NcclContext::NcclContext(MPI_Comm comm, int device, CUstream_st* compute_stream, double timeout_seconds,
-                         CollectiveLabel label) {
+                         CollectiveLabel label, StreamUseRecorder record_stream_use) {
   DeviceGuard guard(device);
-  state_ = std::make_unique<State>(comm, device, compute_stream, timeout_seconds, std::move(label));
+  state_ = std::make_unique<State>(comm, device, compute_stream, timeout_seconds, std::move(label),
+                                   std::move(record_stream_use));
 }
 
 NcclContext::~NcclContext() {
@@ -303,7 +315,7 @@ CommRequest NcclContext::all_reduce(const void* in, void* out, size_t count, Ele
                                     Completion mode) {
   DeviceGuard guard(state_->device);
   State& st = *state_;
-  return st.run(mode, "all_reduce", "all_reduce_async", [&] {
+  return st.run(mode, "all_reduce", "all_reduce_async", {in, out}, [&] {
     return count > 0 ? ncclAllReduce(in, out, count, nccl_type(type), nccl_op(op), st.comm.get(), st.stream.get())
                      : ncclSuccess;
   });
@@ -313,7 +325,7 @@ CommRequest NcclContext::reduce_scatter(const void* in, void* out, size_t block,
                                         Completion mode) {
   DeviceGuard guard(state_->device);
   State& st = *state_;
-  return st.run(mode, "reduce_scatter", "reduce_scatter_async", [&] {
+  return st.run(mode, "reduce_scatter", "reduce_scatter_async", {in, out}, [&] {
     return block > 0
                ? ncclReduceScatter(in, out, block, nccl_type(type), nccl_op(op), st.comm.get(), st.stream.get())
                : ncclSuccess;
@@ -323,7 +335,7 @@ CommRequest NcclContext::reduce_scatter(const void* in, void* out, size_t block,
 CommRequest NcclContext::all_gather(const void* in, void* out, size_t block, ElementType type, Completion mode) {
   DeviceGuard guard(state_->device);
   State& st = *state_;
-  return st.run(mode, "all_gather", "all_gather_async", [&] {
+  return st.run(mode, "all_gather", "all_gather_async", {in, out}, [&] {
     return block > 0 ? ncclAllGather(in, out, block, nccl_type(type), st.comm.get(), st.stream.get()) : ncclSuccess;
   });
 }
@@ -332,7 +344,7 @@ CommRequest NcclContext::all_gather_variable(const void* in, void* out, const si
                                              Completion mode) {
   DeviceGuard guard(state_->device);
   State& st = *state_;
-  return st.run(mode, "all_gather_variable", "all_gather_variable_async", [&] {
+  return st.run(mode, "all_gather_variable", "all_gather_variable_async", {in, out}, [&] {
     NcclGroup group;  // one broadcast per rank, fused
     size_t displ = 0;
     for (int root = 0; root < st.size; ++root) {
@@ -351,7 +363,7 @@ CommRequest NcclContext::all_gather_variable(const void* in, void* out, const si
 CommRequest NcclContext::all_to_all(const void* in, void* out, size_t block, ElementType type, Completion mode) {
   DeviceGuard guard(state_->device);
   State& st = *state_;
-  return st.run(mode, "all_to_all", "all_to_all_async", [&] {
+  return st.run(mode, "all_to_all", "all_to_all_async", {in, out}, [&] {
     if (block == 0) return ncclSuccess;
     NcclGroup group;
     for (int peer = 0; peer < st.size; ++peer) {
@@ -366,7 +378,7 @@ CommRequest NcclContext::all_to_all(const void* in, void* out, size_t block, Ele
 CommRequest NcclContext::broadcast(void* data, size_t count, ElementType type, int root, Completion mode) {
   DeviceGuard guard(state_->device);
   State& st = *state_;
-  return st.run(mode, "broadcast", "broadcast_async", [&] {
+  return st.run(mode, "broadcast", "broadcast_async", {data}, [&] {
     return count > 0 ? ncclBroadcast(data, data, count, nccl_type(type), root, st.comm.get(), st.stream.get())
                      : ncclSuccess;
   });
@@ -376,7 +388,7 @@ CommRequest NcclContext::send_recv(const void* send, size_t send_count, int dest
                                    int source, ElementType type, Completion mode) {
   DeviceGuard guard(state_->device);
   State& st = *state_;
-  return st.run(mode, "send_recv", "send_recv_async", [&] {
+  return st.run(mode, "send_recv", "send_recv_async", {send, recv}, [&] {
     NcclGroup group;  // send and receive progress together, so a ring of them cannot deadlock
     if (send_count > 0)
       TRLHPC_CHECK_NCCL(ncclSend(send, send_count, nccl_type(type), dest, st.comm.get(), st.stream.get()));
@@ -390,7 +402,7 @@ void NcclContext::barrier() {
   DeviceGuard guard(state_->device);
   State& st = *state_;
   // An all-reduce of one element completes only once every rank has joined it.
-  st.run(Completion::Blocking, "barrier", "barrier", [&] {
+  st.run(Completion::Blocking, "barrier", "barrier", {}, [&] {
     return ncclAllReduce(st.scratch.get(), st.scratch.get(), 1, ncclFloat32, ncclSum, st.comm.get(), st.stream.get());
   });
 }

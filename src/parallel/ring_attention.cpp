@@ -8,7 +8,8 @@
 //   dkv_*      (2, B, Tl, KVH, HS)  dK then dV: this step's contribution, the sum being sent, the sum received
 //   o_blk      (1, Tc, NH, HS), lse_blk (1, NH, Tc): one block's result before it is merged
 //   o_acc      (B, Tl, NH, HS) F32: the running output when o is BF16 (--bf16), cast into o once at the
-//              end, so merging P blocks rounds once as the 1-process kernel does (empty when o is F32)
+//              end, so merging P blocks rounds once as the 1-process kernel does (empty when o is F32);
+//              in the backward the running dq, for the same reason (CUDA-REVIEW.md defect 1)
 // K/V travel in their own dtype (BF16 under --bf16: half the bytes, and exact, since they are stored
 // so); o_blk, lse and the dK/dV accumulators are F32.
 // Each message is one send_recv_async to rank r+1 with the receive from r-1; every rank issues them in
@@ -203,7 +204,8 @@ void RingAttention::backward(Ops& ops, const Tensor& q, const Tensor& k, const T
   Workspace& w = workspace(ops, s, k.dtype(), o.dtype());
   const int P = comm_.size(), next = (comm_.rank() + 1) % P, prev = (comm_.rank() + P - 1) % P;
   ++stats_.backward_calls;
-  ops.fill_zero(dq);
+  const Tensor dq_acc = w.o_acc.data() ? w.o_acc : dq;  // where dq accumulates over the steps (F32)
+  ops.fill_zero(dq_acc);
   load_local_block(ops, w, k, v, pos, doc);
   const std::vector<ring::ChunkSummary> q_summary = summarize(ops, w, w.meta[0]);
   CommRequest dkv_request;  // the accumulator sent after the previous step
@@ -224,7 +226,7 @@ void RingAttention::backward(Ops& ops, const Tensor& q, const Tensor& k, const T
                         w.chunk_lse(lse, it.row, it.q_chunk), w.chunk(dout, s.NH, it.row, it.q_chunk),
                         w.chunk_ids(pos, it.row, it.q_chunk), w.meta_view(w.meta[cur], 0, it.row, it.k_first, it.k_count),
                         w.chunk_ids(doc, it.row, it.q_chunk), w.meta_view(w.meta[cur], 1, it.row, it.k_first, it.k_count),
-                        w.chunk(dq, s.NH, it.row, it.q_chunk),
+                        w.chunk(dq_acc, s.NH, it.row, it.q_chunk),
                         w.kv_view(w.dkv_block, 0, it.row, it.k_first, it.k_count),
                         w.kv_view(w.dkv_block, 1, it.row, it.k_first, it.k_count), sub);
       transfer.progress();
@@ -255,6 +257,7 @@ void RingAttention::backward(Ops& ops, const Tensor& q, const Tensor& k, const T
   const auto t4 = Clock::now();
   dkv_request.wait();
   stats_.wait_seconds += since(t4);
+  if (dq_acc.data() != dq.data()) ops.cast(dq, dq_acc);
   ops.cast(dk.view({w.kv_numel()}), w.dkv_recv.view({w.kv_numel()}, 0));
   ops.cast(dv.view({w.kv_numel()}), w.dkv_recv.view({w.kv_numel()}, w.kv_numel()));
 }

@@ -1,7 +1,13 @@
 // The caching device allocator: size classes (host-only, runs without a GPU), reuse without new
 // cudaMalloc calls, peak reporting, and tensors that outlive the backend that made them.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "cuda_raii.cuh"
 #include "cuda_test_util.hpp"
 #include "device_allocator.cuh"
 
@@ -68,6 +74,68 @@ TEST(CudaAllocator, TensorsOutliveTheirBackend) {
   }
   kept = Tensor();  // returns the block to an allocator the tensor kept alive: must not crash
   SUCCEED();
+}
+
+// Stream-ordered release (CUDA-REVIEW.md defect 5) with real streams and events: a side stream (the
+// NCCL comm stream's stand-in) is held by a host callback until the test lets it go. A block that the
+// side stream uses and the host releases meanwhile must not be handed out again; once the side stream
+// has finished, the next allocation of its class gets it back.
+TEST(CudaAllocator, BlockUsedOnAnotherStreamIsReusedOnlyAfterThatStreamsWork) {
+  TRLHPC_REQUIRE_GPU();
+  TRLHPC_CHECK_CUDA(cudaSetDevice(0));
+  cuda::DeviceAllocator allocator(0);
+  cuda::CudaStream side;
+  std::atomic<bool> go{false};
+  auto hold = [](void* flag) {
+    while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  TRLHPC_CHECK_CUDA(cudaLaunchHostFunc(side.get(), hold, &go));  // the side stream's "collective" runs on
+
+  void* a = allocator.allocate(1 << 20);
+  TRLHPC_CHECK_CUDA(cudaMemsetAsync(static_cast<char*>(a) + 4096, 0, 4096, side.get()));  // uses a slice of a
+  allocator.record_stream(static_cast<char*>(a) + 4096, side.get());
+  allocator.release(a);
+  EXPECT_EQ(allocator.pending_blocks(), 1u);
+  void* b = allocator.allocate(1 << 20);
+  EXPECT_NE(b, a) << "a block still in use on the side stream was handed out again";
+  allocator.release(b);
+
+  go = true;
+  TRLHPC_CHECK_CUDA(cudaStreamSynchronize(side.get()));
+  void* c = allocator.allocate(1 << 20);
+  void* d = allocator.allocate(1 << 20);
+  EXPECT_TRUE(c == a || d == a) << "the block came back once the side stream's event completed";
+  EXPECT_EQ(allocator.pending_blocks(), 0u);
+  allocator.release(c);
+  allocator.release(d);
+  EXPECT_EQ(allocator.stats().device_mallocs, 2) << "both blocks reused, no third cudaMalloc";
+}
+
+// The backend's hook (what the NCCL communicator calls) reaches the same allocator.
+TEST(CudaAllocator, BackendStreamUseRecorderDefersReuse) {
+  TRLHPC_REQUIRE_GPU();
+  std::unique_ptr<CudaOps> gpu = make_cuda_backend(0);
+  cuda::CudaStream side;
+  std::atomic<bool> go{false};
+  auto hold = [](void* flag) {
+    while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  TRLHPC_CHECK_CUDA(cudaLaunchHostFunc(side.get(), hold, &go));
+  const void* first = nullptr;
+  {
+    Tensor t = gpu->allocate({1 << 18});
+    first = t.data();
+    gpu->stream_use_recorder()(t.data(), side.get());
+  }  // dropped while the side stream is held
+  {
+    Tensor u = gpu->allocate({1 << 18});
+    EXPECT_NE(static_cast<const void*>(u.data()), first);
+  }
+  go = true;
+  TRLHPC_CHECK_CUDA(cudaStreamSynchronize(side.get()));
+  Tensor v = gpu->allocate({1 << 18});
+  Tensor w = gpu->allocate({1 << 18});
+  EXPECT_TRUE(v.data() == first || w.data() == first);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // CUDA fused LM head + cross-entropy against the CPU backend: ignored targets, chunk sizes that do
 // and do not divide the valid tokens, forward only, fp32 and bf16 hidden/weight, fp32 and bf16
 // dhidden (dweight accumulates in fp32), no valid token at all, and a bad target; TRL's entropy and
-// top-1 metrics of the fused and the vocab-parallel loss (ties resolved to the first index, as on the CPU).
+// top-1 metrics of the fused and the vocab-parallel loss (ties resolved to the first index, as on the CPU);
+// the targets' host copy instead of a copy back (CUDA-REVIEW.md defect 6).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -146,6 +147,54 @@ TEST(CudaCrossEntropy, VocabParallelPiecesMatchCpu) {
   be.cpu->vocab_parallel_ce_grad(logits.cpu, targets.cpu, vocab_start, row_max.cpu, sums.cpu, 0.01f);
   be.gpu->vocab_parallel_ce_grad(logits.gpu, targets.gpu, vocab_start, row_max.gpu, sums.gpu, 0.01f);
   EXPECT_TRUE(matches(be, logits, kF32Tolerance));
+}
+
+// CUDA-REVIEW.md defect 6: with the targets' host copy (the decoder keeps the batch it uploaded) the
+// call does not copy them back, and the valid rows are compacted on the device. Everything must be
+// bitwise what the copying path gives, for several thousand tokens (more than the compaction block's
+// 1024 threads, so slices hold several tokens), ignored tokens interleaved, and a bad host target
+// must still be refused.
+TEST(CudaCrossEntropy, HostTargetsGiveTheSameResultWithoutCopyingBack) {
+  TRLHPC_REQUIRE_GPU();
+  Backends be;
+  const int64_t N = 3001, C = 32, V = 517;
+  const std::vector<int32_t> y = random_targets(N, V, 21);
+  const Tensor hidden = upload(*be.gpu, random_floats(size_t(N * C), 22), {N, C});
+  const Tensor weight = upload(*be.gpu, random_floats(size_t(V * C), 23), {V, C});
+  const Tensor targets = upload_i32(*be.gpu, y, {N});
+  std::vector<float> dh[2], dw[2];
+  double loss[2];
+  int64_t valid[2];
+  TokenMetrics metrics[2];
+  for (int with_host = 0; with_host < 2; ++with_host) {
+    const Tensor dhidden = poisoned(*be.gpu, {N, C});
+    const Tensor dweight = upload(*be.gpu, std::vector<float>(size_t(V * C), 0.0f), {V, C});
+    loss[with_host] = be.gpu->cross_entropy_fwd_bwd(hidden, weight, targets, 0.01f, dhidden, dweight, 700,
+                                                    &valid[with_host], &metrics[with_host],
+                                                    with_host ? y.data() : nullptr);
+    dh[with_host] = download(*be.gpu, dhidden);
+    dw[with_host] = download(*be.gpu, dweight);
+  }
+  EXPECT_EQ(loss[1], loss[0]);
+  EXPECT_EQ(valid[1], valid[0]);
+  EXPECT_EQ(metrics[1].entropy_sum, metrics[0].entropy_sum);
+  EXPECT_EQ(metrics[1].top1, metrics[0].top1);
+  EXPECT_TRUE(close_normalized(dh[1], dh[0], 0.0)) << "dhidden";
+  EXPECT_TRUE(close_normalized(dw[1], dw[0], 0.0)) << "dweight";
+  // And both match the CPU (the compaction kept the rows and their order).
+  const Tensor h_cpu = upload(*be.cpu, download(*be.gpu, hidden), {N, C});
+  const Tensor w_cpu = upload(*be.cpu, download(*be.gpu, weight), {V, C});
+  int64_t valid_cpu = 0;
+  const double loss_cpu = be.cpu->cross_entropy_fwd_bwd(h_cpu, w_cpu, upload_i32(*be.cpu, y, {N}), 0.01f, Tensor(),
+                                                        Tensor(), 700, &valid_cpu);
+  EXPECT_EQ(valid[1], valid_cpu);
+  EXPECT_NEAR(loss[1], loss_cpu, 1e-5 * std::fabs(loss_cpu));
+  std::vector<int32_t> bad = y;
+  bad[1234] = static_cast<int32_t>(V);
+  int64_t ignored = 0;
+  EXPECT_THROW(be.gpu->cross_entropy_fwd_bwd(hidden, weight, targets, 1.0f, Tensor(), Tensor(), 64, &ignored, nullptr,
+                                             bad.data()),
+               UserError);
 }
 
 }  // namespace

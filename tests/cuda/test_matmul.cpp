@@ -1,9 +1,18 @@
 // CUDA matmul (cuBLASLt) and bias ops against the CPU backend: every transpose combination, odd and
 // degenerate shapes, alpha/beta (beta = 0 over a NaN-poisoned c), misaligned operand views, fp32 and
-// bf16 operands with fp32 or bf16 output.
+// bf16 operands with fp32 or bf16 output. The review's defects (docs/CUDA-REVIEW-FIXES.md): fp32 operands
+// into a bf16 output refused up front (4), the bf16 recipe's fp32 dlogits x bf16 weight (4), a plan cache
+// that stays bounded under variable row counts (7), and bias gradients beyond 65,535 row blocks (3).
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <set>
+
+#include "cuda_raii.cuh"
 #include "cuda_test_util.hpp"
+#include "device_allocator.cuh"
+#include "matmul.cuh"
+#include "trlhpc/kernels/matmul_plan_cache.hpp"
 
 namespace trlhpc::cuda_test {
 namespace {
@@ -84,6 +93,88 @@ TEST(CudaBias, AddAndBackwardMatchCpu) {
       be.gpu->bias_bwd(y.gpu, dbias.gpu);
       EXPECT_TRUE(matches(be, dbias, kF32Tolerance)) << "bias_bwd N " << N << " C " << C;
     }
+}
+
+// CUDA-REVIEW.md defect 4: fp32 x fp32 -> bf16 has no cuBLAS path; it must be refused with a clear
+// message before anything is queued, and the backend must work on afterwards.
+TEST(CudaMatmul, Fp32OperandsIntoBf16OutputAreRefusedUpFront) {
+  TRLHPC_REQUIRE_GPU();
+  Backends be;
+  const Pair a = both(be, random_floats(12 * 8, 1), {12, 8}), b = both(be, random_floats(8 * 5, 2), {8, 5});
+  const Pair c_bf16 = both_poisoned(be, {12, 5}, DType::BF16);
+  try {
+    be.gpu->matmul(a.gpu, false, b.gpu, false, c_bf16.gpu, 1.0f, 0.0f);
+    ADD_FAILURE() << "fp32 x fp32 -> bf16 was accepted";
+  } catch (const RuntimeFailure& e) {
+    EXPECT_NE(std::string(e.what()).find("bf16 output"), std::string::npos) << e.what();
+  }
+  check_matmul(be, Case{12, 5, 8, DType::F32, DType::F32}, false, false, 1.0f, 0.0f, 0, 3);
+}
+
+// The decoder's dlogits (fp32) times a bf16 compute weight under the bf16 recipe: the fp32 operand is
+// rounded to bf16 (as the CPU rounds it while packing), so the GEMM is bf16 x bf16 -> fp32.
+TEST(CudaMatmul, Bf16RecipeTakesFp32DlogitsTimesBf16Weight) {
+  TRLHPC_REQUIRE_GPU();
+  CudaOpsOptions options;
+  options.compute_dtype = DType::BF16;
+  Backends be;
+  be.gpu = make_cuda_backend(0, options);
+  const int64_t M = 40, V = 96, C = 64;
+  const std::vector<float> dlogits = random_floats(size_t(M * V), 4), weight = round_bf16(random_floats(size_t(V * C), 5));
+  const Pair dz{upload(*be.cpu, round_bf16(dlogits), {M, V}), upload(*be.gpu, dlogits, {M, V})};  // F32 on the GPU
+  const Pair w{upload(*be.cpu, weight, {V, C}), upload(*be.gpu, weight, {V, C}, DType::BF16)};
+  const Pair dh = both_poisoned(be, {M, C});
+  be.cpu->matmul(dz.cpu, false, w.cpu, false, dh.cpu, 1.0f, 0.0f);
+  be.gpu->matmul(dz.gpu, false, w.gpu, false, dh.gpu, 1.0f, 0.0f);
+  EXPECT_TRUE(matches(be, dh, 1e-5)) << "bf16 x bf16 with fp32 accumulation on both sides";
+}
+
+// CUDA-REVIEW.md defect 7: packing rows of every length from 1 to 700 tokens must neither grow the plan
+// cache past its bound nor call the heuristic once per length; the results stay right.
+TEST(CudaMatmul, VariableRowCountsKeepThePlanCacheBounded) {
+  TRLHPC_REQUIRE_GPU();
+  TRLHPC_CHECK_CUDA(cudaSetDevice(0));
+  cuda::DeviceAllocator allocator(0);
+  cuda::CudaStream stream;
+  cuda::Matmul matmul(allocator, int64_t{32} << 20, false);
+  const int64_t maxM = 700, N = 64, K = 48;
+  const std::vector<float> a = random_floats(size_t(maxM * K), 6), b = random_floats(size_t(K * N), 7);
+  cuda::DeviceBuffer<float> a_d(allocator, maxM * K), b_d(allocator, K * N), c_d(allocator, maxM * N);
+  TRLHPC_CHECK_CUDA(cudaMemcpy(a_d.get(), a.data(), a.size() * 4, cudaMemcpyHostToDevice));
+  TRLHPC_CHECK_CUDA(cudaMemcpy(b_d.get(), b.data(), b.size() * 4, cudaMemcpyHostToDevice));
+  std::set<int64_t> buckets;
+  for (int64_t M = 1; M <= maxM; ++M) {
+    matmul.run(a_d.get(), false, b_d.get(), false, c_d.get(), CUDA_R_32F, CUDA_R_32F, M, N, K, 1.0f, 0.0f,
+               stream.get());
+    buckets.insert(kernels::matmul_rows_bucket(M));
+  }
+  TRLHPC_CHECK_CUDA(cudaStreamSynchronize(stream.get()));
+  EXPECT_LE(matmul.cached_plans(), 256);
+  // One heuristic call per bucket, plus the few lengths whose bucket algorithm cuBLASLt refused.
+  EXPECT_LE(matmul.heuristic_calls(), static_cast<int64_t>(buckets.size()) + maxM / 10)
+      << buckets.size() << " buckets";
+  std::vector<float> c(size_t(maxM * N));
+  TRLHPC_CHECK_CUDA(cudaMemcpy(c.data(), c_d.get(), c.size() * 4, cudaMemcpyDeviceToHost));
+  std::vector<float> want(c.size());
+  for (int64_t i = 0; i < maxM; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double sum = 0;
+      for (int64_t k = 0; k < K; ++k) sum += double(a[size_t(i * K + k)]) * b[size_t(k * N + j)];
+      want[size_t(i * N + j)] = static_cast<float>(sum);
+    }
+  EXPECT_TRUE(close_normalized(c, want, kF32Tolerance));
+}
+
+// CUDA-REVIEW.md defect 3: more than 65,535 x 256 = 16.77M rows (gridDim.y's limit) in a bias gradient.
+TEST(CudaBias, BackwardBeyondTheGridLimit) {
+  TRLHPC_REQUIRE_GPU();
+  Backends be;
+  const int64_t N = 17'000'000, C = 2;
+  const Pair dy = both(be, random_floats(size_t(N * C), 8), {N, C});
+  const Pair dbias = both(be, {0.5f, -0.25f}, {C});
+  be.cpu->bias_bwd(dy.cpu, dbias.cpu);
+  be.gpu->bias_bwd(dy.gpu, dbias.gpu);
+  EXPECT_TRUE(matches(be, dbias, 1e-4)) << "N " << N;
 }
 
 }  // namespace

@@ -108,6 +108,10 @@ struct DeviceBatch {
   Tensor targets;    // (N) I32
   Tensor positions;  // (N) I32
   Tensor doc_ids;    // (N) I32
+  // (N) the targets as uploaded, kept on the host: the loss reads them there instead of copying
+  // `targets` back, which on a GPU would wait for the whole forward (CUDA-REVIEW.md defect 6). Empty
+  // for a batch built otherwise (the loss then copies).
+  std::vector<int32_t> host_targets;
   static DeviceBatch upload(const Batch& batch, Ops& ops);
 };
 

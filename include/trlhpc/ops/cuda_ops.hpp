@@ -34,6 +34,7 @@
 // copies per optimizer step is issue 25). Compiled here; not yet run on a GPU.
 #if defined(TRLHPC_HAVE_CUDA)
 
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -96,6 +97,12 @@ class CudaOps : public Ops {
   // The cudaStream_t (as void*) every op is queued on: a communicator working on the backend's tensors
   // (NCCL) must order its stream after it (cudaEventRecord here, cudaStreamWaitEvent there) and back.
   virtual void* stream_handle() const = 0;
+  // Tells the caching allocator that work queued on another stream (cudaStream_t as void*) uses the
+  // block containing a device address: the block is reused only after that work completes, even if
+  // the tensor is dropped first (stream-ordered release, device_allocator.cuh). The function keeps the
+  // allocator alive, so it may outlive this backend. The NCCL communicator calls it for the buffers of
+  // its async collectives on its comm stream.
+  virtual std::function<void(const void* device_ptr, void* stream)> stream_use_recorder() const = 0;
   virtual DeviceMemoryStats memory_stats() const = 0;
   virtual void reset_peak_memory() = 0;
   // Per-op GPU time since the last reset, sorted by time (synchronises). Empty unless time_ops.

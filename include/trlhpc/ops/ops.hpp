@@ -95,11 +95,13 @@ class Ops {
   // Fused LM head + CE (see cpu::cross_entropy_fwd_bwd). dhidden/dweight undefined Tensors = no backward.
   // Returns the summed loss over valid targets; valid_tokens receives their count. metrics (optional):
   // TRL's entropy and top-1 sums over valid targets; a backend that cannot compute them leaves
-  // metrics->computed false.
+  // metrics->computed false. host_targets (optional): the same N values as `targets`, already in host
+  // memory; a device backend reads them instead of copying `targets` back, which would wait for all the
+  // work queued before the call (CUDA-REVIEW.md defect 6).
   virtual double cross_entropy_fwd_bwd(const Tensor& hidden /*(N, C)*/, const Tensor& weight /*(V, C)*/,
                                        const Tensor& targets /*(N) I32*/, float grad_scale, const Tensor& dhidden,
                                        const Tensor& dweight, int64_t chunk_tokens, int64_t* valid_tokens,
-                                       TokenMetrics* metrics = nullptr) = 0;
+                                       TokenMetrics* metrics = nullptr, const int32_t* host_targets = nullptr) = 0;
   // Vocab-parallel cross-entropy over a chunk of this tp rank's logits (M, Vl) for vocabulary ids
   // [vocab_start, vocab_start + Vl); the decoder all-reduces between the calls (see
   // cpu::vocab_parallel_ce_*). row_max (M), sums (M, 2), targets (M) I32. Not pure: a backend without

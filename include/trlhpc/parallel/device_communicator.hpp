@@ -18,6 +18,7 @@
 #include "trlhpc/core/dtype.hpp"
 #include "trlhpc/parallel/communicator.hpp"
 #include "trlhpc/parallel/mpi_communicator.hpp"
+#include "trlhpc/parallel/stream_use_recorder.hpp"
 
 struct CUstream_st;  // cudaStream_t is CUstream_st*
 
@@ -48,8 +49,11 @@ using DeviceCommunicatorFactory = std::function<std::unique_ptr<Communicator>(co
 // The factory for `kind`. HostMpi needs nothing else. Nccl and StagedMpi need a CUDA build, the GPU
 // this rank drives (Topology::gpu_index()) and the CUDA backend's compute stream, which every
 // collective is ordered against (see nccl_context.hpp / staged_mpi_context.hpp); in a CPU-only build
-// they throw a UsageError naming the missing CUDA backend.
+// they throw a UsageError naming the missing CUDA backend. `record_stream_use` (Nccl): the backend's
+// allocator hook, told which buffers each async collective uses on the comm stream (null: none; then
+// a buffer must not be released before its request's wait()).
 DeviceCommunicatorFactory make_device_communicator_factory(DeviceCommKind kind, int gpu_index = -1,
-                                                           CUstream_st* compute_stream = nullptr);
+                                                           CUstream_st* compute_stream = nullptr,
+                                                           StreamUseRecorder record_stream_use = nullptr);
 
 }  // namespace trlhpc

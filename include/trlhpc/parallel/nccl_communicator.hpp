@@ -25,8 +25,9 @@ class NcclCommunicator final : public Communicator {
   // (nccl_context.hpp). timeout_seconds: the hang watchdog's limit per operation (<= 0: none); `label`
   // names the group and phase in its report (e.g. {group.name(), phase label of the ProcessGroups}).
   NcclCommunicator(MPI_Comm comm, int device, CUstream_st* compute_stream = nullptr,
-                   double timeout_seconds = kDefaultCollectiveTimeoutSeconds, CollectiveLabel label = {})
-      : context_(comm, device, compute_stream, timeout_seconds, std::move(label)) {}
+                   double timeout_seconds = kDefaultCollectiveTimeoutSeconds, CollectiveLabel label = {},
+                   StreamUseRecorder record_stream_use = nullptr)
+      : context_(comm, device, compute_stream, timeout_seconds, std::move(label), std::move(record_stream_use)) {}
 
   int rank() const override { return context_.rank(); }
   int size() const override { return context_.size(); }

@@ -16,7 +16,11 @@
 //     synchronise on it before returning; CommRequest::wait() of async ones synchronises on it (under the
 //     watchdog's deadline) and then makes the compute stream wait on it, so compute work queued after
 //     wait(), and the caching allocator's reuse of a released buffer (it hands blocks out in compute
-//     stream order), is ordered after the collective (CUDA-REVIEW.md defect 5).
+//     stream order), is ordered after the collective.
+// Stream-ordered release (CUDA-REVIEW.md defect 5): an async operation also hands each of its buffers
+// to `record_stream_use` (the CUDA backend's allocator hook) with the comm stream, so a tensor released
+// before wait() keeps its block out of reuse until the collective has completed on the comm stream.
+// Blocking operations have completed on return and record nothing.
 // A null compute stream is the legacy default stream.
 //
 // Hang watchdog (collective_watchdog.hpp). The NCCL communicator is always created non-blocking
@@ -35,6 +39,7 @@
 
 #include "trlhpc/parallel/collective_watchdog.hpp"
 #include "trlhpc/parallel/comm_types.hpp"
+#include "trlhpc/parallel/stream_use_recorder.hpp"
 
 struct CUstream_st;  // cudaStream_t is CUstream_st*
 
@@ -45,8 +50,10 @@ class NcclContext {
   // Collective over `comm`. Makes `device` current while it works and restores the previous device.
   // `compute_stream`: the CUDA backend's stream (Ops::stream_handle()), which every operation is ordered
   // against; null = the legacy default stream. `label` names the group and phase in timeout reports.
+  // `record_stream_use`: see "Stream-ordered release" above (null: not told; buffers must then outlive wait()).
   NcclContext(MPI_Comm comm, int device, CUstream_st* compute_stream,
-              double timeout_seconds = kDefaultCollectiveTimeoutSeconds, CollectiveLabel label = {});
+              double timeout_seconds = kDefaultCollectiveTimeoutSeconds, CollectiveLabel label = {},
+              StreamUseRecorder record_stream_use = nullptr);
   ~NcclContext();
   NcclContext(NcclContext&&) noexcept;
   NcclContext& operator=(NcclContext&&) noexcept;
