@@ -25,6 +25,9 @@ DeviceBatch DeviceBatch::upload(const Batch& batch, Ops& ops) {
   d.host_targets = batch.targets;
   d.positions = put(batch.positions);
   d.doc_ids = put(batch.doc_ids);
+  const std::vector<int32_t> none(batch.source_rows.empty() ? static_cast<size_t>(N) : 0, -1);
+  d.source_rows = put(batch.source_rows.empty() ? none : batch.source_rows);
+  d.source_columns = put(batch.source_columns.empty() ? none : batch.source_columns);
   return d;
 }
 
@@ -71,7 +74,7 @@ void Decoder::ensure_buffers(int64_t N) {
   }
   scratch_->allocate(ops_, local_, N, Nl, checkpointing_);
   if (checkpointing_) allocate_lora_activations(scratch_->recompute, N);
-  if (lora_store_) lora_dh_ = ops_.allocate({N, lora_.r}, ops_.compute_dtype());
+  allocate_lora_scratch(N);
   buffers_N_ = N;
 }
 
@@ -106,6 +109,7 @@ void Decoder::forward_to_final_hidden(const DeviceBatch& batch) {
 }
 
 LossResult Decoder::run(const DeviceBatch& batch, float grad_scale, bool backward) {
+  lora_training_ = backward;  // LoRA dropout in training passes only (PEFT's train / eval modes)
   const int64_t L = config_.num_hidden_layers;
   const int final_unit = static_cast<int>(L + 1);
   Scratch& s = *scratch_;
@@ -157,6 +161,7 @@ LossResult Decoder::forward_backward(const DeviceBatch& batch, float grad_scale)
 LossResult Decoder::forward_loss(const DeviceBatch& batch) { return run(batch, 0.0f, false); }
 
 Tensor Decoder::layer_stack_output(const DeviceBatch& batch) {
+  lora_training_ = false;
   forward_to_final_hidden(batch);
   hooks().after_forward(static_cast<int>(config_.num_hidden_layers + 1));
   const int64_t N = batch.B * batch.T;
@@ -167,6 +172,7 @@ Tensor Decoder::layer_stack_output(const DeviceBatch& batch) {
 }
 
 Tensor Decoder::logits(const DeviceBatch& batch) {
+  lora_training_ = false;
   forward_to_final_hidden(batch);
   if (config_.tie_word_embeddings) hooks().before_forward(0);
   const int64_t N = batch.B * batch.T;

@@ -184,9 +184,9 @@ void Decoder::layer_forward(int layer, const DeviceBatch& batch, const Tensor& x
   linear(ops_, h1, w.wq, w.bq, c.qk_norm ? a.q_pre : a.q);
   linear(ops_, h1, w.wk, w.bk, c.qk_norm ? a.k_pre : a.k);
   linear(ops_, h1, w.wv, w.bv, a.v);
-  lora_forward(layer, LoraModule::Q, h1, a.lora_h[0], c.qk_norm ? a.q_pre : a.q);
-  lora_forward(layer, LoraModule::K, h1, a.lora_h[1], c.qk_norm ? a.k_pre : a.k);
-  lora_forward(layer, LoraModule::V, h1, a.lora_h[2], a.v);
+  lora_forward(layer, LoraModule::Q, batch, h1, a.lora_h[0], c.qk_norm ? a.q_pre : a.q);
+  lora_forward(layer, LoraModule::K, batch, h1, a.lora_h[1], c.qk_norm ? a.k_pre : a.k);
+  lora_forward(layer, LoraModule::V, batch, h1, a.lora_h[2], a.v);
   if (c.qk_norm) {  // Qwen3: RMSNorm over each head's HS values (rows of N*heads), before RoPE
     ops_.rmsnorm_fwd(a.q_pre, w.qn, a.q, a.q_rstd, eps);
     ops_.rmsnorm_fwd(a.k_pre, w.kn, a.k, a.k_rstd, eps);
@@ -200,7 +200,7 @@ void Decoder::layer_forward(int layer, const DeviceBatch& batch, const Tensor& x
   // Row-parallel o_proj: partial sum over this rank's heads -> g (sum over tp) -> residual, bias once.
   const Tensor o_partial = tp_sp_ ? s.row_out : a.x_mid;  // (N, C)
   ops_.matmul(a.attn, false, w.wo, true, o_partial);
-  lora_forward(layer, LoraModule::O, a.attn, a.lora_h[3], o_partial);
+  lora_forward(layer, LoraModule::O, batch, a.attn, a.lora_h[3], o_partial);
   reduce_tokens(o_partial, a.x_mid);
   ops_.add_inplace(a.x_mid, x_in);
   if (w.bo.data()) ops_.bias_add(a.x_mid, w.bo);
@@ -209,13 +209,13 @@ void Decoder::layer_forward(int layer, const DeviceBatch& batch, const Tensor& x
   const Tensor h2 = gather_tokens(a.h2, s.h_full);  // (N, C)
   linear(ops_, h2, w.wg, w.bg, a.gate);
   linear(ops_, h2, w.wu, w.bu, a.up);
-  lora_forward(layer, LoraModule::Gate, h2, a.lora_h[4], a.gate);
-  lora_forward(layer, LoraModule::Up, h2, a.lora_h[5], a.up);
+  lora_forward(layer, LoraModule::Gate, batch, h2, a.lora_h[4], a.gate);
+  lora_forward(layer, LoraModule::Up, batch, h2, a.lora_h[5], a.up);
   ops_.swiglu_fwd(a.gate, a.up, a.act);
   // Row-parallel down_proj: partial sum over this rank's F-slice -> g (sum over tp) -> residual, bias once.
   const Tensor d_partial = tp_sp_ ? s.row_out : x_out;  // (N, C)
   ops_.matmul(a.act, false, w.wd, true, d_partial);
-  lora_forward(layer, LoraModule::Down, a.act, a.lora_h[6], d_partial);
+  lora_forward(layer, LoraModule::Down, batch, a.act, a.lora_h[6], d_partial);
   reduce_tokens(d_partial, x_out);
   ops_.add_inplace(x_out, a.x_mid);
   if (w.bd.data()) ops_.bias_add(x_out, w.bd);
@@ -235,15 +235,15 @@ void Decoder::layer_backward(int layer, const DeviceBatch& batch, const LayerAct
   Tensor dxf = gather_tokens(compute_copy(dx), s.dx_full);  // (N, C)
   linear_weight_grad(ops_, dxf, a.act, g.wd, g.bd);
   ops_.matmul(dxf, false, w.wd, false, s.dact);
-  lora_backward(layer, LoraModule::Down, a.act, a.lora_h[6], dxf, s.dact);
+  lora_backward(layer, LoraModule::Down, batch, a.act, a.lora_h[6], dxf, s.dact);
   ops_.swiglu_bwd(a.gate, a.up, s.dact, s.dgate, s.dup);
   const Tensor h2 = gather_tokens(a.h2, s.h_full);  // (N, C)
   linear_weight_grad(ops_, s.dgate, h2, g.wg, g.bg);
   linear_weight_grad(ops_, s.dup, h2, g.wu, g.bu);
   ops_.matmul(s.dgate, false, w.wg, false, s.dh);
   ops_.matmul(s.dup, false, w.wu, false, s.dh, 1.0f, 1.0f);
-  lora_backward(layer, LoraModule::Gate, h2, a.lora_h[4], s.dgate, s.dh);
-  lora_backward(layer, LoraModule::Up, h2, a.lora_h[5], s.dup, s.dh);
+  lora_backward(layer, LoraModule::Gate, batch, h2, a.lora_h[4], s.dgate, s.dh);
+  lora_backward(layer, LoraModule::Up, batch, h2, a.lora_h[5], s.dup, s.dh);
   reduce_tokens(s.dh, s.dh_local);  // f operator of the column-parallel gate/up: sum the F-slices' input grads
   ops_.rmsnorm_bwd(a.x_mid, w.ln2, a.rstd2, s.dh_local, s.dtmp, dln2);
   ops_.add_inplace(dx, s.dtmp);
@@ -252,7 +252,7 @@ void Decoder::layer_backward(int layer, const DeviceBatch& batch, const LayerAct
   dxf = gather_tokens(compute_copy(dx), s.dx_full);  // (N, C)
   linear_weight_grad(ops_, dxf, a.attn, g.wo, g.bo);
   ops_.matmul(dxf, false, w.wo, false, s.dattn);
-  lora_backward(layer, LoraModule::O, a.attn, a.lora_h[3], dxf, s.dattn);
+  lora_backward(layer, LoraModule::O, batch, a.attn, a.lora_h[3], dxf, s.dattn);
   attention().backward(ops_, a.q, a.k, a.v, a.attn, a.lse, s.dattn, batch.positions, batch.doc_ids, s.dq, s.dk, s.dv,
                        attention_shape(c, batch, layer));
   if (c.layer_uses_rope(layer)) {
@@ -291,9 +291,9 @@ void Decoder::layer_backward(int layer, const DeviceBatch& batch, const LayerAct
   ops_.matmul(dq, false, w.wq, false, s.dh);
   ops_.matmul(dk, false, w.wk, false, s.dh, 1.0f, 1.0f);
   ops_.matmul(s.dv, false, w.wv, false, s.dh, 1.0f, 1.0f);
-  lora_backward(layer, LoraModule::Q, h1, a.lora_h[0], dq, s.dh);
-  lora_backward(layer, LoraModule::K, h1, a.lora_h[1], dk, s.dh);
-  lora_backward(layer, LoraModule::V, h1, a.lora_h[2], s.dv, s.dh);
+  lora_backward(layer, LoraModule::Q, batch, h1, a.lora_h[0], dq, s.dh);
+  lora_backward(layer, LoraModule::K, batch, h1, a.lora_h[1], dk, s.dh);
+  lora_backward(layer, LoraModule::V, batch, h1, a.lora_h[2], s.dv, s.dh);
   reduce_tokens(s.dh, s.dh_local);  // f operator of the column-parallel q/k/v: sum the heads' input grads
   ops_.rmsnorm_bwd(acts_[static_cast<size_t>(layer)].x_in, w.ln1, a.rstd1, s.dh_local, s.dtmp, dln1);
   ops_.add_inplace(dx, s.dtmp);

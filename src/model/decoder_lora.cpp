@@ -4,6 +4,10 @@
 // For a targeted module with input x (N, in), output y (N, out) and s = scale:
 //   forward   h = x A^T (N, r);  y += s h B^T
 //   backward  dB += s dy^T h;  dh = s dy B (N, r);  dA += dh^T x;  dx += dh A
+// With lora_dropout p in training, x is replaced by dropout(x) = x * keep / (1 - p) in both, and dx gets
+// (dh A) * keep / (1 - p). The keep mask is a pure function of (seed, step, layer, module, the token's
+// dataset row and column, the global feature index) (core/philox.hpp), so the forward, a checkpointed
+// recomputation and the backward draw the same mask, and so does every layout.
 // Under tp the factors follow the base split (lora.hpp), so:
 //   column-parallel (q/k/v, gate/up): x is whole (gathered under tp sequence parallel), h the same on
 //     every rank; B is this rank's rows, so dh is partial over tp and dA (replicated A) is summed over
@@ -12,7 +16,11 @@
 //   row-parallel (o, down): x is this rank's columns, h partial over tp; its product s h B^T joins the
 //     base's partial output before the g all-reduce, which completes it. dy is whole, so dB
 //     (replicated B) = s dy^T h is partial and summed over tp; dA and dx are local.
+#include <algorithm>
+
 #include "src/model/decoder_internal.hpp"
+#include "trlhpc/core/splitmix64.hpp"
+#include "trlhpc/model/init.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/core/tensor_span.hpp"
 #include "trlhpc/parallel/communicator.hpp"
@@ -44,6 +52,16 @@ void Decoder::init_lora(const DecoderAdapters& adapters) {
   if (kv_comm_) lora_kv_grad_ = ops_.allocate({std::max<int64_t>(1, kv_max)});
 }
 
+void Decoder::allocate_lora_scratch(int64_t N) {
+  if (!lora_store_) return;
+  lora_dh_ = ops_.allocate({N, lora_.r}, ops_.compute_dtype());
+  if (lora_.dropout <= 0) return;
+  const int64_t widest = std::max({local_.hidden_size, local_.num_attention_heads * local_.head_dim,
+                                   local_.intermediate_size});
+  lora_xd_ = ops_.allocate({N, widest}, ops_.compute_dtype());
+  lora_dx_ = ops_.allocate({N, widest}, ops_.compute_dtype());
+}
+
 void Decoder::allocate_lora_activations(LayerActivations& act, int64_t N) {
   if (!lora_store_) return;
   for (Tensor& h : act.lora_h) h = ops_.allocate({N, lora_.r}, ops_.compute_dtype());
@@ -53,10 +71,31 @@ bool Decoder::lora_targets(int layer, LoraModule module) const {
   return lora_store_ && lora_targets_[static_cast<size_t>(layer)][static_cast<size_t>(module)];
 }
 
-void Decoder::lora_forward(int layer, LoraModule module, const Tensor& x, const Tensor& h, const Tensor& y) {
+uint64_t Decoder::lora_dropout_key(int layer, LoraModule module) const {
+  return splitmix64(init_stream_key("lora_dropout." + lora_parameter_name(layer, module, 'A'), lora_.dropout_seed) ^
+                    splitmix64(lora_step_));
+}
+
+int64_t Decoder::lora_feature_offset(LoraModule module, int64_t local_in) const {
+  // Row-parallel inputs are this tp rank's block of the features; column-parallel ones are whole.
+  return lora_module_row_parallel(module) ? tp_.rank * local_in : 0;
+}
+
+Tensor Decoder::lora_input(int layer, LoraModule module, const DeviceBatch& batch, const Tensor& x) {
+  if (!lora_dropping()) return x;
+  const int64_t N = x.dim(0), in = x.dim(1);
+  const Tensor xd = lora_xd_.view({N, in});
+  ops_.lora_dropout(x, xd, batch.source_rows, batch.source_columns, lora_feature_offset(module, in),
+                    static_cast<float>(lora_.dropout), lora_dropout_key(layer, module));
+  return xd;
+}
+
+void Decoder::lora_forward(int layer, LoraModule module, const DeviceBatch& batch, const Tensor& x_in, const Tensor& h,
+                           const Tensor& y) {
   if (!lora_targets(layer, module)) return;
   const Tensor A = lora_store_->param(lora_parameter_name(layer, module, 'A'));  // (r, in)
   const Tensor B = lora_store_->param(lora_parameter_name(layer, module, 'B'));  // (out, r)
+  const Tensor x = lora_input(layer, module, batch, x_in);  // dropout(x) when training
   ops_.matmul(x, false, A, true, h);                       // h (N, r) = x A^T
   ops_.matmul(h, false, B, true, y, lora_scale_, 1.0f);    // y (N, out) += s h B^T
 }
@@ -77,9 +116,10 @@ Tensor Decoder::lora_grad_target(int layer, LoraModule module, char factor) {
   return slot;
 }
 
-void Decoder::lora_backward(int layer, LoraModule module, const Tensor& x, const Tensor& h, const Tensor& dy,
-                            const Tensor& dx) {
+void Decoder::lora_backward(int layer, LoraModule module, const DeviceBatch& batch, const Tensor& x_in, const Tensor& h,
+                            const Tensor& dy, const Tensor& dx) {
   if (!lora_targets(layer, module)) return;
+  const Tensor x = lora_input(layer, module, batch, x_in);  // the forward's dropout(x), drawn again
   const Tensor A = lora_store_->param(lora_parameter_name(layer, module, 'A'));  // (r, in)
   const Tensor B = lora_store_->param(lora_parameter_name(layer, module, 'B'));  // (out, r)
   const int64_t N = dy.dim(0);
@@ -87,7 +127,15 @@ void Decoder::lora_backward(int layer, LoraModule module, const Tensor& x, const
   ops_.matmul(dy, true, h, false, lora_grad_target(layer, module, 'B'), lora_scale_, 1.0f);  // dB += s dy^T h
   ops_.matmul(dy, false, B, false, dh, lora_scale_, 0.0f);                                     // dh = s dy B
   ops_.matmul(dh, true, x, false, lora_grad_target(layer, module, 'A'), 1.0f, 1.0f);          // dA += dh^T x
-  ops_.matmul(dh, false, A, false, dx, 1.0f, 1.0f);                                            // dx += dh A
+  if (!lora_dropping()) {
+    ops_.matmul(dh, false, A, false, dx, 1.0f, 1.0f);  // dx += dh A
+    return;
+  }
+  const Tensor dxd = lora_dx_.view({N, x.dim(1)});  // d dropout(x) = dh A, then through the same mask
+  ops_.matmul(dh, false, A, false, dxd);
+  ops_.lora_dropout(dxd, dxd, batch.source_rows, batch.source_columns, lora_feature_offset(module, x.dim(1)),
+                    static_cast<float>(lora_.dropout), lora_dropout_key(layer, module));
+  ops_.add_inplace(dx, dxd);
 }
 
 void Decoder::finish_lora_grads() {

@@ -4,32 +4,11 @@
 #include <cmath>
 
 #include "trlhpc/core/error.hpp"
+#include "trlhpc/core/philox.hpp"
 #include "trlhpc/core/splitmix64.hpp"
 
 namespace trlhpc {
 namespace {
-
-// Philox4x32 with 10 rounds (Random123's constants).
-struct Philox4x32 {
-  uint32_t v[4];
-};
-
-Philox4x32 philox4x32_10(Philox4x32 counter, uint64_t key64) {
-  constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
-  constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
-  uint32_t k0 = static_cast<uint32_t>(key64), k1 = static_cast<uint32_t>(key64 >> 32);
-  uint32_t* c = counter.v;
-  for (int round = 0; round < 10; ++round) {
-    const uint64_t p0 = static_cast<uint64_t>(kMul0) * c[0];
-    const uint64_t p1 = static_cast<uint64_t>(kMul1) * c[2];
-    const uint32_t next[4] = {static_cast<uint32_t>(p1 >> 32) ^ c[1] ^ k0, static_cast<uint32_t>(p1),
-                              static_cast<uint32_t>(p0 >> 32) ^ c[3] ^ k1, static_cast<uint32_t>(p0)};
-    c[0] = next[0], c[1] = next[1], c[2] = next[2], c[3] = next[3];
-    k0 += kWeyl0;
-    k1 += kWeyl1;
-  }
-  return counter;
-}
 
 constexpr int64_t kParallelThreshold = 1 << 15;  // elements below which threads cost more than they save
 

@@ -160,6 +160,21 @@ class CpuOps final : public Ops {
     W accw(o_acc, W::InOut), blkw(o_blk, W::In);
     cpu::attention_merge(accw.get(), lse_acc.f32(), blkw.get(), lse_blk.f32(), s.B, s.Tq, s.NH, s.HS);
   }
+  void lora_dropout(const Tensor& x, const Tensor& out, const Tensor& source_rows, const Tensor& source_columns,
+                    int64_t feature_offset, float p, uint64_t key) override {
+    TRLHPC_ASSERT(x.rank() == 2 && out.numel() == x.numel() && source_rows.numel() == x.dim(0) &&
+                      source_columns.numel() == x.dim(0),
+                  "lora_dropout shapes");
+    if (x.data() == out.data()) {
+      W xw(x, W::InOut);
+      cpu::lora_dropout(xw.get(), xw.get(), source_rows.ptr<const int32_t>(), source_columns.ptr<const int32_t>(),
+                        x.dim(0), x.dim(1), feature_offset, p, key);
+      return;
+    }
+    W xw(x, W::In), ow(out, W::Out);
+    cpu::lora_dropout(xw.get(), ow.get(), source_rows.ptr<const int32_t>(), source_columns.ptr<const int32_t>(),
+                      x.dim(0), x.dim(1), feature_offset, p, key);
+  }
   void swiglu_fwd(const Tensor& gate, const Tensor& up, const Tensor& out) override {
     if (all_bf16({&gate, &up, &out})) {
       cpu::swiglu_fwd_bf16(gate.ptr<const uint16_t>(), up.ptr<const uint16_t>(), out.ptr<uint16_t>(), gate.numel());

@@ -9,6 +9,7 @@
 #include "embedding.cuh"
 #include "rmsnorm.cuh"
 #include "rope.cuh"
+#include "lora_dropout.cuh"
 #include "swiglu.cuh"
 #include "trlhpc/core/cuda_check.hpp"
 #include "vocab_parallel_cross_entropy.cuh"
@@ -213,6 +214,23 @@ void CudaOpsImpl::attention_merge(const Tensor& o_acc, const Tensor& lse_acc, co
     using T = typename decltype(tag)::type;
     cuda::attention_merge(data_of<T>(o_acc), data_of<float>(lse_acc), data_of<T>(o_blk), data_of<float>(lse_blk), s.B,
                           s.Tq, static_cast<int>(s.NH), static_cast<int>(s.HS), stream());
+  });
+}
+
+void CudaOpsImpl::lora_dropout(const Tensor& x, const Tensor& out, const Tensor& source_rows,
+                               const Tensor& source_columns, int64_t feature_offset, float p, uint64_t key) {
+  TRLHPC_ASSERT(x.rank() == 2 && x.dtype() == out.dtype(), "lora_dropout: x and out must be (N, F) of one dtype");
+  expect_numel(out, x.numel(), "lora_dropout out");
+  expect_dtype(source_rows, DType::I32, "lora_dropout source_rows");
+  expect_dtype(source_columns, DType::I32, "lora_dropout source_columns");
+  expect_numel(source_rows, x.dim(0), "lora_dropout source_rows");
+  expect_numel(source_columns, x.dim(0), "lora_dropout source_columns");
+  for (const Tensor* t : {&x, &out, &source_rows, &source_columns}) expect_cuda(*t, "lora_dropout");
+  const auto timing = timed("lora_dropout");
+  with_float_type(x.dtype(), "lora_dropout", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cuda::lora_dropout(data_of<T>(x), data_of<T>(out), data_of<int32_t>(source_rows), data_of<int32_t>(source_columns),
+                       x.dim(0), x.dim(1), feature_offset, p, key, stream());
   });
 }
 

@@ -13,6 +13,9 @@ namespace {
 }
 }  // namespace
 
+void Ops::lora_dropout(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t, float, uint64_t) {
+  missing(device(), "lora_dropout");
+}
 void Ops::vocab_parallel_ce_max(const Tensor&, const Tensor&) { missing(device(), "vocab_parallel_ce_max"); }
 void Ops::vocab_parallel_ce_sums(const Tensor&, const Tensor&, int64_t, const Tensor&, const Tensor&) {
   missing(device(), "vocab_parallel_ce_sums");

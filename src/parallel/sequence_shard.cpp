@@ -3,6 +3,8 @@
 #include "trlhpc/parallel/sequence_shard.hpp"
 
 #include <algorithm>
+#include <iterator>
+#include <vector>
 
 #include "trlhpc/core/error.hpp"
 
@@ -13,11 +15,24 @@ namespace {
 std::vector<int32_t> Batch::*const kTokenArrays[] = {&Batch::input_ids, &Batch::targets, &Batch::positions,
                                                      &Batch::doc_ids};
 
+// The optional ones (batch.hpp: empty for batches built by hand), -1 in padding.
+std::vector<int32_t> Batch::*const kSourceArrays[] = {&Batch::source_rows, &Batch::source_columns};
+
 void check_arrays(const Batch& b) {
   for (auto array : kTokenArrays)
     TRLHPC_ASSERT(static_cast<int64_t>((b.*array).size()) == b.tokens(),
                   "batch arrays do not match rows " + std::to_string(b.rows) + " x seq_len " +
                       std::to_string(b.seq_len));
+  for (auto array : kSourceArrays)
+    TRLHPC_ASSERT((b.*array).empty() || static_cast<int64_t>((b.*array).size()) == b.tokens(),
+                  "batch source arrays do not match rows x seq_len");
+}
+
+// The arrays `b` carries: the four, and the source ones when present.
+std::vector<std::vector<int32_t> Batch::*> arrays_of(const Batch& b) {
+  std::vector<std::vector<int32_t> Batch::*> arrays(std::begin(kTokenArrays), std::end(kTokenArrays));
+  if (!b.source_rows.empty()) arrays.insert(arrays.end(), std::begin(kSourceArrays), std::end(kSourceArrays));
+  return arrays;
 }
 
 }  // namespace
@@ -50,7 +65,9 @@ Batch pad_sequence(const Batch& batch, int64_t multiple) {
   out.targets.assign(static_cast<size_t>(out.tokens()), kIgnoreIndex);
   out.positions.assign(static_cast<size_t>(out.tokens()), 0);
   out.doc_ids.assign(static_cast<size_t>(out.tokens()), kPaddingDocId);
-  for (auto array : kTokenArrays)
+  if (!batch.source_rows.empty())
+    for (auto array : kSourceArrays) (out.*array).assign(static_cast<size_t>(out.tokens()), -1);
+  for (auto array : arrays_of(batch))
     for (int64_t b = 0; b < batch.rows; ++b)
       std::copy_n((batch.*array).begin() + b * T, T, (out.*array).begin() + b * padded);
   return out;
@@ -69,7 +86,7 @@ Batch shard_sequence(const Batch& batch, const SequenceShard& shard) {
   Batch out;
   out.rows = padded.rows;
   out.seq_len = chunk * static_cast<int64_t>(kept.size());
-  for (auto array : kTokenArrays) {
+  for (auto array : arrays_of(padded)) {
     std::vector<int32_t>& dst = out.*array;
     dst.reserve(static_cast<size_t>(out.tokens()));
     for (int64_t b = 0; b < padded.rows; ++b)
@@ -95,10 +112,11 @@ Batch unshard_sequence(std::span<const Batch> shards, SequenceShardKind kind) {
   Batch out;
   out.rows = rows;
   out.seq_len = T;
-  for (auto array : kTokenArrays) (out.*array).assign(static_cast<size_t>(out.tokens()), 0);
+  const auto arrays = arrays_of(shards[0]);
+  for (auto array : arrays) (out.*array).assign(static_cast<size_t>(out.tokens()), 0);
   for (int r = 0; r < size; ++r) {
     const std::vector<int64_t> kept = SequenceShard{kind, size, r}.kept_chunks();
-    for (auto array : kTokenArrays)
+    for (auto array : arrays)
       for (int64_t b = 0; b < rows; ++b)
         for (size_t i = 0; i < kept.size(); ++i)
           std::copy_n((shards[static_cast<size_t>(r)].*array).begin() + b * local + static_cast<int64_t>(i) * chunk,

@@ -200,6 +200,7 @@ SftLoopOutcome SftLoop::run(double peak_flops_per_rank) {
     const auto t0 = Clock::now();
     int64_t seq_len = 0;
     const std::vector<Batch> micro = step_micro_batches(step, &seq_len);
+    trainer_.model().decoder().set_lora_dropout_step(step);  // LoRA dropout: a fresh mask every step
     const StepResult r = trainer_.step(micro, scheduler_.lr(step));
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     if (r.finite) {

@@ -58,14 +58,12 @@ ParallelDims model_dims(const ParallelDims& resolved, const ModelConfig& model, 
 // --use_peft, or an adapter directory as --model_name_or_path (transformers' PEFT integration: the
 // adapter's base is loaded and the adapter trained on; its adapter_config.json wins over the --lora_*
 // flags). Fills the plan's base/adapter directories; returns the adapter config, or none.
-// Dropout on the adapters' input is not built yet: a run that asks for it (TRL's default 0.05) is refused
-// rather than silently trained without it. For an adapter directory, --lora_dropout 0 overrides its value.
-LoraConfig without_dropout(LoraConfig lora, const SftConfig& c, const std::string& source) {
-  if (c.lora_dropout == 0) lora.dropout = 0;
-  if (lora.dropout > 0)
-    throw UserError(source + " " + std::to_string(lora.dropout) +
-                    ": LoRA dropout is not supported yet (TRL's default is 0.05); pass --lora_dropout 0 to train "
-                    "the adapters without it");
+// The adapters' dropout masks follow --seed. For an adapter directory, --lora_dropout given on the
+// command line (any value but TRL's default 0.05) overrides its adapter_config.json's lora_dropout.
+LoraConfig with_seed(LoraConfig lora, const SftConfig& c) {
+  if (!(lora.dropout >= 0 && lora.dropout < 1))
+    throw UserError("lora_dropout " + std::to_string(lora.dropout) + " must be in [0, 1)");
+  lora.dropout_seed = c.seed;
   return lora;
 }
 
@@ -82,7 +80,9 @@ std::optional<LoraConfig> plan_lora(const SftConfig& c, SftPlan& plan) {
     plan.base_model_dir = adapter.base_model_dir();
     // Saved adapters name the base as it was found (an absolute path when it lay relative to the adapter).
     plan.base_model_name = adapter.base_model_dir();
-    return without_dropout(adapter.lora(), c, c.model_name_or_path + "/" + kPeftConfigFile + ": lora_dropout");
+    LoraConfig lora = adapter.lora();
+    if (c.lora_dropout != SftConfig{}.lora_dropout) lora.dropout = c.lora_dropout;
+    return with_seed(lora, c);
   }
   if (!c.use_peft) return std::nullopt;
   if (c.use_dora) throw UserError("--use_dora: DoRA adapters are not supported; train plain LoRA (drop --use_dora)");
@@ -95,7 +95,7 @@ std::optional<LoraConfig> plan_lora(const SftConfig& c, SftPlan& plan) {
   lora.dropout = c.lora_dropout;
   lora.use_rslora = c.use_rslora;
   if (!c.lora_target_modules.empty()) lora.target_modules = c.lora_target_modules;
-  return without_dropout(lora, c, "--lora_dropout");
+  return with_seed(lora, c);
 }
 
 TrainerOptions trainer_options(const SftConfig& c) {

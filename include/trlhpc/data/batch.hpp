@@ -21,6 +21,12 @@ struct Batch {
   std::vector<int32_t> targets;    // (B, T) next-token targets, kIgnoreIndex where no loss
   std::vector<int32_t> positions;  // (B, T) position ids for RoPE, restarting at 0 per document
   std::vector<int32_t> doc_ids;    // (B, T) document ids unique within a row; kPaddingDocId for padding
+  // (B, T) where each token comes from: its row of the (packed) dataset and its column in that row, -1
+  // for padding. They follow the tokens through padding-free concatenation and cp/sp sharding, so a
+  // per-token random draw keyed by them (LoRA dropout) is the same on every layout. Empty for batches
+  // built by hand (then treated as all -1).
+  std::vector<int32_t> source_rows;
+  std::vector<int32_t> source_columns;
 
   int64_t tokens() const { return rows * seq_len; }
   int64_t target_tokens() const {

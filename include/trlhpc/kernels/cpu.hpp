@@ -118,6 +118,14 @@ void attention_bwd(const float* q, const float* k, const float* v, const float* 
 void attention_merge(float* o_acc, float* lse_acc, const float* o_blk, const float* lse_blk, int64_t B, int64_t T,
                      int64_t NH, int64_t HS);
 
+// ---- lora_dropout.cpp -----------------------------------------------------------------------------
+// LoRA's input dropout, x and out (N, F) (may alias): element (n, f) is kept, scaled by 1 / (1 - p), when
+// dropout_keeps(key, rows[n], columns[n], feature_offset + f, p) (core/philox.hpp), else 0. rows / columns
+// (N) say where token n comes from (its dataset row and column), so the mask does not depend on how the
+// tokens are laid out over ranks; feature_offset places a tp slice of the features.
+void lora_dropout(const float* x, float* out, const int32_t* rows, const int32_t* columns, int64_t N, int64_t F,
+                  int64_t feature_offset, float p, uint64_t key);
+
 // ---- swiglu.cpp -----------------------------------------------------------------------------------
 // out (N, F) = silu(gate) * up, silu(x) = x / (1 + exp(-x)); gate, up (N, F).
 void swiglu_fwd(const float* gate, const float* up, float* out, int64_t n);

@@ -108,6 +108,7 @@ struct DeviceBatch {
   Tensor targets;    // (N) I32
   Tensor positions;  // (N) I32
   Tensor doc_ids;    // (N) I32
+  Tensor source_rows, source_columns;  // (N) I32: Batch::source_rows / source_columns (-1 when absent)
   // (N) the targets as uploaded, kept on the host: the loss reads them there instead of copying
   // `targets` back, which on a GPU would wait for the whole forward (CUDA-REVIEW.md defect 6). Empty
   // for a batch built otherwise (the loss then copies).
@@ -131,6 +132,9 @@ class Decoder {
   const ModelConfig& config() const { return config_; }
   TpLayout tp_layout() const { return tp_; }
   bool has_adapters() const { return lora_store_ != nullptr; }
+  // LoRA dropout draws a new mask every optimizer step: the step the next forward_backward belongs to.
+  // (Evaluation and generation apply no dropout, as PEFT in eval mode.)
+  void set_lora_dropout_step(int64_t step) { lora_step_ = static_cast<uint64_t>(step); }
   bool tp_sequence_parallel() const { return tp_sp_; }
 
   // Forward + loss + backward; gradients accumulate into the store.
@@ -213,8 +217,16 @@ class Decoder {
   // y += scale (x A^T) B^T keeping h = x A^T (N, r); backward dB += scale dy^T h, dA += dh^T x and
   // dx += dh A with dh = scale dy B. No-ops for an untargeted module.
   bool lora_targets(int layer, LoraModule module) const;
-  void lora_forward(int layer, LoraModule module, const Tensor& x, const Tensor& h, const Tensor& y);
-  void lora_backward(int layer, LoraModule module, const Tensor& x, const Tensor& h, const Tensor& dy, const Tensor& dx);
+  void lora_forward(int layer, LoraModule module, const DeviceBatch& batch, const Tensor& x, const Tensor& h,
+                    const Tensor& y);
+  void lora_backward(int layer, LoraModule module, const DeviceBatch& batch, const Tensor& x, const Tensor& h,
+                     const Tensor& dy, const Tensor& dx);
+  // dropout(x) into lora_xd_ when training with lora_dropout > 0 (the same mask in the forward, its
+  // recomputation and the backward); else x itself.
+  Tensor lora_input(int layer, LoraModule module, const DeviceBatch& batch, const Tensor& x);
+  uint64_t lora_dropout_key(int layer, LoraModule module) const;
+  int64_t lora_feature_offset(LoraModule module, int64_t local_in) const;
+  bool lora_dropping() const { return lora_training_ && lora_.dropout > 0; }
   // Where an adapter factor's gradient goes: the store, or for a factor replicated over tp (or over the
   // kv-sharing ranks) a zeroed slot of this layer's scratch, which finish_lora_grads sums over the
   // group and adds into the store (the sum must not include earlier micro-batches' gradients).
@@ -222,6 +234,7 @@ class Decoder {
   void finish_lora_grads();
   void init_lora(const DecoderAdapters& adapters);
   void allocate_lora_activations(LayerActivations& act, int64_t N);
+  void allocate_lora_scratch(int64_t N);
   UnitHooks& hooks() { return hooks_ ? *hooks_ : no_hooks_; }
   SequenceAttention& attention() { return attention_ ? *attention_ : local_attention_; }
 
@@ -249,6 +262,9 @@ class Decoder {
   LoraTargets lora_targets_;
   float lora_scale_ = 0;
   Tensor lora_dh_;                 // (N, r) compute dtype: scale dy B of one module
+  Tensor lora_xd_, lora_dx_;       // dropout: (N, widest input) compute dtype: dropped x; dh A before its mask
+  bool lora_training_ = false;     // the current pass has a backward (dropout applies)
+  uint64_t lora_step_ = 0;
   Tensor lora_tp_grad_;            // tp > 1: this layer's tp-replicated factors' partial grads
   Tensor lora_kv_grad_;            // tp > KVH: this layer's kv-replicated B factors' partial grads
   int64_t lora_tp_used_ = 0, lora_kv_used_ = 0;

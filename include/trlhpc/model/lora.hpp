@@ -50,6 +50,8 @@ struct LoraConfig {
   // "model.layers.3.mlp.up_proj"), or "all-linear" (every linear of the layers, not lm_head).
   std::vector<std::string> target_modules = {"q_proj", "v_proj"};  // PEFT's default for Qwen2/Llama
   bool use_rslora = false;
+  // Seeds the dropout masks (with the step, layer and module): trlhpc's, not PEFT's (torch's RNG).
+  uint64_t dropout_seed = 42;
 
   double scale() const;  // alpha / r, or alpha / sqrt(r) with use_rslora
 };

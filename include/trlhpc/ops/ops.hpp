@@ -116,6 +116,10 @@ class Ops {
                                          int64_t vocab_size, const Tensor& row_max, const Tensor& stats);
   virtual void vocab_parallel_ce_grad(const Tensor& logits /*in: logits, out: dlogits*/, const Tensor& targets,
                                       int64_t vocab_start, const Tensor& row_max, const Tensor& sums, float grad_scale);
+  // LoRA's input dropout (cpu::lora_dropout): x, out (N, F) of one dtype (may alias), source_rows /
+  // source_columns (N) I32. Not pure: a backend without it fails with a RuntimeFailure naming the op.
+  virtual void lora_dropout(const Tensor& x, const Tensor& out, const Tensor& source_rows, const Tensor& source_columns,
+                            int64_t feature_offset, float p, uint64_t key);
   virtual void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                           const AdamWHyper& h) = 0;
 };

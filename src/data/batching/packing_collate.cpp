@@ -78,6 +78,8 @@ Batch collate(const std::vector<dataset::TokenizedExample>& examples, const std:
   batch.targets.assign(total, kIgnoreIndex);
   batch.positions.assign(total, 0);
   batch.doc_ids.assign(total, kPaddingDocId);
+  batch.source_rows.assign(total, -1);
+  batch.source_columns.assign(total, -1);
   std::vector<uint8_t> mask(total, 0);
 
   int64_t offset = 0;
@@ -87,7 +89,12 @@ Batch collate(const std::vector<dataset::TokenizedExample>& examples, const std:
       offset = static_cast<int64_t>(i) * batch.seq_len;
       next_doc = 0;  // doc ids are unique within a row
     }
-    offset += write_row(examples, rows[static_cast<size_t>(row_indices[i])], batch, offset, next_doc, mask);
+    const int64_t written = write_row(examples, rows[static_cast<size_t>(row_indices[i])], batch, offset, next_doc, mask);
+    for (int64_t k = 0; k < written; ++k) {  // where each token comes from (LoRA dropout's key, batch.hpp)
+      batch.source_rows[static_cast<size_t>(offset + k)] = static_cast<int32_t>(row_indices[i]);
+      batch.source_columns[static_cast<size_t>(offset + k)] = static_cast<int32_t>(k);
+    }
+    offset += written;
   }
 
   // Shifted targets: token t predicts t+1 when both are in the same document and t+1 is trained on. Rows are
