@@ -15,15 +15,17 @@
 #  3. A checkpoint of a LoRA run resumes exactly, also on another layout (tp 2 from a 1-rank checkpoint).
 #  4. Fresh adapters (PEFT's init) on a model with one kv head, so tp 2 shares it (kv-replicated k/v adapter
 #     B factors summed over the sharing ranks), with gradient checkpointing and rsLoRA: tp 2, ZeRO-3 2 and
-#     cp 2 equal to trlhpc's 1-rank run within the bounds of 1.
+#     cp 2 equal to trlhpc's 1-rank run within the bounds of 1. With --lora_dropout 0.1 (trlhpc's own mask:
+#     torch's RNG cannot be matched, so not against TRL) tp 2, cp 2, ZeRO-3 2 and sp 2 with padding-free
+#     micro-batches draw the 1-rank run's mask (same bounds), and the dropout run differs from the plain one.
 #  5. generate of an adapter directory gives PEFT's greedy continuation (transformers' generate of the
 #     PeftModel, in the fixture); `export ADAPTER --merge` writes W + scale B A (checked here from the two
 #     files) and generates the same; a LoRA checkpoint exports as its adapter (and --merge as the model).
 #     Peer check (runs only where peft, torch and transformers import, and says SKIP otherwise): PEFT loads
 #     the adapter trlhpc saved and its greedy continuation equals `trlhpc generate` of it.
 #  6. Bad input, each exit 1 with the message naming the option or file, before any training:
-#     a target module that matches nothing, --lora_r 0, --use_dora, --lora_modules_to_save, dropout (not
-#     built yet), an adapter whose tensors do not fit the base, an adapter whose base does not exist.
+#     a target module that matches nothing, --lora_r 0, --use_dora, --lora_modules_to_save, --lora_dropout 1,
+#     an adapter whose tensors do not fit the base, an adapter whose base does not exist.
 set -u
 TRLHPC=$1
 MPIRUN=${2:-mpirun}
@@ -188,6 +190,26 @@ for layout in "tp2_kv:2:--tp_size 2" "zero3_kv:2:--sharding zero3 --per_device_t
   compare "$WORK/fresh_ref.json" "$WORK/$name/metrics.jsonl" || fail "$name: differs from the 1-rank run"
 done
 
+echo "   --lora_dropout 0.1 (trlhpc's mask, keyed by each token's dataset row and column): every layout draws"
+echo "   the same mask, so each equals the 1-rank dropout run; and dropout changes the curve"
+fresh drop_one 1 --lora_dropout 0.1
+python3 - "$WORK/drop_one/metrics.jsonl" "$WORK/drop_ref.json" "$WORK/fresh_ref.json" <<'PY' || fail "dropout has no effect"
+import json, sys
+steps = [r for r in map(json.loads, open(sys.argv[1])) if "grad_norm" in r]
+json.dump({"steps": steps}, open(sys.argv[2], "w"))
+plain = json.load(open(sys.argv[3]))["steps"]
+d = max(abs(a["grad_norm"] - b["grad_norm"]) / b["grad_norm"] for a, b in zip(steps, plain))
+print(f"    dropout moves grad_norm by up to {d:.1e} relative")
+assert d > 1e-3
+PY
+for layout in "drop_tp2:2:--tp_size 2" "drop_cp2:2:--cp_size 2" "drop_zero3:2:--sharding zero3 --per_device_train_batch_size=1" \
+  "drop_sp2_pf:2:--sp_size 2 --padding_free"; do
+  IFS=: read -r name np flags <<<"$layout"
+  fresh "$name" "$np" --lora_dropout 0.1 $flags
+  echo "  $name (np $np $flags)"
+  compare "$WORK/drop_ref.json" "$WORK/$name/metrics.jsonl" || fail "$name: another dropout mask than 1 rank's"
+done
+
 echo "5. generate and export --merge of an adapter"
 PROMPT="$(python3 -c "import json; print(json.load(open('$FIXTURE/merged_logits.json'))['prompt'], end='')")"$'\n'
 greedy_equal() {  # greedy_equal MODEL: its greedy continuation is PEFT's (transformers' generate) of the adapter
@@ -286,7 +308,7 @@ expect_error "lora_target_modules qkv_proj matches no linear module" --model_nam
 expect_error "lora_r 0: the adapter rank must be at least 1" --model_name_or_path $BASE --use_peft --lora_dropout 0 --lora_r 0
 expect_error "use_dora: DoRA adapters are not supported" --model_name_or_path $BASE --use_peft --use_dora
 expect_error "lora_modules_to_save" --model_name_or_path $BASE --use_peft --lora_modules_to_save lm_head
-expect_error "LoRA dropout is not supported yet" --model_name_or_path $BASE --use_peft
+expect_error "lora_dropout 1.000000 must be in \[0, 1)" --model_name_or_path $BASE --use_peft --lora_dropout 1
 expect_error "LoRA on the embedding or lm_head is not supported" --model_name_or_path $BASE --use_peft \
   --lora_dropout 0 --lora_target_modules lm_head
 mkdir -p "$WORK/wrong_adapter"
