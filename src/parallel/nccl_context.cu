@@ -146,6 +146,9 @@ class NcclPending final : public PendingOperation {
     DeviceGuard guard(device_);
     const cudaError_t rc = cudaEventQuery(done_.get());
     if (rc == cudaErrorNotReady) {
+      // Not an error: if the runtime recorded it, clear it (only it) so the next launch check does not
+      // report it, as the allocator's event poll does.
+      if (cudaPeekAtLastError() == cudaErrorNotReady) cudaGetLastError();
       check_async_error(comm_);
       return false;
     }
