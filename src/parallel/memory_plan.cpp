@@ -77,8 +77,9 @@ StepMemoryPlan plan_step_memory(const ModelConfig& config, const ParallelDims& d
   plan.persistent = plan_memory(config, dims, sharding);
   const std::vector<int64_t> sizes = padded_unit_sizes(config, dims);
   const int64_t largest = *std::max_element(sizes.begin(), sizes.end());
-  plan.gathered_unit_bytes = kF32 * largest * (sharding == ShardingKind::Zero3   ? 2
-                                               : sharding == ShardingKind::Zero2 ? 1
+  const int64_t gradient = batch.frozen_base ? 0 : 1;  // a unit's full gradient buffer during its backward
+  plan.gathered_unit_bytes = kF32 * largest * (sharding == ShardingKind::Zero3   ? 1 + gradient
+                                               : sharding == ShardingKind::Zero2 ? gradient
                                                                                  : 0);
   // ZeRO-3 under --bf16 all-gathers a unit in bf16 into a staging buffer before widening it.
   if (sharding == ShardingKind::Zero3 && batch.compute_dtype != DType::F32)

@@ -181,7 +181,7 @@ void log_start(const SftConfig& c, const SftPlan& plan, const Trainer& trainer, 
   const StepMemoryPlan step = plan_step_memory(
       plan.model, plan.dims, sharding,
       MicroBatchShape{c.per_device_train_batch_size, c.max_length, c.gradient_checkpointing, c.loss_chunk_tokens,
-                      c.bf16 ? DType::BF16 : DType::F32});
+                      c.bf16 ? DType::BF16 : DType::F32, plan.trainer.parallel.lora.has_value()});
   const int64_t floor = memory.parameter_bytes + memory.gradient_bytes + memory.optimizer_bytes +
                         step.gathered_unit_bytes + step.activation_bytes + step.loss_bytes;
   logger.message("model " + std::string(plan.model.architecture_name()) + " " +

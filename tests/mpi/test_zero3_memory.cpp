@@ -213,6 +213,49 @@ TEST(Zero3Memory, PlannedActivationsEqualTheDecoders) {
   }
 }
 
+// LoRA under ZeRO-3: the frozen base stays sharded (this rank's parameters are the base's and the
+// adapters' fsdp shards, nothing more), only the adapters have gradients and AdamW state, the step's
+// gathered-unit buffers hold base units without gradient buffers, and the plan's gathered-unit term for a
+// frozen base is one unit's parameters (not parameters + gradient).
+TEST(Zero3Memory, LoraKeepsTheFrozenBaseShardedWithoutGradients) {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const ModelConfig config = deep_config();
+  const ParallelDims dims = ParallelDims{}.resolved(world);
+  ProcessGroups groups(Mesh(dims), MPI_COMM_WORLD);
+  auto ops = make_cpu_ops();
+  TrainerOptions options = zero3_options(false);
+  LoraConfig lora;
+  lora.r = 4;
+  lora.dropout = 0.1;
+  lora.target_modules = {"all-linear"};
+  options.parallel.lora = lora;
+  Trainer trainer(config, *ops, groups, options);
+  ParallelModel& model = trainer.model();
+  model.load_weights(weights_from_init(config, kSeed));
+  model.load_adapters(lora_weights_from_init(model.lora_specs(), kSeed));
+  const int64_t d = groups.dp().rank();
+  std::vector<Batch> rows;
+  for (int64_t i = 0; i < 2; ++i) rows.push_back(testing::synthetic_row(16, config.vocab_size, 5, 0, d * 2 + i));
+  const StepResult r = trainer.step({testing::concat_rows(rows)}, 1e-3);
+  EXPECT_TRUE(r.finite);
+  EXPECT_GT(r.grad_norm, 0.0);
+  int64_t base = 0, adapters = 0, largest_base = 0;
+  for (const ParameterUnit& unit : model.base_store().units()) {
+    base += unit.padded_numel;
+    largest_base = std::max(largest_base, unit.padded_numel * 4);
+    EXPECT_EQ(unit.grads.numel(), 0) << "a frozen base unit has a gradient buffer";
+  }
+  for (const ParameterUnit& unit : model.store().units()) adapters += unit.padded_numel;
+  const MemoryAccount m = trainer.memory();
+  EXPECT_EQ(m.parameter_bytes, 4 * (base + adapters) / world);
+  EXPECT_EQ(m.gradient_bytes, 4 * adapters / world);
+  EXPECT_EQ(m.optimizer_bytes, 2 * 4 * adapters / world);
+  MicroBatchShape shape{2, 16, false, 1024, DType::F32};
+  shape.frozen_base = true;
+  EXPECT_EQ(plan_step_memory(config, dims, ShardingKind::Zero3, shape).gathered_unit_bytes, largest_base);
+}
+
 // --bf16: the training all-gathers of ZeRO-3 move bf16 (before_forward gives the decoder bf16(master),
 // widened), while saving and export gather the fp32 masters (gather_unit_parameters).
 TEST(Zero3Memory, Bf16TrainingGathersRoundSavingGathersDoNot) {

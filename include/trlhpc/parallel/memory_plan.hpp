@@ -33,6 +33,9 @@ struct MicroBatchShape {
   bool gradient_checkpointing = false;
   int64_t loss_chunk_tokens = 1024;
   DType compute_dtype = DType::F32;  // BF16 under --bf16 (the decoder's GEMM-input activations)
+  // LoRA: the base takes no gradient, so a gathered unit comes without a full gradient buffer (the
+  // adapters' own, r x (in + out) per module, are left out of the plan as small).
+  bool frozen_base = false;
 };
 
 struct StepMemoryPlan {
