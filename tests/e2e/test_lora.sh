@@ -22,7 +22,8 @@
 #     PeftModel, in the fixture); `export ADAPTER --merge` writes W + scale B A (checked here from the two
 #     files) and generates the same; a LoRA checkpoint exports as its adapter (and --merge as the model).
 #     Peer check (runs only where peft, torch and transformers import, and says SKIP otherwise): PEFT loads
-#     the adapter trlhpc saved and its greedy continuation equals `trlhpc generate` of it.
+#     the adapter trlhpc saved and its greedy continuation equals `trlhpc generate` of it; the merged export
+#     equals PEFT's merge_and_unload of the fixture adapter.
 #  6. Bad input, each exit 1 with the message naming the option or file, before any training:
 #     a target module that matches nothing, --lora_r 0, --use_dora, --lora_modules_to_save, --lora_dropout 1,
 #     an adapter whose tensors do not fit the base, an adapter whose base does not exist.
@@ -287,6 +288,24 @@ with torch.no_grad():
 new = out[0, len(generated["input_ids"]):].tolist()
 assert new == generated["output_ids"], (new, generated["output_ids"])
 print("    PEFT's greedy continuation with trlhpc's adapter:", new)
+PY
+  python3 - "$ADAPTER" "$WORK/merged/model.safetensors" <<'PY' || fail "export --merge differs from PEFT's merge_and_unload"
+import json, sys
+import torch
+from peft import PeftModel
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM
+adapter, merged_file = sys.argv[1:3]
+base = f"{adapter}/" + json.load(open(f"{adapter}/adapter_config.json"))["base_model_name_or_path"]
+model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32, use_kernels=False)
+theirs = PeftModel.from_pretrained(model, adapter).merge_and_unload().state_dict()
+mine = load_file(merged_file)
+worst = 0.0
+for name, t in mine.items():
+    d = (t - theirs[name]).abs().max().item() / max(theirs[name].abs().max().item(), 1e-12)
+    worst = max(worst, d)
+assert worst < 1e-6, worst
+print(f"    trlhpc's merged export equals PEFT's merge_and_unload within {worst:.1e} (max-normalised)")
 PY
 else
   echo "    SKIP: peft/torch/transformers not importable here (a peer check; the fixture comparisons above ran)"
