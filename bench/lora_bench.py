@@ -29,6 +29,7 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -131,6 +132,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=2, help="logged steps left out of the steady state")
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--no-peer", dest="peer", action="store_false")
+    ap.add_argument("--keep", action="store_true", help="keep the work folder (each run saves a ~2 GB model)")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="trlhpc-lora-bench-")
     json.dump(QWEN25_05B, open(os.path.join(work, "config.json"), "w"), indent=1)
@@ -141,6 +143,8 @@ def main():
 
     runs = [run_trlhpc(args, work, "full", []), run_trlhpc(args, work, "lora", LORA_FLAGS)]
     peer = run_peer(args, work) if args.peer else None
+    if not args.keep:
+        shutil.rmtree(work)
     print(f"Qwen2.5-0.5B shape, seq {args.seq}, batch 1 per rank, zero3 x {args.np}, 1 thread per rank, "
           f"{args.steps} steps (steady state: steps {args.warmup + 1}..{args.steps})")
     for r in runs:
