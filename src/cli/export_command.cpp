@@ -66,16 +66,6 @@ std::string adapter_staging(const std::string& output_dir) {
       .string();
 }
 
-LoraConfig lora_config_of(const nlohmann::json& j) {
-  LoraConfig lora;
-  lora.r = j.at("r").get<int64_t>();
-  lora.alpha = j.at("alpha").get<double>();
-  lora.dropout = j.at("dropout").get<double>();
-  lora.target_modules = j.at("target_modules").get<std::vector<std::string>>();
-  lora.use_rslora = j.at("use_rslora").get<bool>();
-  return lora;
-}
-
 // A PEFT adapter directory merged into its base (PEFT's merge_and_unload), written as a model directory
 // with the adapter's tokenizer files (else the base's).
 void export_merged_adapter(const std::string& adapter_dir, const std::string& output_dir, const std::string& device,
@@ -127,7 +117,7 @@ int run_export_command(const std::vector<std::string>& args, MpiEnvironment& mpi
   options.data_parallel.sharding = ShardingKind::Zero3;  // each rank reads and holds one shard only
   std::string base_model;  // a LoRA run's base (the checkpoint holds only its adapters)
   if (identity.contains("lora")) {
-    options.lora = lora_config_of(identity.at("lora"));
+    options.lora = lora_from_identity(identity.at("lora"));
     base_model = manifest.value("run", nlohmann::json::object()).value("base_model", "");
     (void)resolve_lora_targets(config, *options.lora);
   } else if (o.merge) {

@@ -41,6 +41,21 @@ double LoraConfig::scale() const {
   return use_rslora ? alpha / std::sqrt(static_cast<double>(r)) : alpha / static_cast<double>(r);
 }
 
+nlohmann::json lora_identity(const LoraConfig& lora) {
+  return {{"r", lora.r}, {"alpha", lora.alpha}, {"dropout", lora.dropout}, {"target_modules", lora.target_modules},
+          {"use_rslora", lora.use_rslora}};
+}
+
+LoraConfig lora_from_identity(const nlohmann::json& j) {
+  LoraConfig lora;
+  lora.r = j.at("r").get<int64_t>();
+  lora.alpha = j.at("alpha").get<double>();
+  lora.dropout = j.at("dropout").get<double>();
+  lora.target_modules = j.at("target_modules").get<std::vector<std::string>>();
+  lora.use_rslora = j.at("use_rslora").get<bool>();
+  return lora;
+}
+
 std::string lora_parameter_name(int64_t layer, LoraModule module, char factor) {
   return layer_parameter_name(layer, std::string(lora_module_path(module)) + ".lora_" + factor + ".weight");
 }

@@ -98,7 +98,7 @@ void load_initial_weights(const SftConfig& c, const SftPlan& plan, ParallelModel
 }
 
 // The start line's LoRA part: what trains (PEFT's print_trainable_parameters).
-std::string trainable_summary(const SftPlan& plan, const Trainer& trainer) {
+std::string trainable_summary(const SftPlan& plan) {
   const std::optional<LoraConfig>& lora = plan.trainer.parallel.lora;
   if (!lora) return "";
   int64_t adapter = 0;
@@ -109,7 +109,6 @@ std::string trainable_summary(const SftPlan& plan, const Trainer& trainer) {
   std::snprintf(pct, sizeof pct, "%.4f", 100.0 * static_cast<double>(adapter) / static_cast<double>(all));
   std::string modules;
   for (const std::string& m : lora->target_modules) modules += (modules.empty() ? "" : ",") + m;
-  (void)trainer;
   return "; LoRA r " + std::to_string(lora->r) + " on " + modules + ": trainable " + std::to_string(adapter) +
          " of " + std::to_string(all) + " parameters (" + pct + " %), base frozen";
 }
@@ -186,7 +185,7 @@ void log_start(const SftConfig& c, const SftPlan& plan, const Trainer& trainer, 
                         step.gathered_unit_bytes + step.activation_bytes + step.loss_bytes;
   logger.message("model " + std::string(plan.model.architecture_name()) + " " +
                  std::to_string(plan.model.parameter_count()) + " parameters; mesh " + plan.dims.to_string() +
-                 trainable_summary(plan, trainer) + "; sharding " + sharding_name(sharding) +
+                 trainable_summary(plan) + "; sharding " + sharding_name(sharding) +
                  "; per rank: parameters " + mib(memory.parameter_bytes) +
                  ", gradients " + mib(memory.gradient_bytes) + ", optimizer " + mib(memory.optimizer_bytes) +
                  ", largest gathered unit + gradient " + mib(step.gathered_unit_bytes) + ", activations " +

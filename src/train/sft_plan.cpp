@@ -153,8 +153,7 @@ SftPlan plan_sft_job(const SftConfig& c, int world_size) {
   plan.identity = checkpoint::model_identity(plan.model);
   if (const std::optional<LoraConfig>& lora = plan.trainer.parallel.lora) {
     (void)resolve_lora_targets(plan.model, *lora);  // every rank, before any collective
-    plan.identity["lora"] = {{"r", lora->r}, {"alpha", lora->alpha}, {"dropout", lora->dropout},
-                             {"target_modules", lora->target_modules}, {"use_rslora", lora->use_rslora}};
+    plan.identity["lora"] = lora_identity(*lora);
   }
   plan.identity["tokenizer_fingerprint"] = checkpoint::tokenizer_fingerprint(plan.tokenizer_dir);
   if (!c.resume_from_checkpoint.empty()) {

@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "trlhpc/model/model_config.hpp"
 #include "trlhpc/model/parameter_names.hpp"
 #include "trlhpc/model/tp_layout.hpp"
@@ -55,6 +57,11 @@ struct LoraConfig {
 
   double scale() const;  // alpha / r, or alpha / sqrt(r) with use_rslora
 };
+
+// The adapter config as a checkpoint's identity records it (r, alpha, dropout, target_modules,
+// use_rslora), and back (export of a LoRA checkpoint).
+nlohmann::json lora_identity(const LoraConfig& lora);
+LoraConfig lora_from_identity(const nlohmann::json& identity);
 
 // Which modules of which layers carry an adapter: targets[layer][module].
 using LoraTargets = std::vector<std::array<bool, kLoraModuleCount>>;
