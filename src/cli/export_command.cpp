@@ -77,7 +77,7 @@ void export_merged_adapter(const std::string& adapter_dir, const std::string& ou
   const HfModelDir base(adapter.base_model_dir());
   const LoraTargets targets = resolve_lora_targets(base.config(), adapter.lora());
   adapter.check_weights(base.config(), targets);
-  const ModelConfig& config = base.config();
+  const ModelConfig config = lora_merged_config(base.config(), adapter.lora());
   const ParallelDims dims = ParallelDims{}.resolved(mpi.world_size()).for_model(
       static_cast<int>(config.num_attention_heads), static_cast<int>(config.num_key_value_heads));
   const Topology topology = Topology::discover(mpi, parse_device_request(device));

@@ -127,9 +127,9 @@ int run_generate_command(const std::vector<std::string>& args, MpiEnvironment& m
       throw UserError(o.model + "/" + kPeftConfigFile + ": base_model_name_or_path \"" + adapter->base_model_name() +
                       "\" is not a model directory (as given, or relative to the adapter)");
     hf.emplace(adapter->base_model_dir());
-    config = hf->config();
-    adapter_targets = resolve_lora_targets(config, adapter->lora());
-    adapter->check_weights(config, adapter_targets);
+    adapter_targets = resolve_lora_targets(hf->config(), adapter->lora());
+    adapter->check_weights(hf->config(), adapter_targets);
+    config = lora_merged_config(hf->config(), adapter->lora());  // untied when a copy replaced the tied head
     if (!std::filesystem::exists(std::filesystem::path(o.model) / "generation_config.json"))
       model_files = adapter->base_model_dir();
   } else if (is_checkpoint) {

@@ -102,7 +102,7 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
       ("lora_target_modules", po::value<std::vector<std::string>>(&c.lora_target_modules)->multitoken(),
        "modules to adapt: q_proj k_proj v_proj o_proj gate_proj up_proj down_proj, or all-linear (default: q_proj v_proj)")
       ("lora_modules_to_save", po::value<std::vector<std::string>>(&c.lora_modules_to_save)->multitoken(),
-       "modules trained in full besides the adapters (not supported yet: refused)")
+       "modules trained in full besides the adapters, as PEFT's modules_to_save: embed_tokens, lm_head, model.norm")
       ("use_rslora", flag(&c.use_rslora), "rank-stabilised scale lora_alpha / sqrt(lora_r)")
       ("use_dora", flag(&c.use_dora), "weight-decomposed LoRA (not supported: refused)");
   po::options_description parallel("Parallelism");

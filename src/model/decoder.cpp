@@ -52,13 +52,19 @@ Decoder::Decoder(ModelConfig config, Ops& ops, ParameterStore& params, bool grad
 
 Decoder::~Decoder() = default;
 
-Tensor Decoder::head_weight() const {
-  return params_.param(config_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
+std::string Decoder::head_name() const {
+  if (lora_store_ && lora_store_->has("lm_head.weight")) return "lm_head.weight";  // a modules_to_save copy
+  return config_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
 }
-Tensor Decoder::head_grad() const {
-  return base_grad(config_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
+Tensor Decoder::head_weight() const { return model_param(head_name()); }
+Tensor Decoder::head_grad() const { return param_grad(head_name()); }
+Tensor Decoder::model_param(const std::string& name) const {
+  return lora_store_ && lora_store_->has(name) ? lora_store_->param(name) : params_.param(name);
 }
-Tensor Decoder::base_grad(const std::string& name) const { return lora_store_ ? Tensor() : params_.grad(name); }
+Tensor Decoder::param_grad(const std::string& name) const {
+  if (!lora_store_) return params_.grad(name);
+  return lora_store_->has(name) ? lora_store_->grad(name) : Tensor();  // the frozen base takes none
+}
 
 void Decoder::ensure_buffers(int64_t N) {
   if (N == buffers_N_) return;
@@ -86,7 +92,7 @@ void Decoder::forward_to_final_hidden(const DeviceBatch& batch) {
   // Vocab-parallel embedding: rows outside this rank's slice come out zero, so the sum over tp is
   // the full lookup (Megatron-LM sec. 3); under tp sequence parallel each rank keeps its rows of it.
   const Tensor embedded = tp_sp_ ? s.row_out : acts_[0].x_in;  // (N, C) partial lookup
-  ops_.embedding_fwd(batch.input_ids, params_.param("model.embed_tokens.weight"), embedded,
+  ops_.embedding_fwd(batch.input_ids, model_param("model.embed_tokens.weight"), embedded,
                      tp_.rank * local_.vocab_size);
   reduce_tokens(embedded, acts_[0].x_in);
   if (ops_.compute_dtype() != DType::F32) {  // the lookup of bf16(table): round the rows it produced
@@ -103,7 +109,7 @@ void Decoder::forward_to_final_hidden(const DeviceBatch& batch) {
   }
   const int final_unit = static_cast<int>(L + 1);
   hooks().before_forward(final_unit);
-  ops_.rmsnorm_fwd(s.x_final, compute_param(params_.param("model.norm.weight")), s.h_final_local, s.rstd_final,
+  ops_.rmsnorm_fwd(s.x_final, compute_param(model_param("model.norm.weight")), s.h_final_local, s.rstd_final,
                    static_cast<float>(config_.rms_norm_eps));
   if (tp_sp_) gather_tokens(s.h_final_local, s.h_final);  // the vocab-parallel head needs every token
 }
@@ -129,8 +135,8 @@ LossResult Decoder::run(const DeviceBatch& batch, float grad_scale, bool backwar
     return result;
   }
   // Final norm backward: dx = d rmsnorm(x_final)
-  const Tensor norm_grad = base_grad("model.norm.weight");
-  ops_.rmsnorm_bwd(s.x_final, compute_param(params_.param("model.norm.weight")), s.rstd_final, s.dh_local, s.dx,
+  const Tensor norm_grad = param_grad("model.norm.weight");
+  ops_.rmsnorm_bwd(s.x_final, compute_param(model_param("model.norm.weight")), s.rstd_final, s.dh_local, s.dx,
                    norm_grad_target(norm_grad, 0));
   finish_norm_grads({norm_grad});
   hooks().after_backward(final_unit);
@@ -147,10 +153,10 @@ LossResult Decoder::run(const DeviceBatch& batch, float grad_scale, bool backwar
     hooks().after_backward(unit);
   }
   hooks().before_backward(0);
-  if (!lora_store_) {  // a frozen base's embedding takes no gradient
+  if (!lora_store_ || lora_store_->has("model.embed_tokens.weight")) {  // a frozen embedding takes no gradient
     // (N, C): every token's row of the lookup, F32 (the embedding gradient never sees a bf16 rounding).
     const Tensor dx_all = gather_tokens(s.dx, s.row_out);
-    ops_.embedding_bwd(batch.input_ids, dx_all, params_.grad("model.embed_tokens.weight"), tp_.rank * local_.vocab_size);
+    ops_.embedding_bwd(batch.input_ids, dx_all, param_grad("model.embed_tokens.weight"), tp_.rank * local_.vocab_size);
   }
   hooks().after_backward(0);
   return result;

@@ -32,14 +32,16 @@ void Decoder::init_lora(const DecoderAdapters& adapters) {
   TRLHPC_ASSERT(adapters.store && adapters.targets, "DecoderAdapters: a LoRA config needs its store and targets");
   TRLHPC_ASSERT(adapters.store->tp_layout().size == tp_.size && adapters.store->tp_layout().rank == tp_.rank,
                 "DecoderAdapters: the adapter store holds another tp rank's slices than the base");
-  TRLHPC_ASSERT(adapters.store->num_units() == lora_unit_count(config_), "DecoderAdapters: one unit per layer expected");
+  const LoraUnitLayout layout = lora_unit_layout(config_, *adapters.lora);
+  TRLHPC_ASSERT(adapters.store->num_units() == layout.count, "DecoderAdapters: the store's units are not lora_unit_layout's");
   lora_store_ = adapters.store;
   lora_ = *adapters.lora;
   lora_targets_ = *adapters.targets;
   lora_scale_ = static_cast<float>(lora_.scale());
-  // Scratch for the largest layer's replicated / kv-replicated factors.
+  // Scratch for the largest layer's replicated / kv-replicated factors (modules_to_save copies outside
+  // the layers take the base's gradient paths).
   int64_t tp_max = 0, kv_max = 0;
-  for (int u = 0; u < lora_store_->num_units(); ++u) {
+  for (int u = layout.first_layer; u < layout.first_layer + layout.layers; ++u) {
     int64_t tp_n = 0, kv_n = 0;
     for (const ParameterSlot& slot : lora_store_->unit(u).slots) {
       if (slot.spec.tp_split == TpSplit::Replicated) tp_n += slot.numel;

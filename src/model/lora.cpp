@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "src/model/lora_saved_modules.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/model/init.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
@@ -42,8 +43,11 @@ double LoraConfig::scale() const {
 }
 
 nlohmann::json lora_identity(const LoraConfig& lora) {
-  return {{"r", lora.r}, {"alpha", lora.alpha}, {"dropout", lora.dropout}, {"target_modules", lora.target_modules},
-          {"use_rslora", lora.use_rslora}};
+  nlohmann::json j = {{"r", lora.r}, {"alpha", lora.alpha}, {"dropout", lora.dropout},
+                      {"target_modules", lora.target_modules}, {"use_rslora", lora.use_rslora}};
+  // Only when set: checkpoints written before modules_to_save existed keep their identity.
+  if (!lora.modules_to_save.empty()) j["modules_to_save"] = lora.modules_to_save;
+  return j;
 }
 
 LoraConfig lora_from_identity(const nlohmann::json& j) {
@@ -53,6 +57,7 @@ LoraConfig lora_from_identity(const nlohmann::json& j) {
   lora.dropout = j.at("dropout").get<double>();
   lora.target_modules = j.at("target_modules").get<std::vector<std::string>>();
   lora.use_rslora = j.at("use_rslora").get<bool>();
+  if (j.contains("modules_to_save")) lora.modules_to_save = j.at("modules_to_save").get<std::vector<std::string>>();
   return lora;
 }
 
@@ -109,6 +114,7 @@ LoraTargets resolve_lora_targets(const ModelConfig& config, const LoraConfig& lo
                       config.architecture_name() + " (" + std::to_string(L) + " layers); the modules are " +
                       module_list() + " (or model.layers.N.self_attn.q_proj-style paths), or all-linear");
   }
+  (void)resolve_lora_modules_to_save(config, lora);  // its errors before any collective, too
   // An adapter unit per layer: a layer without any adapter would be an empty unit for the sharding
   // strategies (PEFT's layers_to_transform is not supported).
   for (int64_t l = 0; l < L; ++l) {
@@ -141,9 +147,10 @@ std::vector<ParameterSpec> lora_parameter_specs(const ModelConfig& full_config, 
     }
     return {0, 0};
   };
-  std::vector<ParameterSpec> specs;
+  const LoraUnitLayout layout = lora_unit_layout(full_config, lora);
+  std::vector<ParameterSpec> specs = lora_saved_module_specs(full_config, lora, tp, true);
   for (int64_t l = 0; l < local.num_hidden_layers; ++l) {
-    const int unit = static_cast<int>(l);
+    const int unit = layout.first_layer + static_cast<int>(l);
     for (int mi = 0; mi < kLoraModuleCount; ++mi) {
       if (!targets[static_cast<size_t>(l)][static_cast<size_t>(mi)]) continue;
       const LoraModule m = kLoraModules[static_cast<size_t>(mi)];
@@ -162,6 +169,7 @@ std::vector<ParameterSpec> lora_parameter_specs(const ModelConfig& full_config, 
       specs.push_back(std::move(b));
     }
   }
+  for (ParameterSpec& copy : lora_saved_module_specs(full_config, lora, tp, false)) specs.push_back(std::move(copy));
   return specs;
 }
 

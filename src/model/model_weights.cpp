@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "trlhpc/core/error.hpp"
 #include "trlhpc/model/init.hpp"
 #include "trlhpc/model/lora.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
@@ -63,10 +64,26 @@ std::vector<ParameterSpec> unit_specs(const std::vector<ParameterSpec>& local_sp
 }
 }  // namespace
 
-UnitRangeSource lora_weights_from_init(const std::vector<ParameterSpec>& local_specs, uint64_t seed, TpLayout tp) {
-  return [local_specs, seed, tp](int unit, int64_t begin, int64_t end, float* out) {
+BaseTensorReader base_tensors_from_hf_dir(const HfModelDir& dir) {
+  return [&dir](const std::string& name, int64_t b, int64_t e, float* o) { dir.read_tensor(name, b, e, o); };
+}
+
+BaseTensorReader base_tensors_from_init(const ModelConfig& config, uint64_t seed) {
+  return [config, seed](const std::string& name, int64_t b, int64_t e, float* o) {
+    for (const ParameterSpec& full : parameter_specs(config))
+      if (full.name == name) return init_parameter_range(config, full, seed, b, e, o);
+    TRLHPC_ASSERT(false, "base_tensors_from_init: the model has no " + name);
+  };
+}
+
+UnitRangeSource lora_weights_from_init(const ModelConfig& config, const std::vector<ParameterSpec>& local_specs,
+                                       uint64_t seed, BaseTensorReader base, TpLayout tp) {
+  return [config, local_specs, seed, base = std::move(base), tp](int unit, int64_t begin, int64_t end, float* out) {
     tp_flat_range(unit_specs(local_specs, unit), tp, begin, end, out,
-                  [&](const ParameterSpec& full, int64_t b, int64_t e, float* o) { lora_init_range(full, seed, b, e, o); });
+                  [&](const ParameterSpec& full, int64_t b, int64_t e, float* o) {
+                    if (is_lora_factor(full.name)) lora_init_range(full, seed, b, e, o);
+                    else base(lora_copy_base_name(config, full.name), b, e, o);  // a modules_to_save copy
+                  });
   };
 }
 
@@ -98,10 +115,16 @@ UnitRangeSource merged_weights_from_hf_dir(const HfModelDir& dir, const Safetens
     }
   const double scale = lora.scale();
   const int64_t r = lora.r;
-  return [&dir, factors, scale, r, tp, config](int unit, int64_t begin, int64_t end, float* out) {
-    tp_flat_range(unit_parameter_specs(config, unit, tp), tp, begin, end, out,
+  const LoraSavedModules saved = resolve_lora_modules_to_save(config, lora);
+  const ModelConfig merged = lora_merged_config(config, lora);
+  return [&dir, &adapter, factors, scale, r, tp, config, merged, saved](int unit, int64_t begin, int64_t end, float* out) {
+    tp_flat_range(unit_parameter_specs(merged, unit, tp), tp, begin, end, out,
                   [&](const ParameterSpec& full, int64_t b, int64_t e, float* o) {
-                    dir.read_tensor(full.name, b, e, o);
+                    if ((full.name == "model.embed_tokens.weight" && saved.embed_tokens) ||
+                        (full.name == "model.norm.weight" && saved.norm) ||
+                        (full.name == "lm_head.weight" && saved.lm_head))
+                      return adapter.read_f32(peft_key(full.name), b, e, o);  // the trained copy
+                    dir.read_tensor(lora_copy_base_name(config, full.name), b, e, o);
                     const auto it = factors->find(full.name);
                     if (it == factors->end()) return;
                     // W + scale B A, element by element (PEFT's merge: delta = B @ A * scaling, added to W).

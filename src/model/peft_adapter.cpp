@@ -62,13 +62,17 @@ PeftAdapterDir::PeftAdapterDir(const std::string& dir) : dir_(dir) {
     } else {
       for (const auto& t : targets) lora_.target_modules.push_back(t.get<std::string>());
     }
+    if (config.contains("modules_to_save") && !config["modules_to_save"].is_null())
+      for (const auto& m : config["modules_to_save"]) lora_.modules_to_save.push_back(m.get<std::string>());
     base_name_ = config.value("base_model_name_or_path", nlohmann::json()).is_string()
                      ? config["base_model_name_or_path"].get<std::string>() : "";
   } catch (const nlohmann::json::exception& e) {
     throw UserError(file.string() + ": a LoRA adapter config needs r, lora_alpha and target_modules (" + e.what() + ")");
   }
   require_unset(config, "use_dora", file, "DoRA adapters cannot be trained by trlhpc");
-  require_unset(config, "modules_to_save", file, "fully trained extra modules are not supported");
+  require_unset(config, "ensure_weight_tying", file, "trained copies of a tied embedding and head stay two tensors, as "
+                "PEFT's default makes them");
+  require_unset(config, "trainable_token_indices", file, "train the whole embedding with modules_to_save instead");
   require_unset(config, "layers_to_transform", file, "adapters on only some layers are not supported");
   require_unset(config, "rank_pattern", file, "every adapter has the one rank r");
   require_unset(config, "alpha_pattern", file, "every adapter has the one lora_alpha");
@@ -109,7 +113,8 @@ void PeftAdapterDir::check_weights(const ModelConfig& config, const LoraTargets&
   for (const SafetensorsTensorInfo& info : weights_->tensors())
     if (!expected.count(info.name))
       throw UserError(file.string() + ": unexpected tensor " + info.name +
-                      " (trlhpc trains lora_A/lora_B of the layers' linears only)");
+                      " (trlhpc trains lora_A/lora_B of the layers' linears and the modules_to_save copies of "
+                      "embed_tokens, model.norm and lm_head; check modules_to_save in " + kPeftConfigFile + ")");
 }
 
 void save_peft_adapter(const std::string& dir, const ModelConfig& config, const LoraConfig& lora,
@@ -145,7 +150,8 @@ void save_peft_adapter(const std::string& dir, const ModelConfig& config, const 
       {"lora_dropout", lora.dropout},  {"target_modules", modules},
       {"use_rslora", lora.use_rslora}, {"use_dora", false},
       {"bias", "none"},                {"fan_in_fan_out", false},
-      {"modules_to_save", nullptr},    {"layers_to_transform", nullptr},
+      {"modules_to_save", lora.modules_to_save.empty() ? nlohmann::json() : nlohmann::json(lora.modules_to_save)},
+      {"layers_to_transform", nullptr},
       {"layers_pattern", nullptr},     {"rank_pattern", nlohmann::json::object()},
       {"alpha_pattern", nlohmann::json::object()}, {"init_lora_weights", true},
       {"inference_mode", true},        {"revision", nullptr}};

@@ -21,33 +21,34 @@ Communicator* kv_share_group(const ModelConfig& config, ProcessGroups& groups) {
   return want > 1 ? &groups.kv_share().device() : nullptr;
 }
 
-// LoRA: the frozen base's hooks around every decoder unit, the adapter strategy's around the layers
-// (decoder unit l+1 = adapter unit l). The base gathers first: the adapters' gathers are small.
+// LoRA: the frozen base's hooks around every decoder unit, the adapter strategy's around the decoder
+// units that have an adapter unit (lora_unit_layout: the layers, and the embedding / final unit when
+// modules_to_save trains them). The base gathers first: the adapters' gathers are small.
 class AdapterUnitHooks final : public UnitHooks {
  public:
-  AdapterUnitHooks(UnitHooks& base, UnitHooks& adapters, int layers) : base_(base), adapters_(adapters), layers_(layers) {}
+  AdapterUnitHooks(UnitHooks& base, UnitHooks& adapters, LoraUnitLayout layout)
+      : base_(base), adapters_(adapters), layout_(layout) {}
   void before_forward(int unit) override {
     base_.before_forward(unit);
-    if (is_layer(unit)) adapters_.before_forward(unit - 1);
+    if (const int a = layout_.of_decoder_unit(unit); a >= 0) adapters_.before_forward(a);
   }
   void after_forward(int unit) override {
     base_.after_forward(unit);
-    if (is_layer(unit)) adapters_.after_forward(unit - 1);
+    if (const int a = layout_.of_decoder_unit(unit); a >= 0) adapters_.after_forward(a);
   }
   void before_backward(int unit) override {
     base_.before_backward(unit);
-    if (is_layer(unit)) adapters_.before_backward(unit - 1);
+    if (const int a = layout_.of_decoder_unit(unit); a >= 0) adapters_.before_backward(a);
   }
   void after_backward(int unit) override {
-    if (is_layer(unit)) adapters_.after_backward(unit - 1);
+    if (const int a = layout_.of_decoder_unit(unit); a >= 0) adapters_.after_backward(a);
     base_.after_backward(unit);
   }
 
  private:
-  bool is_layer(int unit) const { return unit >= 1 && unit <= layers_; }
   UnitHooks& base_;
   UnitHooks& adapters_;
-  int layers_;
+  LoraUnitLayout layout_;
 };
 
 }  // namespace
@@ -68,7 +69,7 @@ ParallelModel::ParallelModel(const ModelConfig& config, Ops& ops, ProcessGroups&
     lora_specs_ = lora_parameter_specs(config, *lora_, lora_targets_, tp_);
     base_store_ = std::make_unique<ParameterStore>(config, ops, groups.fsdp().size(), tp_, frozen_base_buffers(sharding));
     frozen_base_ = make_frozen_base(sharding, *base_store_, groups, ops);
-    store_ = std::make_unique<ParameterStore>(lora_specs_, lora_unit_count(config), ops, groups.fsdp().size(), tp_,
+    store_ = std::make_unique<ParameterStore>(lora_specs_, lora_unit_layout(config, *lora_).count, ops, groups.fsdp().size(), tp_,
                                               full_unit_buffers(sharding));
   } else {
     store_ = std::make_unique<ParameterStore>(config, ops, groups.fsdp().size(), tp_, full_unit_buffers(sharding));
@@ -76,7 +77,7 @@ ParallelModel::ParallelModel(const ModelConfig& config, Ops& ops, ProcessGroups&
   // 3. data-parallel strategy (the decoder's hooks).
   strategy_ = make_data_parallel_strategy(options.data_parallel, *store_, groups, ops);
   if (frozen_base_)
-    adapter_hooks_ = std::make_unique<AdapterUnitHooks>(*frozen_base_, *strategy_, static_cast<int>(config.num_hidden_layers));
+    adapter_hooks_ = std::make_unique<AdapterUnitHooks>(*frozen_base_, *strategy_, lora_unit_layout(config, *lora_));
   // 4. kv-share group.
   Communicator* kv_share = kv_share_group(config, groups);
   // 5. sequence attention.

@@ -88,8 +88,12 @@ void load_base_weights(const SftConfig& c, const SftPlan& plan, ParallelModel& m
 void load_initial_weights(const SftConfig& c, const SftPlan& plan, ParallelModel& model) {
   load_base_weights(c, plan, model);
   if (!model.has_adapters()) return;
-  if (plan.adapter_dir.empty()) {
-    model.load_adapters(lora_weights_from_init(model.lora_specs(), c.seed, model.tp_layout()));
+  if (plan.adapter_dir.empty()) {  // PEFT's init; modules_to_save copies start from the base
+    std::optional<HfModelDir> dir;
+    if (!plan.base_model_dir.empty()) dir.emplace(plan.base_model_dir);
+    model.load_adapters(lora_weights_from_init(
+        model.config(), model.lora_specs(), c.seed,
+        dir ? base_tensors_from_hf_dir(*dir) : base_tensors_from_init(model.config(), c.seed), model.tp_layout()));
     return;
   }
   PeftAdapterDir adapter(plan.adapter_dir);
@@ -109,6 +113,9 @@ std::string trainable_summary(const SftPlan& plan) {
   std::snprintf(pct, sizeof pct, "%.4f", 100.0 * static_cast<double>(adapter) / static_cast<double>(all));
   std::string modules;
   for (const std::string& m : lora->target_modules) modules += (modules.empty() ? "" : ",") + m;
+  std::string saved;
+  for (const std::string& m : lora->modules_to_save) saved += (saved.empty() ? "" : ",") + m;
+  if (!saved.empty()) modules += " + " + saved + " in full";
   return "; LoRA r " + std::to_string(lora->r) + " on " + modules + ": trainable " + std::to_string(adapter) +
          " of " + std::to_string(all) + " parameters (" + pct + " %), base frozen";
 }

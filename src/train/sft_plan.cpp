@@ -86,15 +86,13 @@ std::optional<LoraConfig> plan_lora(const SftConfig& c, SftPlan& plan) {
   }
   if (!c.use_peft) return std::nullopt;
   if (c.use_dora) throw UserError("--use_dora: DoRA adapters are not supported; train plain LoRA (drop --use_dora)");
-  if (!c.lora_modules_to_save.empty())
-    throw UserError("--lora_modules_to_save: fully trained extra modules next to the adapters are not supported yet; "
-                    "drop the flag (or train without --use_peft)");
   LoraConfig lora;
   lora.r = c.lora_r;
   lora.alpha = c.lora_alpha;
   lora.dropout = c.lora_dropout;
   lora.use_rslora = c.use_rslora;
   if (!c.lora_target_modules.empty()) lora.target_modules = c.lora_target_modules;
+  lora.modules_to_save = c.lora_modules_to_save;
   return with_seed(lora, c);
 }
 
@@ -152,7 +150,12 @@ SftPlan plan_sft_job(const SftConfig& c, int world_size) {
   plan.tensorboard_dir = tensorboard_dir(c);
   plan.identity = checkpoint::model_identity(plan.model);
   if (const std::optional<LoraConfig>& lora = plan.trainer.parallel.lora) {
-    (void)resolve_lora_targets(plan.model, *lora);  // every rank, before any collective
+    try {
+      (void)resolve_lora_targets(plan.model, *lora);  // every rank, before any collective
+    } catch (const UserError& e) {  // an adapter directory's config, not a flag, said it
+      if (plan.adapter_dir.empty()) throw;
+      throw UserError((std::filesystem::path(plan.adapter_dir) / kPeftConfigFile).string() + ": " + e.what());
+    }
     plan.identity["lora"] = lora_identity(*lora);
   }
   plan.identity["tokenizer_fingerprint"] = checkpoint::tokenizer_fingerprint(plan.tokenizer_dir);

@@ -179,6 +179,9 @@ class Decoder {
   // The tensor-parallel part of construction: this rank's share of the model and the buffers tp needs.
   void init_tensor_parallel(const DecoderParallelism& parallelism);
   void ensure_buffers(int64_t N);
+  // The head's weight: a modules_to_save copy ("lm_head.weight" in the adapters), else the base's
+  // lm_head, or its embedding when tied.
+  std::string head_name() const;
   Tensor head_weight() const;
   // The LM-head loss of s.h_final (and its backward into s.dh and the head gradient when `backward`):
   // the fused kernel when the vocabulary is whole, the vocab-parallel one when it is split.
@@ -211,8 +214,11 @@ class Decoder {
   // (N, V) full logits from every tp rank's (N, V/tp) columns (tests/export only).
   Tensor gather_vocab_logits(const Tensor& local);
   Tensor head_grad() const;
-  // A base parameter's gradient: the store's, or an empty Tensor (no gradient) when adapters train.
-  Tensor base_grad(const std::string& name) const;
+  // A model parameter by its HF name: with adapters, a modules_to_save copy of it (lora.hpp) when
+  // there is one, else the (frozen) base's. Its gradient: the trained store's, or an empty Tensor (no
+  // gradient) for a frozen base parameter.
+  Tensor model_param(const std::string& name) const;
+  Tensor param_grad(const std::string& name) const;
   // LoRA (src/model/decoder_lora.cpp). Adapter of `module` of `layer` when targeted: forward
   // y += scale (x A^T) B^T keeping h = x A^T (N, r); backward dB += scale dy^T h, dA += dh^T x and
   // dx += dh A with dh = scale dy B. No-ops for an untargeted module.

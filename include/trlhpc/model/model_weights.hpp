@@ -22,16 +22,25 @@ using UnitRangeSource = std::function<void(int unit, int64_t begin, int64_t end,
 // from the bits of a full load / full init.
 UnitRangeSource weights_from_hf_dir(const HfModelDir& dir, TpLayout tp = {});
 UnitRangeSource weights_from_init(const ModelConfig& config, uint64_t seed, TpLayout tp = {});
-// The same for a LoRA adapter store (lora.hpp, unit = layer): PEFT's initialisation (lora_init_range),
-// or the tensors of a PEFT adapter_model.safetensors (keys peft_key(name), shapes checked by the caller).
+// Reads elements [begin, end) of the base model's full tensor `name` into out.
+using BaseTensorReader = std::function<void(const std::string& name, int64_t begin, int64_t end, float* out)>;
+// The base tensors of a model directory, or of the seeded init of `config` (--model_config runs).
+BaseTensorReader base_tensors_from_hf_dir(const HfModelDir& dir);
+BaseTensorReader base_tensors_from_init(const ModelConfig& config, uint64_t seed);
+// The same for a LoRA adapter store (lora.hpp, units by lora_unit_layout): PEFT's initialisation
+// (lora_init_range) with modules_to_save copies read from `base` (lora_copy_base_name), or the tensors
+// of a PEFT adapter_model.safetensors (keys peft_key(name), shapes checked by the caller).
 // `local_specs`: lora_parameter_specs(..., tp), the store's own.
-UnitRangeSource lora_weights_from_init(const std::vector<ParameterSpec>& local_specs, uint64_t seed, TpLayout tp = {});
+UnitRangeSource lora_weights_from_init(const ModelConfig& config, const std::vector<ParameterSpec>& local_specs,
+                                       uint64_t seed, BaseTensorReader base, TpLayout tp = {});
 UnitRangeSource lora_weights_from_file(const SafetensorsReader& file, const std::vector<ParameterSpec>& local_specs,
                                        TpLayout tp = {});
 
 // The base model of `dir` with a LoRA adapter merged into its weights, W + scale B A (PEFT's
-// merge_and_unload), for tp rank `tp`: generation and `export --merge` of an adapter. `targets` and the
-// adapter's tensors must have been checked (PeftAdapterDir::check_weights); both readers must outlive it.
+// merge_and_unload), modules_to_save replaced by the adapter's copies, for tp rank `tp`: generation and
+// `export --merge` of an adapter. The model to fill is lora_merged_config(dir.config(), lora) (a tied
+// base whose head or embedding was trained comes out untied). `targets` and the adapter's tensors must
+// have been checked (PeftAdapterDir::check_weights); both readers must outlive it.
 UnitRangeSource merged_weights_from_hf_dir(const HfModelDir& dir, const SafetensorsReader& adapter, const LoraConfig& lora,
                                            const LoraTargets& targets, TpLayout tp = {});
 // Fills `dst` (a device tensor of end-begin elements) with elements [begin, end) of unit `unit`, asking

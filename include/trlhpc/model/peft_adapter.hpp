@@ -5,10 +5,11 @@
 //   adapter_config.json         peft_type "LORA", task_type "CAUSAL_LM", r, lora_alpha, lora_dropout,
 //                               target_modules, use_rslora, use_dora, base_model_name_or_path, ...
 //   adapter_model.safetensors   "base_model.model.<module>.lora_A.weight" (r, in) and ".lora_B.weight"
-//                               (out, r), F32
+//                               (out, r), and each modules_to_save copy under its module's own key
+//                               ("base_model.model.lm_head.weight"), F32
 //
-// In: `PeftAdapterDir` validates the config (a LoRA adapter trlhpc can train: no DoRA, no
-// modules_to_save, every targeted module a layer linear) and that the file holds exactly the tensors the
+// In: `PeftAdapterDir` validates the config (a LoRA adapter trlhpc can train: no DoRA, modules_to_save
+// among embed_tokens / model.norm / lm_head, every targeted module a layer linear) and that the file holds exactly the tensors the
 // targets need, with their shapes, finite; errors name the file and what to do. The base model is
 // `base_model_name_or_path` as written (a directory, absolute or relative to the working directory),
 // else relative to the adapter directory (an adapter saved next to its base).
