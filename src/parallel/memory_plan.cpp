@@ -81,6 +81,9 @@ StepMemoryPlan plan_step_memory(const ModelConfig& config, const ParallelDims& d
   plan.gathered_unit_bytes = kF32 * largest * (sharding == ShardingKind::Zero3   ? 1 + gradient
                                                : sharding == ShardingKind::Zero2 ? gradient
                                                                                  : 0);
+  plan.gathered_unit_bytes += kF32 * batch.adapter_unit_elements * (sharding == ShardingKind::Zero3   ? 2
+                                                                     : sharding == ShardingKind::Zero2 ? 1
+                                                                                                       : 0);
   // ZeRO-3 under --bf16 all-gathers a unit in bf16 into a staging buffer before widening it.
   if (sharding == ShardingKind::Zero3 && batch.compute_dtype != DType::F32)
     plan.gathered_unit_bytes += static_cast<int64_t>(dtype_size(batch.compute_dtype)) * largest;

@@ -2,6 +2,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -184,10 +185,16 @@ void log_start(const SftConfig& c, const SftPlan& plan, const Trainer& trainer, 
                int64_t total_steps, MetricsLogger& logger) {
   const MemoryAccount memory = trainer.memory();
   const ShardingKind sharding = plan.trainer.parallel.data_parallel.sharding;
-  const StepMemoryPlan step = plan_step_memory(
-      plan.model, plan.dims, sharding,
-      MicroBatchShape{c.per_device_train_batch_size, c.max_length, c.gradient_checkpointing, c.loss_chunk_tokens,
-                      c.bf16 ? DType::BF16 : DType::F32, plan.trainer.parallel.lora.has_value()});
+  MicroBatchShape shape{c.per_device_train_batch_size, c.max_length, c.gradient_checkpointing, c.loss_chunk_tokens,
+                        c.bf16 ? DType::BF16 : DType::F32, plan.trainer.parallel.lora.has_value()};
+  if (const std::optional<LoraConfig>& lora = plan.trainer.parallel.lora) {  // tp rank 0 holds the replicated factors
+    std::vector<int64_t> unit_elements(static_cast<size_t>(lora_unit_layout(plan.model, *lora).count), 0);
+    for (const ParameterSpec& spec :
+         lora_parameter_specs(plan.model, *lora, resolve_lora_targets(plan.model, *lora), TpLayout{plan.dims.tp, 0}))
+      unit_elements[static_cast<size_t>(spec.unit)] += spec.numel();
+    shape.adapter_unit_elements = *std::max_element(unit_elements.begin(), unit_elements.end());
+  }
+  const StepMemoryPlan step = plan_step_memory(plan.model, plan.dims, sharding, shape);
   const int64_t floor = memory.parameter_bytes + memory.gradient_bytes + memory.optimizer_bytes +
                         step.gathered_unit_bytes + step.activation_bytes + step.loss_bytes;
   logger.message("model " + std::string(plan.model.architecture_name()) + " " +

@@ -25,7 +25,7 @@
 #     the adapter trlhpc saved and its greedy continuation equals `trlhpc generate` of it; the merged export
 #     equals PEFT's merge_and_unload of the fixture adapter.
 #  6. Bad input, each exit 1 with the message naming the option or file, before any training:
-#     a target module that matches nothing, --lora_r 0, --use_dora, --lora_modules_to_save, --lora_dropout 1,
+#     a target module that matches nothing, --lora_r 0, --use_dora, --lora_dropout 1,
 #     an adapter whose tensors do not fit the base, an adapter whose base does not exist.
 set -u
 TRLHPC=$1
@@ -34,37 +34,9 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 cd "$ROOT"
-failures=0
-fail() { echo "FAIL $*"; failures=$((failures + 1)); }
-export OMP_NUM_THREADS=1
-if [[ $(id -u) -eq 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-MPI=("$MPIRUN" --oversubscribe --bind-to none)
+source "$ROOT/tests/e2e/lora_lib.sh"
 FIXTURE=tests/fixtures/lora_curves
 ADAPTER=$FIXTURE/initial_adapter
-SETTINGS=(--max_length=192 --packing=false --assistant_only_loss=true --per_device_train_batch_size=2
-  --gradient_accumulation_steps=2 --max_steps=6 --learning_rate=3e-3 --lr_scheduler_type=cosine
-  --warmup_steps=2 --weight_decay=0.01 --adam_beta1=0.9 --adam_beta2=0.999 --adam_epsilon=1e-8
-  --max_grad_norm=1.0 --seed=42 --logging_steps=1 --shuffle_dataset=false
-  --dataset_name tests/fixtures/trl_curves/conversations.jsonl)
-
-# compare REFERENCE(curves.json) METRICS.jsonl: every step's loss/grad_norm within the bounds.
-compare() {
-  python3 - "$1" "$2" <<'PY'
-import json, sys
-ref = json.load(open(sys.argv[1]))["steps"]
-got = [json.loads(l) for l in open(sys.argv[2])]
-got = [g for g in got if "grad_norm" in g]
-assert len(got) == len(ref) == 6, (len(got), len(ref))
-bounds = {"loss": 1e-6, "grad_norm": 2e-5}
-worst = {k: 0.0 for k in bounds}
-for r, g in zip(ref, got):
-    assert g["step"] == r["step"]
-    for k in bounds:
-        worst[k] = max(worst[k], abs(g[k] - r[k]) / abs(r[k]))
-print("    worst relative", {k: f"{v:.1e}" for k, v in worst.items()})
-sys.exit(0 if all(worst[k] <= bounds[k] for k in bounds) else 1)
-PY
-}
 
 run() {  # run NAME NP [flags...]: trains the fixture adapter into $WORK/NAME
   local name=$1 np=$2
@@ -326,7 +298,6 @@ expect_error "lora_target_modules qkv_proj matches no linear module" --model_nam
   --lora_dropout 0 --lora_target_modules q_proj qkv_proj
 expect_error "lora_r 0: the adapter rank must be at least 1" --model_name_or_path $BASE --use_peft --lora_dropout 0 --lora_r 0
 expect_error "use_dora: DoRA adapters are not supported" --model_name_or_path $BASE --use_peft --use_dora
-expect_error "lora_modules_to_save" --model_name_or_path $BASE --use_peft --lora_modules_to_save lm_head
 expect_error "lora_dropout 1.000000 must be in \[0, 1)" --model_name_or_path $BASE --use_peft --lora_dropout 1
 expect_error "LoRA on the embedding or lm_head is not supported" --model_name_or_path $BASE --use_peft \
   --lora_dropout 0 --lora_target_modules lm_head
@@ -348,8 +319,4 @@ json.dump(c, open(sys.argv[1], "w"))
 PY
 expect_error "base_model_name_or_path \"/nonexistent/base\" is not a model directory" --model_name_or_path "$WORK/wrong_adapter"
 
-if [[ $failures -gt 0 ]]; then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "all LoRA checks passed"
+finish LoRA

@@ -216,8 +216,10 @@ TEST(Zero3Memory, PlannedActivationsEqualTheDecoders) {
 // LoRA under ZeRO-3: the frozen base stays sharded (this rank's parameters are the base's and the
 // adapters' fsdp shards, nothing more), only the adapters have gradients and AdamW state, the step's
 // gathered-unit buffers hold base units without gradient buffers, and the plan's gathered-unit term for a
-// frozen base is one unit's parameters (not parameters + gradient).
-TEST(Zero3Memory, LoraKeepsTheFrozenBaseShardedWithoutGradients) {
+// frozen base is one unit's parameters (not parameters + gradient). With modules_to_save the embedding
+// and head copies are adapter units of their own, sharded with gradients and AdamW state, and the plan
+// adds the largest adapter unit's parameters + gradient to the base's unit.
+void check_lora_zero3_memory(const std::vector<std::string>& modules_to_save) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   const ModelConfig config = deep_config();
@@ -229,11 +231,12 @@ TEST(Zero3Memory, LoraKeepsTheFrozenBaseShardedWithoutGradients) {
   lora.r = 4;
   lora.dropout = 0.1;
   lora.target_modules = {"all-linear"};
+  lora.modules_to_save = modules_to_save;
   options.parallel.lora = lora;
   Trainer trainer(config, *ops, groups, options);
   ParallelModel& model = trainer.model();
   model.load_weights(weights_from_init(config, kSeed));
-  model.load_adapters(lora_weights_from_init(model.lora_specs(), kSeed));
+  model.load_adapters(lora_weights_from_init(config, model.lora_specs(), kSeed, base_tensors_from_init(config, kSeed)));
   const int64_t d = groups.dp().rank();
   std::vector<Batch> rows;
   for (int64_t i = 0; i < 2; ++i) rows.push_back(testing::synthetic_row(16, config.vocab_size, 5, 0, d * 2 + i));
@@ -246,14 +249,30 @@ TEST(Zero3Memory, LoraKeepsTheFrozenBaseShardedWithoutGradients) {
     largest_base = std::max(largest_base, unit.padded_numel * 4);
     EXPECT_EQ(unit.grads.numel(), 0) << "a frozen base unit has a gradient buffer";
   }
-  for (const ParameterUnit& unit : model.store().units()) adapters += unit.padded_numel;
+  int64_t largest_adapter = 0;
+  for (const ParameterUnit& unit : model.store().units()) {
+    adapters += unit.padded_numel;
+    largest_adapter = std::max(largest_adapter, unit.padded_numel);
+  }
+  // The copies are whole tensors of the model: the embedding (and the untied head copy) in units of their own.
+  EXPECT_EQ(model.store().num_units(), config.num_hidden_layers + (modules_to_save.empty() ? 0 : 2));
   const MemoryAccount m = trainer.memory();
   EXPECT_EQ(m.parameter_bytes, 4 * (base + adapters) / world);
   EXPECT_EQ(m.gradient_bytes, 4 * adapters / world);
   EXPECT_EQ(m.optimizer_bytes, 2 * 4 * adapters / world);
   MicroBatchShape shape{2, 16, false, 1024, DType::F32};
   shape.frozen_base = true;
-  EXPECT_EQ(plan_step_memory(config, dims, ShardingKind::Zero3, shape).gathered_unit_bytes, largest_base);
+  shape.adapter_unit_elements = largest_adapter;
+  EXPECT_EQ(plan_step_memory(config, dims, ShardingKind::Zero3, shape).gathered_unit_bytes,
+            largest_base + 2 * 4 * largest_adapter);
+  if (!modules_to_save.empty())
+    EXPECT_GE(largest_adapter, config.vocab_size * config.hidden_size) << "the embedding copy is not a unit";
+}
+
+TEST(Zero3Memory, LoraKeepsTheFrozenBaseShardedWithoutGradients) { check_lora_zero3_memory({}); }
+
+TEST(Zero3Memory, LoraModulesToSaveCopiesAreShardedAdapterUnits) {
+  check_lora_zero3_memory({"embed_tokens", "lm_head"});
 }
 
 // --bf16: the training all-gathers of ZeRO-3 move bf16 (before_forward gives the decoder bf16(master),

@@ -36,6 +36,9 @@ struct MicroBatchShape {
   // LoRA: the base takes no gradient, so a gathered unit comes without a full gradient buffer (the
   // adapters' own, r x (in + out) per module, are left out of the plan as small).
   bool frozen_base = false;
+  // LoRA: the largest adapter unit's elements (with modules_to_save, a whole embedding or head copy),
+  // gathered with its full gradient next to the base's unit under ZeRO-3 (its gradient under ZeRO-2).
+  int64_t adapter_unit_elements = 0;
 };
 
 struct StepMemoryPlan {

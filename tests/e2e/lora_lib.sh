@@ -1,0 +1,43 @@
+# Shared by the LoRA e2e tests (test_lora.sh, test_lora_modules_to_save.sh); sourced after
+# TRLHPC/MPIRUN/ROOT/WORK are set. Provides: fail, $failures, MPI (mpirun with the flags these tests
+# need), SETTINGS (tests/fixtures/make_trl_curves.py's SFTConfig values, 6 steps, as `trlhpc sft` flags)
+# and compare REFERENCE(curves.json) METRICS.jsonl (every step's loss within 1e-6 and grad_norm within
+# 2e-5 relative: the bounds of test_trl_curves.sh; both sides train the same tokens from the same
+# weights, only fp32 summation order differs).
+failures=0
+fail() { echo "FAIL $*"; failures=$((failures + 1)); }
+export OMP_NUM_THREADS=1
+if [[ $(id -u) -eq 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+MPI=("$MPIRUN" --oversubscribe --bind-to none)
+SETTINGS=(--max_length=192 --packing=false --assistant_only_loss=true --per_device_train_batch_size=2
+  --gradient_accumulation_steps=2 --max_steps=6 --learning_rate=3e-3 --lr_scheduler_type=cosine
+  --warmup_steps=2 --weight_decay=0.01 --adam_beta1=0.9 --adam_beta2=0.999 --adam_epsilon=1e-8
+  --max_grad_norm=1.0 --seed=42 --logging_steps=1 --shuffle_dataset=false
+  --dataset_name tests/fixtures/trl_curves/conversations.jsonl)
+
+compare() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+ref = json.load(open(sys.argv[1]))["steps"]
+got = [json.loads(l) for l in open(sys.argv[2])]
+got = [g for g in got if "grad_norm" in g]
+assert len(got) == len(ref) == 6, (len(got), len(ref))
+bounds = {"loss": 1e-6, "grad_norm": 2e-5}
+worst = {k: 0.0 for k in bounds}
+for r, g in zip(ref, got):
+    assert g["step"] == r["step"]
+    for k in bounds:
+        worst[k] = max(worst[k], abs(g[k] - r[k]) / abs(r[k]))
+print("    worst relative", {k: f"{v:.1e}" for k, v in worst.items()})
+sys.exit(0 if all(worst[k] <= bounds[k] for k in bounds) else 1)
+PY
+}
+
+# finish: the summary line and exit status.
+finish() {
+  if [[ $failures -gt 0 ]]; then
+    echo "$failures failure(s)"
+    exit 1
+  fi
+  echo "all $1 checks passed"
+}
