@@ -268,6 +268,7 @@ class Decoder {
   LoraTargets lora_targets_;
   float lora_scale_ = 0;
   Tensor lora_dh_;                 // (N, r) compute dtype: scale dy B of one module
+  Tensor lora_h_sum_;              // tp > 1: (N, r) F32, a row-parallel module's x A^T summed over tp
   Tensor lora_xd_, lora_dx_;       // dropout: (N, widest input) compute dtype: dropped x; dh A before its mask
   bool lora_training_ = false;     // the current pass has a backward (dropout applies)
   uint64_t lora_step_ = 0;
