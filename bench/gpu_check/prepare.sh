@@ -57,9 +57,14 @@ mkdir -p "$PACK/bin" "$PACK/debs" "$PACK/data"
 cp "$BUILD/trlhpc" "$BUILD/bench/gpu_bench" "$PACK/bin/"
 for t in "${CUDA_TESTS[@]}"; do cp "$BUILD/tests/$t" "$PACK/bin/"; done
 strip --strip-unneeded "$PACK"/bin/*
-for b in "$PACK"/bin/*; do
-  cuobjdump --list-elf "$b" 2> /dev/null | grep -q 'sm_90' || die "$(basename "$b") holds no sm_90 code"
-done
+# sm_90 and nothing else: from the binaries where cuobjdump is installed, else from the compile flags.
+archs=$(grep -h -o 'sm_[0-9a-z]*' "$BUILD/CMakeFiles/trlhpc_cuda.dir/flags.make" | sort -u | tr '\n' ' ')
+[ "$archs" = "sm_90 " ] || die "the CUDA kernels are compiled for '$archs', not sm_90 alone"
+if command -v cuobjdump > /dev/null; then
+  for b in "$PACK"/bin/*; do
+    cuobjdump --list-elf "$b" 2> /dev/null | grep -q 'sm_90' || die "$(basename "$b") holds no sm_90 code"
+  done
+fi
 
 # ---- the runtime packages: ldd's answer here, plus Open MPI's launcher and plugins ----------------------------
 OMPI_PLUGINS=/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3
@@ -86,14 +91,17 @@ packages=$(
 # glibc, the C++ runtime and the compiler's support libraries are the GPU machine's own (newer) ones.
 packages=$(echo "$packages" | grep -v -x -E 'libc6|libstdc\+\+6|libgcc-s1' | sort -u)
 say "$(echo "$packages" | wc -l) runtime packages"
+substituted=""
 for p in $packages; do
   v=$(dpkg-query -W -f '${Version}' "$p")
   cached=$(ls /var/cache/apt/archives/"${p}_${v//:/%3a}"_*.deb 2> /dev/null | head -1 || true)
   if [ -n "$cached" ]; then
     cp "$cached" "$PACK/debs/"
-  else
-    (cd "$PACK/debs" && apt-get download -q "$p=$v" > /dev/null 2>&1) ||
+  elif ! (cd "$PACK/debs" && apt-get download -q "$p=$v" > /dev/null 2>&1); then
+    # The archive may have moved on (a binNMU such as 1.47.0-2 -> 1.47.0-2+b2): the same sources' candidate.
+    (cd "$PACK/debs" && apt-get download -q "$p" > /dev/null 2>&1) ||
       die "cannot get $p $v: not in /var/cache/apt/archives and apt-get download failed (network?)"
+    substituted="$substituted $p($v -> $(apt-cache policy "$p" | sed -n 's/ *Candidate: //p'))"
   fi
 done
 
@@ -111,6 +119,7 @@ dirty=$(git -C "$ROOT" status --porcelain --untracked-files=no | head -1)
   echo "build: $BUILD Release TRLHPC_CUDA=ON CMAKE_CUDA_ARCHITECTURES=90 TRLHPC_NATIVE=OFF, $(nvcc --version | tail -1)"
   echo "## binaries (stripped): name bytes sha256"
   for b in "$PACK"/bin/*; do echo "$(basename "$b") $(stat -c %s "$b") $(sha256sum "$b" | cut -c1-64)"; done
+  [ -z "$substituted" ] || echo "debs not at the installed version (the archive's candidate instead):$substituted"
   echo "## debs: file bytes sha256"
   for d in "$PACK"/debs/*.deb; do echo "$(basename "$d") $(stat -c %s "$d") $(sha256sum "$d" | cut -c1-64)"; done
   echo "## data"

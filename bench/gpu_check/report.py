@@ -120,8 +120,8 @@ def cmd_summarize(a):
         r = last.get(stage)
         if r is None or not r.get("gpu"):
             out[field] = None
-            reasons[field] = ("dry run: no GPU call made" if a.dry_run else "stage did not run") if r is None \
-                else f"dry run: {stage} ran on the CPU only"
+            reasons[field] = ("dry run: no GPU call made" if a.dry_run else f"{stage} did not run") if r is None \
+                else f"not a GPU result ({stage}: {'not run' if r['ok'] is None else 'ran on the CPU'})"
         elif r["ok"] is None:
             out[field] = None
             reasons[field] = f"{stage} did not run: {r['detail']}"

@@ -12,7 +12,8 @@
 #               the stage logic without a prepared .gpu/, as the ctest e2e.test_gpu_check does)
 # Environment: OUT (default a new /tmp folder), GPU_CHECK_BUDGET_S, GPU_CHECK_STEPS (default 30),
 # GPU_CHECK_WORK (scratch folder, kept), GPU_CHECK_ALL_LAYOUTS=1 (dry run: all 10 layouts on the CPU),
-# LAYOUT_BOUND (default 1e-4), GPU_PACK (default .gpu).
+# LAYOUT_BOUND (default 1e-4), GPU_PACK (default .gpu), GPU_CHECK_PEER_ENV (dry run: VAR=VALUE ... for the
+# peer's python3 alone).
 set -u -o pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -96,6 +97,11 @@ setup() {
     say "note: libcuda.so.1 (the driver) is not in ldconfig's cache; the binaries will look for it on LD_LIBRARY_PATH"
   fi
   with_libs "$GPU_MPIRUN" --version 2>&1 | head -1
+  # The relocation took: Open MPI reports the unpacked plugin folder, not /usr's.
+  local pkglib
+  pkglib=$(with_libs "$PREFIX/root/usr/bin/ompi_info" --path pkglibdir 2>&1 | sed -n 's/.*Pkglibdir: *//p')
+  echo "ompi_info: Pkglibdir $pkglib"
+  [ "$pkglib" = "$OPAL_PKGLIBDIR" ] || { record setup false "Open MPI is not relocated: ompi_info reports Pkglibdir '$pkglib', not $OPAL_PKGLIBDIR"; return 1; }
   with_libs "$PREFIX/bin/trlhpc" env 2>&1 | head -20
   record setup true "unpacked $(ls "$PACK"/debs/*.deb | wc -l) packages and $(ls "$PREFIX"/bin | wc -l) binaries; ldd: every library found ($(head -1 "$PACK/MANIFEST.txt"))"
 }

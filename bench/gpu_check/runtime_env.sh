@@ -73,7 +73,11 @@ gpu_env() {
   export PATH=$prefix/bin:$root/usr/bin:$PATH
 }
 
-with_libs() { LD_LIBRARY_PATH="$GPU_LIBRARY_PATH${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+with_libs() {
+  local p=$GPU_LIBRARY_PATH
+  [ -n "${LD_LIBRARY_PATH:-}" ] && p=${p:+$p:}$LD_LIBRARY_PATH
+  LD_LIBRARY_PATH=$p "$@"
+}
 
 # Prints "file: what is missing" for each unresolved library; status 1 if any. libcuda.so.1 is the
 # driver's (only a GPU machine has it): its absence is reported separately by the caller.

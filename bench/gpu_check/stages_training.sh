@@ -155,11 +155,14 @@ stage_benchmark() {
   if [ $DRY = 1 ]; then
     with_libs "$bench" --seq_len 512 --dump_batch "$WORK/batch.json" || { record benchmark false "gpu_bench --dump_batch failed"; return 0; }
     record benchmark null "dry run: gpu_bench dumped a 1x512 packed batch; skipped: the 0.5B-shape bf16 training step"
-    if ! python3 -c 'import torch, transformers' > /dev/null 2>&1; then
+    # GPU_CHECK_PEER_ENV: extra environment for python3 alone (e.g. the CUDA stand-ins a CUDA torch wheel
+    # needs to import on a machine without CUDA's libraries: tests/fixtures/make_trl_curves.py).
+    local peer_env=(env ${GPU_CHECK_PEER_ENV:-})
+    if ! "${peer_env[@]}" python3 -c 'import torch, transformers' > /dev/null 2>&1; then
       record peer null "dry run: torch + transformers not importable here (python3 -c 'import torch, transformers' fails), peer self-check skipped"
       return 0
     fi
-    if timeout 300 python3 "$ROOT/bench/gpu_peer.py" --batch "$WORK/batch.json" --device cpu --tiny --layers 2 \
+    if "${peer_env[@]}" timeout 300 python3 "$ROOT/bench/gpu_peer.py" --batch "$WORK/batch.json" --device cpu --tiny --layers 2 \
         --steps 1 --warmup 0 --mode fp32 --self_check --json "$WORK/peer.json"; then
       record peer null "dry run: the peer's CPU self-check at a tiny shape passed on gpu_bench's batch (packed documents masked apart); skipped: the GPU run"
     else

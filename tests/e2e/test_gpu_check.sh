@@ -102,7 +102,7 @@ assert got == want, got
 PY
 grep -q "sanitizer_clean | null | sanitizer did not run: compute-sanitizer is not on PATH here" "$T/sum/summary.md" ||
   fail "summary.md does not give the reason of a null field: $(grep sanitizer "$T/sum/summary.md")"
-grep -q "layouts_match | null | dry run: layouts ran on the CPU only" "$T/sum/summary.md" ||
+grep -q "layouts_match | null | not a GPU result (layouts: ran on the CPU)" "$T/sum/summary.md" ||
   fail "a CPU outcome filled or mislabelled a GPU field: $(grep layouts_match "$T/sum/summary.md")"
 
 # 3. A prepared .gpu/: unpack + ldd as on the GPU machine.
