@@ -3,7 +3,7 @@
 //
 //   gpu_bench [--layers 24] [--seq_len 4096] [--rows 1] [--steps 8] [--warmup 2] [--tf32 | --bf16] [--peak 989e12]
 //             [--gradient_checkpointing] [--loss_chunk 1024] [--kernels_only | --skip_kernels] [--out gpu_bench.md]
-//             [--json result.json] [--dump_batch batch.json]
+//             [--json result.json] [--dump_batch batch.json] [--max_doc 2048]
 //
 // Model: hidden 896, 24 layers, 14 heads, 2 kv heads (head 64), intermediate 4864, vocab 151936, tied
 // embeddings, qkv bias (Qwen2.5-0.5B), random init (weights_from_init). Data: packed rows of seq_len
@@ -71,8 +71,8 @@ ModelConfig qwen25_05b_shape(int64_t layers) {
   return c;
 }
 
-// Packed rows: documents of 128..2048 tokens, positions restarting, next-token targets within a document.
-Batch packed_batch(int64_t rows, int64_t seq_len, int64_t vocab, uint64_t seed) {
+// Packed rows: documents of 128..max_doc tokens, positions restarting, next-token targets within a document.
+Batch packed_batch(int64_t rows, int64_t seq_len, int64_t vocab, uint64_t seed, int64_t max_doc) {
   std::mt19937_64 gen(seed);
   Batch b;
   b.rows = rows;
@@ -83,7 +83,7 @@ Batch packed_batch(int64_t rows, int64_t seq_len, int64_t vocab, uint64_t seed) 
     int64_t t = 0;
     int32_t doc = 0;
     while (t < seq_len) {
-      const int64_t len = std::min<int64_t>(seq_len - t, 128 + static_cast<int64_t>(gen() % 1921));
+      const int64_t len = std::min<int64_t>(seq_len - t, 128 + static_cast<int64_t>(gen() % static_cast<uint64_t>(max_doc - 127)));
       for (int64_t i = 0; i < len; ++i) {
         const size_t k = static_cast<size_t>(r * seq_len + t + i);
         b.input_ids[k] = static_cast<int32_t>(gen() % static_cast<uint64_t>(vocab));
@@ -110,7 +110,7 @@ std::string fixed(double v, int digits) {
 }
 
 struct Options {
-  int64_t layers = 24, seq_len = 4096, rows = 1, steps = 8, warmup = 2, loss_chunk = 1024;
+  int64_t layers = 24, seq_len = 4096, rows = 1, steps = 8, warmup = 2, loss_chunk = 1024, max_doc = 2048;
   bool tf32 = false, bf16 = false, checkpointing = false;
   double peak = 989e12;
   std::string out, json, dump_batch;
@@ -156,7 +156,7 @@ std::string train_step_report(const Options& o) {
     grads.push_back(store.unit(u).grads.view({store.unit(u).numel}));
   }
   AdamW optimizer(store, ranges, AdamWConfig{0.9f, 0.95f, 1e-8f, 0.1f}, *ops);
-  const Batch batch = packed_batch(o.rows, o.seq_len, config.vocab_size, kBatchSeed);
+  const Batch batch = packed_batch(o.rows, o.seq_len, config.vocab_size, kBatchSeed, o.max_doc);
   const DeviceBatch device_batch = DeviceBatch::upload(batch, *ops);
   const float grad_scale = 1.0f / static_cast<float>(batch.target_tokens());
 
@@ -236,7 +236,7 @@ std::string kernel_report(const Options& o) {
   const ModelConfig c = qwen25_05b_shape(o.layers);
   const int64_t N = o.rows * o.seq_len, C = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
   const int64_t NH = c.num_attention_heads, KVH = c.num_key_value_heads, HS = c.head_dim;
-  const Batch batch = packed_batch(o.rows, o.seq_len, V, kBatchSeed);
+  const Batch batch = packed_batch(o.rows, o.seq_len, V, kBatchSeed, o.max_doc);
   const DeviceBatch db = DeviceBatch::upload(batch, *ops);
   // Causal attention FLOPs actually done on this packing: 4 HS per allowed (query, key) pair and head (fwd).
   double pairs = 0;
@@ -297,6 +297,7 @@ int run(int argc, char** argv) {
   desc.add_options()("help", "this help")("layers", po::value(&o.layers)->default_value(24), "decoder layers")(
       "seq_len", po::value(&o.seq_len)->default_value(4096), "tokens per packed row")(
       "rows", po::value(&o.rows)->default_value(1), "rows per micro-batch")(
+      "max_doc", po::value(&o.max_doc)->default_value(2048), "longest packed document (documents: 128..max_doc tokens)")(
       "steps", po::value(&o.steps)->default_value(8), "timed steps")(
       "warmup", po::value(&o.warmup)->default_value(2), "untimed steps first")(
       "loss_chunk", po::value(&o.loss_chunk)->default_value(1024), "LM-head chunk tokens")(
@@ -314,12 +315,16 @@ int run(int argc, char** argv) {
     std::cout << desc << "\n";
     return 0;
   }
+  if (o.max_doc < 128) {
+    std::cerr << "gpu_bench: --max_doc " << o.max_doc << " is below the shortest document (128 tokens)\n";
+    return 2;
+  }
   if (o.tf32 && o.bf16) {
     std::cerr << "gpu_bench: --tf32 and --bf16 exclude each other (bf16 GEMMs do not use TF32)\n";
     return 2;
   }
   if (!o.dump_batch.empty()) {
-    write_batch_json(packed_batch(o.rows, o.seq_len, qwen25_05b_shape(o.layers).vocab_size, kBatchSeed), o.dump_batch);
+    write_batch_json(packed_batch(o.rows, o.seq_len, qwen25_05b_shape(o.layers).vocab_size, kBatchSeed, o.max_doc), o.dump_batch);
     std::cout << "gpu_bench: wrote the " << o.rows << "x" << o.seq_len << " packed batch to " << o.dump_batch << "\n";
     return 0;
   }

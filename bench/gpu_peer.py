@@ -82,6 +82,8 @@ def self_check(model, ids, pos):
             alone = model(input_ids=ids[:1, s:e], position_ids=pos[:1, s:e], use_cache=False).logits[0].float()
             worst = max(worst, (packed[s:e] - alone).abs().max().item())
     print(f"self-check: {len(starts) - 1} packed documents, worst |packed - alone| logit {worst:.3g}")
+    if len(starts) < 3:
+        raise SystemExit("self-check needs a row of at least 2 documents (gpu_bench --max_doc smaller than --seq_len)")
     if worst > 1e-4:
         raise SystemExit("self-check FAILED: transformers attends across the packed documents "
                          "(position_ids not turned into a block-diagonal mask)")

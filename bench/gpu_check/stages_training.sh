@@ -111,6 +111,7 @@ stage_layouts() {
   local batch spec cap name np pids names failed=() passed=0 total=0 i
   for batch in "${batches[@]}"; do
     cap=$(budget 60)
+    [ $DRY = 1 ] && cap=$(budget 400)  # up to 12 ranks on two shared cores
     if [ "$cap" = 0 ]; then
       failed+=("not run (time budget): ${batch//|/, }")
       continue
@@ -153,7 +154,9 @@ stage_benchmark() {
   local bench=$PREFIX/bin/gpu_bench
   [ -x "$bench" ] || { record benchmark null "no gpu_bench binary"; record peer null "no batch (no gpu_bench)"; return 0; }
   if [ $DRY = 1 ]; then
-    with_libs "$bench" --seq_len 512 --dump_batch "$WORK/batch.json" || { record benchmark false "gpu_bench --dump_batch failed"; return 0; }
+    # Documents of 128..256 tokens, so that the peer's self-check sees several in 512 tokens.
+    with_libs "$bench" --seq_len 512 --max_doc 256 --dump_batch "$WORK/batch.json" ||
+      { record benchmark false "gpu_bench --dump_batch failed"; return 0; }
     record benchmark null "dry run: gpu_bench dumped a 1x512 packed batch; skipped: the 0.5B-shape bf16 training step"
     # GPU_CHECK_PEER_ENV: extra environment for python3 alone (e.g. the CUDA stand-ins a CUDA torch wheel
     # needs to import on a machine without CUDA's libraries: tests/fixtures/make_trl_curves.py).
