@@ -38,6 +38,7 @@ else
   trap 'rm -rf "$WORK"' EXIT
 fi
 RESULTS=$WORK/results.jsonl
+: > "$RESULTS"
 BUDGET_S=${GPU_CHECK_BUDGET_S:-390}
 [ $DRY = 1 ] && BUDGET_S=${GPU_CHECK_BUDGET_S:-900}  # two shared cores here, no 7-minute lease
 START_S=$(date +%s)
@@ -70,14 +71,15 @@ DATA=$PACK/data
 setup() {
   if [ -n "$BIN_DIR" ]; then
     mkdir -p "$PREFIX/bin"
-    for b in trlhpc bench/gpu_bench; do [ -x "$BIN_DIR/$b" ] && ln -s "$BIN_DIR/$b" "$PREFIX/bin/"; done
-    for b in "$BIN_DIR"/tests/cuda_test_*; do [ -x "$b" ] && ln -s "$b" "$PREFIX/bin/"; done
+    for b in trlhpc bench/gpu_bench; do [ -x "$BIN_DIR/$b" ] && ln -sf "$BIN_DIR/$b" "$PREFIX/bin/"; done
+    for b in "$BIN_DIR"/tests/cuda_test_*; do [ -x "$b" ] && ln -sf "$b" "$PREFIX/bin/"; done
     export GPU_LIBRARY_PATH="" GPU_MPIRUN=${MPIRUN:-mpirun} OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     if [ ! -f "$DATA/c4_text.jsonl" ]; then  # no .gpu/data: ../shared/data's files under the same names
       local shared=${SHARED_DATA:-$ROOT/../shared/data}
       [ -f "$shared/datasets/c4_text.jsonl" ] || { record setup false "no $DATA and no $shared/datasets (set SHARED_DATA)"; return 1; }
       mkdir -p "$WORK/data"
-      ln -s "$shared/stories260K" "$shared/datasets/c4_text.jsonl" "$WORK/data/"
+      ln -sfn "$shared/stories260K" "$WORK/data/stories260K"
+      ln -sf "$shared/datasets/c4_text.jsonl" "$WORK/data/"
       DATA=$WORK/data
     fi
     record setup true "binaries from $BIN_DIR (no unpack, no ldd check); data from $DATA"
