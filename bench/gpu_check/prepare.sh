@@ -40,13 +40,14 @@ command -v nvcc > /dev/null || die "nvcc not found (a CUDA toolkit is needed to 
 launcher=()
 command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache
   -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+mkdir -p "$BUILD"
 say "configure $BUILD (Release, CUDA ON, CMAKE_CUDA_ARCHITECTURES=90, TRLHPC_NATIVE=OFF)"
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTRLHPC_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DTRLHPC_NATIVE=OFF "${launcher[@]}" > "$BUILD.configure.log" 2>&1 || die "configure failed: $BUILD.configure.log"
-grep -q 'CUDA backend ON (architectures 90)' "$BUILD.configure.log" || die "the CUDA backend is not ON: $BUILD.configure.log"
+  -DTRLHPC_NATIVE=OFF "${launcher[@]}" > "$BUILD/gpu_check_configure.log" 2>&1 || die "configure failed: $BUILD/gpu_check_configure.log"
+grep -q 'CUDA backend ON (architectures 90)' "$BUILD/gpu_check_configure.log" || die "the CUDA backend is not ON: $BUILD/gpu_check_configure.log"
 say "build trlhpc gpu_bench ${#CUDA_TESTS[@]} CUDA tests (-j$JOBS; the first build takes long)"
-cmake --build "$BUILD" -j "$JOBS" --target trlhpc gpu_bench "${CUDA_TESTS[@]}" > "$BUILD.build.log" 2>&1 ||
-  die "build failed: $(grep -m1 -E 'error' "$BUILD.build.log" || tail -3 "$BUILD.build.log") (log: $BUILD.build.log)"
+cmake --build "$BUILD" -j "$JOBS" --target trlhpc gpu_bench "${CUDA_TESTS[@]}" > "$BUILD/gpu_check_build.log" 2>&1 ||
+  die "build failed: $(grep -m1 -E 'error' "$BUILD/gpu_check_build.log" || tail -3 "$BUILD/gpu_check_build.log") (log: $BUILD/gpu_check_build.log)"
 if grep -q -- '-march=native' "$BUILD/CMakeFiles/trlhpc_kernels.dir/flags.make" 2> /dev/null; then
   die "$BUILD compiles with -march=native: the GPU host's CPU differs (TRLHPC_NATIVE must be OFF)"
 fi
