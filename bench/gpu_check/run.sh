@@ -99,6 +99,8 @@ setup() {
     say "note: libcuda.so.1 (the driver) is not in ldconfig's cache; the binaries will look for it on LD_LIBRARY_PATH"
   fi
   with_libs "$GPU_MPIRUN" --version 2>&1 | head -1
+  echo "CUDA libraries trlhpc loads:"
+  with_libs ldd "$PREFIX/bin/trlhpc" | grep -E 'libcuda|cudart|cublas|cudnn|nccl'
   # The relocation took: Open MPI reports the unpacked plugin folder, not /usr's.
   local pkglib
   pkglib=$(with_libs "$PREFIX/root/usr/bin/ompi_info" --path pkglibdir 2>&1 | sed -n 's/.*Pkglibdir: *//p')

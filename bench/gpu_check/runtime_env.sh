@@ -55,7 +55,7 @@ gpu_env() {
     libs="$libs:$d"
   done < <(find "$root" -name 'lib*.so*' \( -type f -o -type l \) -printf '%h\n' | sort -u)
   local cuda_dirs="" wheels
-  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib /usr/local/nvidia/lib64; do
     [ -d "$d" ] && cuda_dirs="$cuda_dirs:$d"
   done
   wheels=$(cuda_wheel_lib_dirs)
