@@ -1,8 +1,9 @@
 // gpu_bench: training throughput of the CUDA backend on a Qwen2.5-0.5B-shaped model, plus the bf16 and
 // fp32 kernels at that model's shapes.
 //
-//   gpu_bench [--layers 24] [--seq_len 4096] [--rows 1] [--steps 8] [--warmup 2] [--tf32] [--peak 989e12]
+//   gpu_bench [--layers 24] [--seq_len 4096] [--rows 1] [--steps 8] [--warmup 2] [--tf32 | --bf16] [--peak 989e12]
 //             [--gradient_checkpointing] [--loss_chunk 1024] [--kernels_only | --skip_kernels] [--out gpu_bench.md]
+//             [--json result.json] [--dump_batch batch.json] [--max_doc 2048]
 //
 // Model: hidden 896, 24 layers, 14 heads, 2 kv heads (head 64), intermediate 4864, vocab 151936, tied
 // embeddings, qkv bias (Qwen2.5-0.5B), random init (weights_from_init). Data: packed rows of seq_len
@@ -10,10 +11,14 @@
 // last of each document. A step = Decoder::forward_backward + global grad norm + AdamW + zero grads,
 // exactly what the trainer does on one rank. Reported: tokens/s, MFU by the PaLM formula
 // (include/trlhpc/train/flops.hpp; peak 989 TFLOP/s = H100/H200 dense bf16), peak device memory, and
-// GPU time per op (cudaEvent pairs, CudaOpsOptions::time_ops).
-// The Decoder runs the fp32 path today (see include/trlhpc/ops/cuda_ops.hpp for the bf16 design), so
-// the second table times the bf16 kernels alone at the model's shapes: attention forward/backward
-// (packed documents) and the MLP/QKV/LM-head GEMMs, in TFLOP/s, to size the bf16 step.
+// GPU time per op (cudaEvent pairs, CudaOpsOptions::time_ops). --bf16: the mixed-precision recipe
+// (CudaOpsOptions::compute_dtype BF16: fp32 masters and AdamW, bf16 activations and GEMM operands), as
+// `trlhpc sft --bf16`. --json writes tokens_per_second, mfu, peak_memory_gib (in use) and the step's loss
+// for scripts (bench/gpu_check). --dump_batch writes the packed batch (input_ids, positions, doc_ids,
+// targets) as JSON and exits without touching a GPU: the PyTorch peer (bench/gpu_peer.py --batch) trains
+// on exactly these rows.
+// The second table times the bf16 and fp32 kernels alone at the model's shapes: attention
+// forward/backward (packed documents) and the MLP/QKV/LM-head GEMMs, in TFLOP/s.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -46,6 +51,7 @@ namespace {
 
 namespace po = boost::program_options;
 using Clock = std::chrono::steady_clock;
+constexpr uint64_t kBatchSeed = 7;  // the one packed batch every step trains on (and the peer, via --dump_batch)
 
 ModelConfig qwen25_05b_shape(int64_t layers) {
   ModelConfig c;
@@ -65,8 +71,8 @@ ModelConfig qwen25_05b_shape(int64_t layers) {
   return c;
 }
 
-// Packed rows: documents of 128..2048 tokens, positions restarting, next-token targets within a document.
-Batch packed_batch(int64_t rows, int64_t seq_len, int64_t vocab, uint64_t seed) {
+// Packed rows: documents of 128..max_doc tokens, positions restarting, next-token targets within a document.
+Batch packed_batch(int64_t rows, int64_t seq_len, int64_t vocab, uint64_t seed, int64_t max_doc) {
   std::mt19937_64 gen(seed);
   Batch b;
   b.rows = rows;
@@ -77,7 +83,7 @@ Batch packed_batch(int64_t rows, int64_t seq_len, int64_t vocab, uint64_t seed) 
     int64_t t = 0;
     int32_t doc = 0;
     while (t < seq_len) {
-      const int64_t len = std::min<int64_t>(seq_len - t, 128 + static_cast<int64_t>(gen() % 1921));
+      const int64_t len = std::min<int64_t>(seq_len - t, 128 + static_cast<int64_t>(gen() % static_cast<uint64_t>(max_doc - 127)));
       for (int64_t i = 0; i < len; ++i) {
         const size_t k = static_cast<size_t>(r * seq_len + t + i);
         b.input_ids[k] = static_cast<int32_t>(gen() % static_cast<uint64_t>(vocab));
@@ -104,11 +110,32 @@ std::string fixed(double v, int digits) {
 }
 
 struct Options {
-  int64_t layers = 24, seq_len = 4096, rows = 1, steps = 8, warmup = 2, loss_chunk = 1024;
-  bool tf32 = false, checkpointing = false;
+  int64_t layers = 24, seq_len = 4096, rows = 1, steps = 8, warmup = 2, loss_chunk = 1024, max_doc = 2048;
+  bool tf32 = false, bf16 = false, checkpointing = false;
   double peak = 989e12;
-  std::string out;
+  std::string out, json, dump_batch;
 };
+
+// The benchmark's batch for the peer: one JSON object of four int arrays, row-major (rows x seq_len).
+void write_batch_json(const Batch& b, const std::string& path) {
+  std::ofstream f(path);
+  TRLHPC_REQUIRE(f.good(), "gpu_bench: cannot write --dump_batch " + path);
+  auto array = [&](const char* name, const std::vector<int32_t>& v) {
+    f << "\"" << name << "\": [";
+    for (size_t i = 0; i < v.size(); ++i) f << (i ? "," : "") << v[i];
+    f << "]";
+  };
+  f << "{\"rows\": " << b.rows << ", \"seq_len\": " << b.seq_len << ", \"ignore_index\": " << kIgnoreIndex << ", ";
+  array("input_ids", b.input_ids);
+  f << ", ";
+  array("positions", b.positions);
+  f << ", ";
+  array("doc_ids", b.doc_ids);
+  f << ", ";
+  array("targets", b.targets);
+  f << "}\n";
+  TRLHPC_REQUIRE(f.good(), "gpu_bench: writing --dump_batch " + path + " failed (disk full?)");
+}
 
 // The full training step at the model shape; returns the report's table rows.
 std::string train_step_report(const Options& o) {
@@ -116,6 +143,7 @@ std::string train_step_report(const Options& o) {
   CudaOpsOptions cuda_options;
   cuda_options.allow_tf32 = o.tf32;
   cuda_options.time_ops = true;
+  if (o.bf16) cuda_options.compute_dtype = DType::BF16;
   std::unique_ptr<CudaOps> ops = make_cuda_backend(0, cuda_options);
   ParameterStore store(config, *ops);
   load_all_units(weights_from_init(config, 1234), *ops, store);
@@ -128,7 +156,7 @@ std::string train_step_report(const Options& o) {
     grads.push_back(store.unit(u).grads.view({store.unit(u).numel}));
   }
   AdamW optimizer(store, ranges, AdamWConfig{0.9f, 0.95f, 1e-8f, 0.1f}, *ops);
-  const Batch batch = packed_batch(o.rows, o.seq_len, config.vocab_size, 7);
+  const Batch batch = packed_batch(o.rows, o.seq_len, config.vocab_size, kBatchSeed, o.max_doc);
   const DeviceBatch device_batch = DeviceBatch::upload(batch, *ops);
   const float grad_scale = 1.0f / static_cast<float>(batch.target_tokens());
 
@@ -159,7 +187,16 @@ std::string train_step_report(const Options& o) {
   const double tokens_per_s = tokens / seconds;
   const double mfu = training_flops_per_token(config, o.seq_len) * tokens_per_s / o.peak;
   std::ostringstream os;
-  os << "## Training step (fp32 Decoder" << (o.tf32 ? ", TF32 GEMMs" : "") << (o.checkpointing ? ", checkpointing" : "")
+  if (!o.json.empty()) {
+    std::ofstream j(o.json);
+    j << "{\"tokens_per_second\": " << tokens_per_s << ", \"mfu\": " << mfu << ", \"peak_memory_gib\": "
+      << static_cast<double>(mem.peak_in_use_bytes) / (1 << 30) << ", \"peak_reserved_gib\": "
+      << static_cast<double>(mem.peak_reserved_bytes) / (1 << 30) << ", \"step_seconds\": " << seconds
+      << ", \"loss\": " << loss << ", \"precision\": \"" << (o.bf16 ? "bf16" : o.tf32 ? "tf32" : "fp32")
+      << "\", \"layers\": " << o.layers << ", \"rows\": " << o.rows << ", \"seq_len\": " << o.seq_len << "}\n";
+    TRLHPC_REQUIRE(j.good(), "gpu_bench: cannot write --json " + o.json);
+  }
+  os << "## Training step (" << (o.bf16 ? "bf16 mixed precision" : "fp32") << " Decoder" << (o.tf32 ? ", TF32 GEMMs" : "") << (o.checkpointing ? ", checkpointing" : "")
      << ")\n\n"
      << "| model | tokens/step | step s | tokens/s | MFU | peak in use GiB | peak reserved GiB | cudaMalloc in loop | loss |\n"
      << "|---|---|---|---|---|---|---|---|---|\n"
@@ -199,7 +236,7 @@ std::string kernel_report(const Options& o) {
   const ModelConfig c = qwen25_05b_shape(o.layers);
   const int64_t N = o.rows * o.seq_len, C = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
   const int64_t NH = c.num_attention_heads, KVH = c.num_key_value_heads, HS = c.head_dim;
-  const Batch batch = packed_batch(o.rows, o.seq_len, V, 7);
+  const Batch batch = packed_batch(o.rows, o.seq_len, V, kBatchSeed, o.max_doc);
   const DeviceBatch db = DeviceBatch::upload(batch, *ops);
   // Causal attention FLOPs actually done on this packing: 4 HS per allowed (query, key) pair and head (fwd).
   double pairs = 0;
@@ -260,10 +297,14 @@ int run(int argc, char** argv) {
   desc.add_options()("help", "this help")("layers", po::value(&o.layers)->default_value(24), "decoder layers")(
       "seq_len", po::value(&o.seq_len)->default_value(4096), "tokens per packed row")(
       "rows", po::value(&o.rows)->default_value(1), "rows per micro-batch")(
+      "max_doc", po::value(&o.max_doc)->default_value(2048), "longest packed document (documents: 128..max_doc tokens)")(
       "steps", po::value(&o.steps)->default_value(8), "timed steps")(
       "warmup", po::value(&o.warmup)->default_value(2), "untimed steps first")(
       "loss_chunk", po::value(&o.loss_chunk)->default_value(1024), "LM-head chunk tokens")(
       "tf32", po::bool_switch(&o.tf32), "fp32 GEMMs on TF32 tensor cores")(
+      "bf16", po::bool_switch(&o.bf16), "bf16 mixed precision (fp32 masters, bf16 compute)")(
+      "json", po::value(&o.json), "also write the training step's figures as JSON to this file")(
+      "dump_batch", po::value(&o.dump_batch), "write the packed batch as JSON and exit (no GPU needed)")(
       "gradient_checkpointing", po::bool_switch(&o.checkpointing), "recompute layers in backward")(
       "peak", po::value(&o.peak)->default_value(989e12), "peak FLOP/s for MFU")(
       "kernels_only", "skip the training step")("skip_kernels", "skip the per-kernel table")("out", po::value(&o.out), "also write the report to this file");
@@ -272,6 +313,19 @@ int run(int argc, char** argv) {
   po::notify(vm);
   if (vm.count("help")) {
     std::cout << desc << "\n";
+    return 0;
+  }
+  if (o.max_doc < 128) {
+    std::cerr << "gpu_bench: --max_doc " << o.max_doc << " is below the shortest document (128 tokens)\n";
+    return 2;
+  }
+  if (o.tf32 && o.bf16) {
+    std::cerr << "gpu_bench: --tf32 and --bf16 exclude each other (bf16 GEMMs do not use TF32)\n";
+    return 2;
+  }
+  if (!o.dump_batch.empty()) {
+    write_batch_json(packed_batch(o.rows, o.seq_len, qwen25_05b_shape(o.layers).vocab_size, kBatchSeed, o.max_doc), o.dump_batch);
+    std::cout << "gpu_bench: wrote the " << o.rows << "x" << o.seq_len << " packed batch to " << o.dump_batch << "\n";
     return 0;
   }
   if (cuda::visible_device_count() == 0) {

@@ -6,7 +6,8 @@
 #   -> third_party/debs/*.deb         the downloaded packages (apt-get download)
 #   -> third_party/sysroot/           each unpacked with dpkg -x (no install scripts run, no root)
 #   -> third_party/sysroot/env.sh     exports that point CMake, the compiler, the linker and the loader
-#                                     at the sysroot; bench/gpu_check.sh sources it
+#                                     at the sysroot (for building on such a machine; the one-shot GPU
+#                                     check carries prebuilt binaries instead: docs/GPU-CHECK.md)
 #
 # Packages: the eight dev packages the CMakeLists needs, the -dev packages holding their headers/CMake
 # files/link symlinks (boost 1.74 headers, openblas-pthread, gmock for GTest's CMake targets),
@@ -44,7 +45,7 @@ BASE_PACKAGES=" libc6 libgcc-s1 libstdc++6 libgnutls30 libffi8 libhogweed6 libne
  libcrypt1 libselinux1 zlib1g libbz2-1.0 libgcrypt20 libgpg-error0 liblz4-1 libxxhash0 "
 
 # --unpack-only: no download; (re)build the sysroot from the .deb files already in third_party/debs
-# (what bench/gpu_check.sh does on a machine without network).
+# (on a machine without network).
 UNPACK_ONLY=0
 [ "${1:-}" = --unpack-only ] && UNPACK_ONLY=1
 

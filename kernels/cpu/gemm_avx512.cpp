@@ -66,6 +66,14 @@ struct Operand {
 
 __mmask16 low_mask(int64_t n) { return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1u); }
 
+// 64-bit interleaves of two vectors (named functions, not lambdas: a lambda does not inherit the target
+// attribute, so without -march=native the intrinsics would not inline into it).
+TRLHPC_AVX512 __m512 unpacklo_64(__m512 x, __m512 y) { return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(x), _mm512_castps_pd(y))); }
+TRLHPC_AVX512 __m512 unpackhi_64(__m512 x, __m512 y) { return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(x), _mm512_castps_pd(y))); }
+
+// The float at byte address p in all 16 lanes (used by the micro-kernel's broadcasts).
+TRLHPC_AVX512 inline __m512 broadcast_at(const char* p) { return _mm512_set1_ps(*reinterpret_cast<const float*>(p)); }
+
 // col[t][r] = src[r * ld + t] for r < rows, t in mask (zeros elsewhere): a 16 x 16 transpose in three
 // shuffle stages (32-bit pairs, 64-bit pairs, then a 4 x 4 transpose of 128-bit lanes).
 TRLHPC_AVX512 void transpose_16x16(const float* src, int64_t ld, int64_t rows, __mmask16 mask, __m512 (&col)[16]) {
@@ -75,13 +83,11 @@ TRLHPC_AVX512 void transpose_16x16(const float* src, int64_t ld, int64_t rows, _
     t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);      // per lane: r0[0] r1[0] r0[1] r1[1]
     t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);  // per lane: r0[2] r1[2] r0[3] r1[3]
   }
-  auto lo = [](__m512 x, __m512 y) { return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(x), _mm512_castps_pd(y))); };
-  auto hi = [](__m512 x, __m512 y) { return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(x), _mm512_castps_pd(y))); };
   for (int64_t i = 0; i < 4; ++i) {  // u[4i + c], lane l: element 4l + c of rows 4i .. 4i + 3
-    u[4 * i + 0] = lo(t[4 * i], t[4 * i + 2]);
-    u[4 * i + 1] = hi(t[4 * i], t[4 * i + 2]);
-    u[4 * i + 2] = lo(t[4 * i + 1], t[4 * i + 3]);
-    u[4 * i + 3] = hi(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 0] = unpacklo_64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 1] = unpackhi_64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 2] = unpacklo_64(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = unpackhi_64(t[4 * i + 1], t[4 * i + 3]);
   }
   for (int64_t c = 0; c < 4; ++c) {  // lanes of u[c], u[4 + c], u[8 + c], u[12 + c] -> columns 4l + c
     const __m512 x0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44), x1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE);
@@ -208,13 +214,12 @@ TRLHPC_AVX512_KERNEL void micro_kernel_rows(int64_t kc, const float* a, int64_t 
   const char* r1 = r0 + 3 * stride;
   const char* r2 = r0 + 6 * stride;
   const char* r3 = r0 + 9 * stride;
-  auto at = [](const char* p) { return _mm512_set1_ps(*reinterpret_cast<const float*>(p)); };
   for (int64_t k = 0; k < kc; ++k) {
     const __m512 b0 = _mm512_load_ps(bp + k * kNR), b1 = _mm512_load_ps(bp + k * kNR + 16);
     const char* base[4] = {r0, r1, r2, r3};
 #pragma GCC unroll 12
     for (int64_t i = 0; i < kMR; ++i) {
-      const __m512 av = at(base[i / 3] + (i % 3) * stride);  // one broadcast, used at once: no spills
+      const __m512 av = broadcast_at(base[i / 3] + (i % 3) * stride);  // one broadcast, used at once: no spills
       acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
       acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
     }
