@@ -1,5 +1,7 @@
 #include "trlhpc/data/dataset/sft_dataset.hpp"
 
+#include <algorithm>
+
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/data/batching/sampler.hpp"
 #include "trlhpc/data/chat_template/chat_template.hpp"
@@ -121,6 +123,11 @@ RowTokenizer::~RowTokenizer() = default;
 std::string RowTokenizer::rendered_text(const DatasetRow& row) const {
   const State& s = *state_;
   if (!s.form.conversational()) return "";
+  if (s.form.form == DatasetForm::kConversationalPromptCompletion) {  // the prompt + completion conversation
+    nlohmann::ordered_json full = row.value.at("prompt");
+    for (const auto& m : row.value.at("completion")) full.push_back(m);
+    return s.chat->render(full, false, s.context(row)).text;
+  }
   const nlohmann::ordered_json& messages = row.value.at(s.form.messages_field);
   return s.chat->render(messages, false, s.context(row)).text;
 }
@@ -264,6 +271,7 @@ SftTokenizedExamples SftDataset::tokenize(const SftDataOptions& options, const t
   const batching::PackingStrategy strategy = batching::parse_packing_strategy(options.packing_strategy);
   const bool truncate = !(options.packing && strategy == batching::PackingStrategy::kWrapped);
   int64_t targets_truncated_away = 0;  // examples whose every trained token lay past max_length
+  int64_t masked_by_truncation = 0;    // of them, those left with no mask bit and dropped (not packing)
   int64_t rows_seen = 0;
   DatasetScan scan = scan_dataset(reader, options.text_field, [&](const DatasetRow& row, const DatasetFormSpec& form) {
     if (options.interrupted && rows_seen++ % kInterruptCheckRows == 0 && options.interrupted())  // row 0 too
@@ -277,11 +285,18 @@ SftTokenizedExamples SftDataset::tokenize(const SftDataOptions& options, const t
       batching::truncate_example(ex, max_length);
       ++out.stats.truncated;
       if (trained_before && !trains_a_token(ex)) ++targets_truncated_away;
+      // TRL (not packing) drops what truncation left with no label at all: it would only take a batch slot.
+      if (!options.packing && std::find(ex.loss_mask.begin(), ex.loss_mask.end(), 1) == ex.loss_mask.end()) {
+        ++masked_by_truncation;
+        return;
+      }
     }
     example_rows.push_back(row.index);
     out.examples.push_back(std::move(ex));
   });
   keep_split_side(source, options.seed, reader.rows_read(), example_rows, out.examples);
+  if (out.examples.empty() && masked_by_truncation > 0)
+    throw untrainable_dataset(options, masked_by_truncation, masked_by_truncation, "");
   if (out.examples.empty())
     throw UserError("dataset " + options.dataset_name + " produced no non-empty example: check the rows and --dataset_text_field");
   SftDataStats& st = out.stats;
@@ -296,7 +311,8 @@ SftTokenizedExamples SftDataset::tokenize(const SftDataOptions& options, const t
     if (!trains_a_token(ex)) ++st.untrained_examples;
   }
   if (st.untrained_examples == st.examples)
-    throw untrainable_dataset(options, st.examples, targets_truncated_away, row_tokenizer->untrained_cause());
+    throw untrainable_dataset(options, st.examples + masked_by_truncation, targets_truncated_away,
+                              row_tokenizer->untrained_cause());
   return out;
 }
 
