@@ -11,6 +11,7 @@
 
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/model/peft_adapter.hpp"
+#include "trlhpc/data/chat_template/template_kwargs.hpp"
 #include "trlhpc/data/tokenizer/tokenizer.hpp"
 #include "trlhpc/generate/generator.hpp"
 #include "trlhpc/generate/prompt.hpp"
@@ -29,7 +30,7 @@ namespace trlhpc {
 namespace {
 
 struct GenerateOptions {
-  std::string model, tokenizer, prompt, messages, chat_template_path, device = "auto";
+  std::string model, tokenizer, prompt, messages, chat_template_path, chat_template_kwargs, device = "auto";
   bool raw_prompt = false, json = false, help = false;
   int64_t tp_size = 0;  // 0: the world size
   GenerationOptions generation;
@@ -48,6 +49,8 @@ GenerateOptions parse(const std::vector<std::string>& args, std::string* help) {
       ("prompt", po::value<std::string>(&o.prompt), "text to continue; a user message when the tokenizer has a chat template")
       ("messages", po::value<std::string>(&o.messages), "a conversation: JSON list of {role, content}, or a .json file holding one")
       ("chat_template_path", po::value<std::string>(&o.chat_template_path), "Jinja chat template overriding the tokenizer's")
+      ("chat_template_kwargs", po::value<std::string>(&o.chat_template_kwargs),
+       "JSON object of chat template variables, e.g. '{\"enable_thinking\": false}' (Qwen3: answer without thinking)")
       ("raw_prompt", po::bool_switch(&o.raw_prompt), "encode --prompt as plain text even when there is a chat template")
       ("max_new_tokens", po::value<int64_t>(&o.generation.max_new_tokens)->default_value(o.generation.max_new_tokens), "")
       ("do_sample", po::bool_switch(&s.do_sample), "sample (with the flags below) instead of greedy decoding")
@@ -148,7 +151,8 @@ int run_generate_command(const std::vector<std::string>& args, MpiEnvironment& m
       !o.tokenizer.empty() ? o.tokenizer
       : adapter && !std::filesystem::exists(std::filesystem::path(o.model) / "tokenizer.json") ? adapter->base_model_dir()
                                                                                                 : o.model;
-  const PromptSource source{tokenizer_dir, o.chat_template_path, o.raw_prompt};
+  const PromptSource source{tokenizer_dir, o.chat_template_path, o.raw_prompt,
+                            chat_template::parse_chat_template_kwargs(o.chat_template_kwargs, "--chat_template_kwargs")};
   const tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_directory(source.tokenizer_dir);
   const std::vector<int32_t> prompt = o.messages.empty() ? text_prompt_ids(o.prompt, source, tokenizer)
                                                          : chat_prompt_ids(read_messages(o.messages), source, tokenizer);

@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "trlhpc/cli/accelerate_config.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/data/dataset/dataset_mixture.hpp"
@@ -41,6 +43,8 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
       ("dataset_text_field", po::value<std::string>(&c.dataset_text_field)->default_value(c.dataset_text_field), "field of language-modeling rows")
       ("eval_dataset", po::value<std::string>(&c.eval_dataset), "held-out dataset for eval_loss")
       ("chat_template_path", po::value<std::string>(&c.chat_template_path), "Jinja chat template file overriding the tokenizer's")
+      ("chat_template_kwargs", po::value<std::string>(&c.chat_template_kwargs),
+       "JSON object of chat template variables for every row, e.g. '{\"enable_thinking\": false}' (a row's chat_template_kwargs column wins)")
       ("output_dir", po::value<std::string>(&c.output_dir)->default_value(c.output_dir), "where metrics, checkpoints and the model go")
       ("overwrite_output_dir", flag(&c.overwrite_output_dir),
        "a fresh run may replace an earlier run's checkpoints, metrics.jsonl and model in --output_dir (removed, and listed in the log)")
@@ -157,6 +161,31 @@ po::parsed_options parse(const std::vector<std::string>& args, const po::options
   return keep_last_occurrences(po::command_line_parser(args).options(desc).style(kStyle).run());
 }
 
+// A YAML node as JSON: plain scalars typed as YAML 1.2's core schema reads them (null, true/false,
+// integers, floats), quoted scalars as strings.
+nlohmann::ordered_json yaml_to_json(const YAML::Node& node, const std::string& where) {
+  if (node.IsMap()) {
+    nlohmann::ordered_json object = nlohmann::ordered_json::object();
+    for (const auto& kv : node) {
+      if (!kv.first.IsScalar()) throw UserError(where + "a mapping key must be a name");
+      object[kv.first.as<std::string>()] = yaml_to_json(kv.second, where);
+    }
+    return object;
+  }
+  if (node.IsSequence()) {
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (const auto& item : node) list.push_back(yaml_to_json(item, where));
+    return list;
+  }
+  if (node.IsNull()) return nullptr;
+  const std::string text = node.Scalar();
+  if (node.Tag() == "!") return text;  // quoted
+  if (text == "true" || text == "True" || text == "TRUE") return true;
+  if (text == "false" || text == "False" || text == "FALSE") return false;
+  const nlohmann::ordered_json number = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return number.is_number() ? number : nlohmann::ordered_json(text);
+}
+
 // YAML scalars become "--key value" tokens so one parser (and one set of error messages) serves both.
 // Each entry is first parsed on its own, so an unknown key or a bad value names the file and its line
 // (a config file is not a command line: "unrecognised option '--lr'" would send the user to the wrong place).
@@ -181,8 +210,13 @@ std::vector<std::string> yaml_as_args(const std::string& path, const po::options
       mixture = dataset::parse_dataset_mixture(kv.second, path);
       continue;
     }
-    // List-valued options (lora_target_modules: [q_proj, v_proj]) take a YAML list or one scalar.
+    // List-valued options (lora_target_modules: [q_proj, v_proj]) take a YAML list or one scalar;
+    // chat_template_kwargs a YAML mapping ({enable_thinking: false}) or its JSON text.
     const bool list_option = key == "lora_target_modules" || key == "lora_modules_to_save";
+    if (key == "chat_template_kwargs" && kv.second.IsMap()) {
+      args.insert(args.end(), {"--" + key, yaml_to_json(kv.second, where).dump()});
+      continue;
+    }
     if (!kv.second.IsScalar() && !(list_option && kv.second.IsSequence()))
       throw UserError(where + "option '" + key + "' must be a single value");
     if (key == "config" || key == "help" || !desc.find_nothrow(key, false))

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "trlhpc/core/error.hpp"
+#include "trlhpc/data/chat_template/template_kwargs.hpp"
 #include "trlhpc/data/dataset/reader.hpp"
 #include "trlhpc/data/dataset/sft_dataset.hpp"
 #include "trlhpc/data/tokenizer/tokenizer.hpp"
@@ -58,6 +59,7 @@ int run_tokenize_command(const std::vector<std::string>& args, MpiEnvironment& m
                          std::ostream& out) {
   SftDataOptions o;
   std::string completion_only = "auto";
+  std::string template_kwargs;  // --chat_template_kwargs JSON
   bool add_special = true;
   bool chat = false;
   po::options_description desc("trlhpc tokenize options");
@@ -67,6 +69,7 @@ int run_tokenize_command(const std::vector<std::string>& args, MpiEnvironment& m
       ("dataset_train_split", po::value<std::string>(&o.split)->default_value(o.split), "")
       ("dataset_text_field", po::value<std::string>(&o.text_field)->default_value(o.text_field), "")
       ("chat_template_path", po::value<std::string>(&o.chat_template_path), "")
+      ("chat_template_kwargs", po::value<std::string>(&template_kwargs), "JSON object of chat template variables, e.g. '{\"enable_thinking\": false}'")
       ("max_length", po::value<int64_t>(&o.max_length)->default_value(0), "truncate to this many tokens (0: no truncation)")
       ("completion_only_loss", po::value<std::string>(&completion_only)->default_value("auto"), "true|false|auto")
       ("assistant_only_loss", po::value<bool>(&o.assistant_only_loss)->implicit_value(true)->default_value(false), "")
@@ -84,6 +87,7 @@ int run_tokenize_command(const std::vector<std::string>& args, MpiEnvironment& m
   } catch (const po::error& e) {
     throw UserError(std::string("trlhpc tokenize: ") + e.what() + " (see trlhpc tokenize --help)");
   }
+  o.chat_template_kwargs = chat_template::parse_chat_template_kwargs(template_kwargs, "--chat_template_kwargs");
   if (completion_only == "true") o.completion_only_loss = true;
   else if (completion_only == "false") o.completion_only_loss = false;
   else if (completion_only != "auto") throw UserError("--completion_only_loss " + completion_only + ": use true, false or auto");

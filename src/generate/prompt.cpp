@@ -4,6 +4,7 @@
 
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/data/chat_template/chat_template.hpp"
+#include "trlhpc/data/chat_template/template_kwargs.hpp"
 
 namespace trlhpc {
 
@@ -21,9 +22,9 @@ std::vector<int32_t> chat_prompt_ids(const nlohmann::ordered_json& messages, con
                     " has no chat template; pass --chat_template_path FILE or a plain --prompt");
   const auto chat = chat_template::ChatTemplate::parse(
       chat_template::load_chat_template(source.tokenizer_dir, source.chat_template_path));
-  const std::string text =
-      chat.render(messages, /*add_generation_prompt=*/true, chat_template::load_special_tokens_context(source.tokenizer_dir))
-          .text;
+  nlohmann::ordered_json context = chat_template::load_special_tokens_context(source.tokenizer_dir);
+  chat_template::add_chat_template_kwargs(context, source.chat_template_kwargs, "--chat_template_kwargs");
+  const std::string text = chat.render(messages, /*add_generation_prompt=*/true, context).text;
   return tokenizer.encode(text, /*add_special_tokens=*/false);
 }
 

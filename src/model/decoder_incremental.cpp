@@ -1,12 +1,16 @@
 // Incremental decoding with a KV cache: the forward of decoder_layer.cpp for the n newest tokens of
-// one sequence, their queries attending to every cached key (the attention primitive with Tq = n,
-// Tk = length + n; the causal mask pos_q >= pos_k makes a prompt's prefill causal too).
+// one sequence, their queries attending to the keys their layer keeps plus their own (the attention
+// primitive with Tq = n, Tk = kept + n; the causal mask pos_q >= pos_k makes a prompt's prefill causal
+// too, the window mask of a sliding layer hides what its W - 1 kept keys hold beyond a query's window).
+// A sliding layer keeps only its newest W - 1 tokens (kv_cache.hpp has the layout and an example).
 //
 // Tensor parallel as in training (Megatron-LM sec. 3): local heads and F-slice, the g operator's
 // all-reduce after o_proj / down_proj and the partial embedding lookup, the vocab-parallel head's
 // columns all-gathered at the end. The cache holds this rank's kv heads. Same unit hooks as a forward,
 // so a sharded strategy gathers each unit before use.
+#include <algorithm>
 #include <cmath>
+#include <utility>
 #include <string>
 
 #include "src/model/decoder_internal.hpp"
@@ -20,8 +24,11 @@ KvCache Decoder::make_kv_cache(int64_t capacity) {
   KvCache cache;
   cache.capacity = capacity;
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
-    cache.keys.push_back(ops_.allocate({capacity, KD}));
-    cache.values.push_back(ops_.allocate({capacity, KD}));
+    const int64_t window = local_.attention_window(l);
+    const int64_t rows = window > 0 ? std::min(window, capacity) : capacity;  // W - 1 kept + 1 new token
+    cache.window.push_back(window);
+    cache.keys.push_back(ops_.allocate({rows, KD}));
+    cache.values.push_back(ops_.allocate({rows, KD}));
   }
   std::vector<int32_t> positions(static_cast<size_t>(capacity));
   for (int64_t t = 0; t < capacity; ++t) positions[static_cast<size_t>(t)] = static_cast<int32_t>(t);
@@ -30,6 +37,31 @@ KvCache Decoder::make_kv_cache(int64_t capacity) {
   cache.doc_ids = ops_.zeros({capacity}, DType::I32);
   return cache;
 }
+
+namespace {
+// After a sliding layer's step over `total` keys in `keys`/`values` (the cache's buffer, or a transient
+// one when `transient`), leave its newest W - 1 in rows [0, W - 1) of the cache's buffer. A global
+// layer's keys are already in place. Copies never overlap (the backends' copy is a memcpy): a shift
+// inside the cache's own buffer goes through a scratch tensor.
+void keep_window_rows(Ops& ops, KvCache& cache, size_t layer, const Tensor& keys, const Tensor& values, int64_t total,
+                      bool transient) {
+  const int64_t window = cache.window[layer];
+  if (window <= 0) return;
+  const int64_t keep = std::min(total, window - 1), drop = total - keep;
+  if (drop == 0 && !transient) return;
+  const int64_t KD = keys.dim(1);
+  for (const auto& [from, to] : {std::pair{keys, cache.keys[layer]}, std::pair{values, cache.values[layer]}}) {
+    const Tensor newest = from.view({keep, KD}, drop * KD);
+    if (transient) {
+      ops.copy(to.view({keep, KD}), newest);
+    } else {
+      const Tensor scratch = ops.allocate({keep, KD});
+      ops.copy(scratch, newest);
+      ops.copy(to.view({keep, KD}), scratch);
+    }
+  }
+}
+}  // namespace
 
 std::vector<float> Decoder::forward_incremental(KvCache& cache, std::span<const int32_t> ids) {
   const ModelConfig& c = local_;
@@ -43,7 +75,7 @@ std::vector<float> Decoder::forward_incremental(KvCache& cache, std::span<const 
 
   Tensor token_ids = ops_.allocate({n}, DType::I32);  // (n)
   ops_.copy_from_host(token_ids, ids.data(), ids.size() * sizeof(int32_t));
-  const Tensor q_pos = cache.positions.view({n}, start), k_pos = cache.positions.view({Tk});
+  const Tensor q_pos = cache.positions.view({n}, start);
   const Tensor q_doc = cache.doc_ids.view({n}), k_doc = cache.doc_ids.view({Tk});
   const Tensor x = ops_.allocate({n, C}), h = ops_.allocate({n, C}), rstd = ops_.allocate({n}),
                branch = ops_.allocate({n, C});                     // (n, C), (n, C), (n), (n, C)
@@ -61,14 +93,25 @@ std::vector<float> Decoder::forward_incremental(KvCache& cache, std::span<const 
   hooks().after_forward(0);
 
   AttentionShape shape;
-  shape.B = 1, shape.Tq = n, shape.Tk = Tk, shape.NH = NH, shape.KVH = KVH, shape.HS = HS;
+  shape.B = 1, shape.Tq = n, shape.NH = NH, shape.KVH = KVH, shape.HS = HS;
   shape.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(HS)));
   for (int64_t l = 0; l < L; ++l) {
     hooks().before_forward(static_cast<int>(l + 1));
     const LayerTensors w = layer_tensors(params_, c, static_cast<int>(l), false);
-    const Tensor& keys = cache.keys[static_cast<size_t>(l)];
-    const Tensor& values = cache.values[static_cast<size_t>(l)];
-    const Tensor k_new = keys.view({n, KD}, start * KD), v_new = values.view({n, KD}, start * KD);
+    // This layer's keys: `kept` cached tokens (positions start - kept ..) and the n new ones after them,
+    // in the cache's own buffer when they fit, else in a transient one that starts with a copy of the kept.
+    const size_t li = static_cast<size_t>(l);
+    const int64_t kept = cache.kept(li), Tk_l = kept + n;
+    Tensor keys = cache.keys[li], values = cache.values[li];
+    const bool transient = Tk_l > cache.rows(li);
+    if (transient) {
+      keys = ops_.allocate({Tk_l, KD}), values = ops_.allocate({Tk_l, KD});  // (kept + n, KD)
+      if (kept > 0) {
+        ops_.copy(keys.view({kept, KD}), cache.keys[li].view({kept, KD}));
+        ops_.copy(values.view({kept, KD}), cache.values[li].view({kept, KD}));
+      }
+    }
+    const Tensor k_new = keys.view({n, KD}, kept * KD), v_new = values.view({n, KD}, kept * KD);
 
     ops_.rmsnorm_fwd(x, w.ln1, h, rstd, eps);
     linear(ops_, h, w.wq, w.bq, q_pre);
@@ -82,10 +125,12 @@ std::vector<float> Decoder::forward_incremental(KvCache& cache, std::span<const 
       ops_.rope_fwd(q.reshape({n, NH, HS}), q_pos, inv_freq_);
       ops_.rope_fwd(k_new.reshape({n, KVH, HS}), q_pos, inv_freq_);
     }
-    // A sliding layer's cache keeps every key; the window is the mask's (keys older than the window
-    // are never attended, as transformers' DynamicSlidingWindowLayer drops them).
-    shape.window = c.attention_window(l);
-    ops_.attention_fwd(q, keys.view({Tk, KD}), values.view({Tk, KD}), q_pos, k_pos, q_doc, k_doc, attn, lse, shape);
+    shape.window = cache.window[li];
+    shape.Tk = Tk_l;
+    const Tensor k_pos = cache.positions.view({Tk_l}, start - kept);  // (kept + n): start - kept, .., start + n - 1
+    ops_.attention_fwd(q, keys.view({Tk_l, KD}), values.view({Tk_l, KD}), q_pos, k_pos, q_doc, k_doc.view({Tk_l}),
+                       attn, lse, shape);
+    keep_window_rows(ops_, cache, li, keys, values, Tk_l, transient);
     ops_.matmul(attn, false, w.wo, true, branch);
     tp_all_reduce_sum(branch);  // g: row-parallel o_proj's partial sums
     ops_.add_inplace(x, branch);

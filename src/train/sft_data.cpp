@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "trlhpc/core/error.hpp"
+#include "trlhpc/data/chat_template/template_kwargs.hpp"
 #include "trlhpc/data/dataset/cache.hpp"
 #include "trlhpc/parallel/communicator.hpp"
 #include "trlhpc/parallel/root_action.hpp"
@@ -49,6 +50,7 @@ dataset::SftDataOptions data_options(const SftConfig& c, DatasetRole role, const
   o.text_field = c.dataset_text_field;
   o.tokenizer_dir = tokenizer_dir;
   o.chat_template_path = c.chat_template_path;
+  o.chat_template_kwargs = chat_template::parse_chat_template_kwargs(c.chat_template_kwargs, "--chat_template_kwargs");
   o.max_length = c.max_length;
   o.packing = c.packing;
   o.packing_strategy = c.packing_strategy;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "trlhpc/core/error.hpp"
+#include "trlhpc/data/chat_template/template_kwargs.hpp"
 
 namespace trlhpc {
 namespace {
@@ -56,6 +57,7 @@ void require_parallel_size(const char* flag, int64_t v) {
 }  // namespace
 
 void validate_sft_options(const SftConfig& c) {
+  chat_template::parse_chat_template_kwargs(c.chat_template_kwargs, "--chat_template_kwargs");
   // Training length and batch.
   require("--max_steps", c.max_steps, c.max_steps == -1 || c.max_steps >= 1, "must be -1 (train --num_train_epochs) or >= 1");
   if (c.max_steps == -1)

@@ -59,17 +59,8 @@ echo "2. trlhpc tokenizes both files as TRL did"
 for data in conversations.jsonl conversations.parquet; do
   "$TRLHPC" tokenize --tokenizer "$FIXTURE/model" --dataset_name "$FIXTURE/$data" --assistant_only_loss \
     --max_length 192 >"$WORK/$data.tokens" 2>"$WORK/$data.tokens.err" || { fail "tokenize $data"; cat "$WORK/$data.tokens.err"; }
-  python3 - "$FIXTURE/trl_tokenized.jsonl" "$WORK/$data.tokens" <<'PY' || fail "$data: tokens differ from TRL's"
-import json, sys
-trl = [json.loads(line) for line in open(sys.argv[1])]
-ours = [json.loads(line) for line in open(sys.argv[2])]
-assert len(ours) == len(trl), (len(ours), len(trl))
-for i, (t, o) in enumerate(zip(trl, ours)):
-    labels = [tok if trained else -100 for tok, trained in zip(o["input_ids"], o["loss_mask"])]
-    assert o["input_ids"] == t["input_ids"], f"row {i}: input_ids differ"
-    assert labels == t["labels"], f"row {i}: trained positions differ"
-print(f"    {len(ours)} rows, {sum(len(t['input_ids']) for t in trl)} tokens identical")
-PY
+  python3 tests/e2e/trl_curve_compare.py tokens "$FIXTURE/trl_tokenized.jsonl" "$WORK/$data.tokens" ||
+    fail "$data: tokens differ from TRL's"
 done
 
 echo "3. TRL: the Parquet curve is the JSONL curve"
@@ -93,41 +84,7 @@ sft() {  # sft NAME DATA_FILE [FLAGS...]: 1 rank, rows in file order; metrics in
 # FIXTURE_RUN of curves.json (fp32_jsonl, fp32_parquet, bf16_jsonl). BOUNDS: METRIC=REL (relative bound) or
 # mean_token_accuracy=one_flip. Steps, learning_rate (1e-9), num_tokens and epoch are always compared.
 compare_curve() {
-  python3 - "$FIXTURE" "$@" <<'PY'
-import json, sys
-fixture, metrics, run = sys.argv[1:4]
-bounds = dict(b.split("=") for b in sys.argv[4:])
-record = json.load(open(f"{fixture}/curves.json"))
-trl = record["runs"][run]["steps"]
-ours = [json.loads(line) for line in open(metrics) if '"loss"' in line]
-assert [r["step"] for r in ours] == [r["step"] for r in trl], ([r["step"] for r in ours], [r["step"] for r in trl])
-# One argmax flip in micro-step m moves the step's mean_token_accuracy (the mean over its micro-steps) by
-# 1 / (accumulation steps x target tokens of m); the fixture records TRL's target tokens per micro-step.
-targets = record["runs"][run]["micro_step_targets"]
-accumulation = record["settings"]["gradient_accumulation_steps"]
-def relative(x, y):
-    return abs(x - y) / abs(y) if y else abs(x)
-worst, failed = {}, []
-for o, t in zip(ours, trl):
-    step = o["step"]
-    if o["num_tokens"] != t["num_tokens"] or abs(o["epoch"] - t["epoch"]) > 1e-12:
-        failed.append(f"step {step}: num_tokens/epoch {o['num_tokens']}/{o['epoch']} vs {t['num_tokens']}/{t['epoch']}")
-    if relative(o["learning_rate"], t["learning_rate"]) > 1e-9:
-        failed.append(f"step {step}: learning_rate {o['learning_rate']} vs {t['learning_rate']}")
-    for key, bound in bounds.items():
-        if bound == "one_flip":
-            micro = targets[(step - 1) * accumulation:step * accumulation]
-            limit, diff = 1.0 / (accumulation * min(micro)) + 1e-7, abs(o[key] - t[key])
-        else:
-            limit, diff = float(bound), relative(o[key], t[key])
-        worst[key] = max(worst.get(key, (0.0, 0)), (diff, step))
-        if diff > limit:
-            failed.append(f"step {step}: {key} {o[key]:.9g} vs TRL {t[key]:.9g} (difference {diff:.3g} > {limit:.3g})")
-print("    " + ", ".join(f"{k} worst {d:.2g} at step {s}" for k, (d, s) in worst.items()))
-for line in failed[:8]:
-    print("    " + line)
-sys.exit(1 if failed else 0)
-PY
+  python3 tests/e2e/trl_curve_compare.py curve "$FIXTURE/curves.json" "$@"
 }
 
 echo "4. trlhpc: the Parquet run is the JSONL run"

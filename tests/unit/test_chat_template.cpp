@@ -6,6 +6,8 @@
 // what transformers rendered (text, or the error it raised), the {% generation %} spans, and for the
 // templates with generation blocks the Qwen2 tokenizer's input_ids/offsets and return_assistant_tokens_mask
 // output. Spans and offsets count Python characters; they are converted to UTF-8 byte offsets here.
+// qwen3_thinking.json: Qwen3's shipped template read from a Qwen3 tokenizer directory, each conversation with
+// enable_thinking unset, true and false: the text and the token ids apply_chat_template gives.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -16,6 +18,9 @@
 #include "test_support.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/data/chat_template/chat_template.hpp"
+#include "trlhpc/data/chat_template/template_kwargs.hpp"
+#include "trlhpc/data/tokenizer/tokenizer.hpp"
+#include "trlhpc/generate/prompt.hpp"
 
 namespace {
 
@@ -143,3 +148,60 @@ TEST(ChatTemplateGolden, Qwen2GenerationAssistantMasks) { check_fixture("qwen2_g
 TEST(ChatTemplateGolden, JinjaFeatures) { check_fixture("features"); }
 
 }  // namespace
+
+namespace {
+
+// A Qwen3 tokenizer directory: the Qwen2 BPE files Qwen3 shares, and Qwen3's tokenizer_config.json (its
+// added tokens up to </think> = 151668 and its chat template).
+std::string qwen3_tokenizer_dir() {
+  namespace fs = std::filesystem;
+  const std::string dir = trlhpc::testing::make_temp_dir("qwen3_tokenizer");
+  for (const char* name : {"vocab.json", "merges.txt"})
+    fs::copy_file(trlhpc::testing::shared_data_dir() + "/qwen2-tokenizer/" + name, fs::path(dir) / name);
+  fs::copy_file(fixtures_dir() + "/qwen3_tokenizer_config.json", fs::path(dir) / "tokenizer_config.json");
+  return dir;
+}
+
+// The template variables besides messages as trlhpc passes them: the special tokens, the kwargs over them,
+// and the row's tools; transformers' recorded extra_context must be exactly these.
+Json template_context(const std::string& tokenizer_dir, const Json& c) {
+  Json context = trlhpc::chat_template::load_special_tokens_context(tokenizer_dir);
+  trlhpc::chat_template::add_chat_template_kwargs(context, c["chat_template_kwargs"], "case");
+  if (!c["tools"].is_null()) context["tools"] = c["tools"];
+  return context;
+}
+
+}  // namespace
+
+TEST(ChatTemplateGolden, Qwen3ShippedTemplateWithEnableThinking) {
+  if (!std::filesystem::exists(trlhpc::testing::shared_data_dir() + "/qwen2-tokenizer"))
+    GTEST_SKIP() << "shared data folder " << trlhpc::testing::shared_data_dir() << " is not available";
+  const Json fixture = read_fixture("qwen3_thinking");
+  const std::string dir = qwen3_tokenizer_dir();
+  const std::string source = trlhpc::chat_template::load_chat_template(dir);
+  EXPECT_EQ(source, trlhpc::chat_template::load_chat_template("", fixtures_dir() + "/qwen3.jinja"));
+  const ChatTemplate tmpl = ChatTemplate::parse(source);
+  const auto tokenizer = trlhpc::tokenizer::Tokenizer::from_directory(dir);
+  size_t index = 0, prompts = 0, thinking_off = 0;
+  for (const auto& c : fixture["cases"]) {
+    SCOPED_TRACE("qwen3_thinking case " + std::to_string(index++) + " kwargs " + c["chat_template_kwargs"].dump());
+    const Json context = template_context(dir, c);
+    EXPECT_EQ(nlohmann::json(context), nlohmann::json(c["extra_context"]));
+    const bool add_generation_prompt = c["add_generation_prompt"].get<bool>();
+    const std::string want = c["text"].get<std::string>();
+    const std::string got = tmpl.render(c["messages"], add_generation_prompt, context).text;
+    ASSERT_EQ(got, want) << describe_difference(want, got);
+    const std::vector<int32_t> ids = c["input_ids"].get<std::vector<int32_t>>();
+    EXPECT_EQ(tokenizer.encode(got, false), ids);
+    if (add_generation_prompt && c["tools"].is_null()) {  // `trlhpc generate --messages ... --chat_template_kwargs`
+      const trlhpc::PromptSource prompt_source{dir, "", false, c["chat_template_kwargs"]};
+      EXPECT_EQ(trlhpc::chat_prompt_ids(c["messages"], prompt_source, tokenizer), ids);
+      ++prompts;
+      thinking_off += c["chat_template_kwargs"].value("enable_thinking", true) ? 0 : 1;
+    }
+  }
+  EXPECT_EQ(index, 96u);
+  EXPECT_GT(thinking_off, 5u) << "the fixture must hold generation prompts with enable_thinking false";
+  EXPECT_GT(prompts, 3 * thinking_off - 1);
+  std::filesystem::remove_all(dir);
+}

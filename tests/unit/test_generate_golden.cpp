@@ -4,7 +4,7 @@
 //    tied head), Qwen3 (q/k norms, head_dim 16 != hidden/heads), Mistral (sliding window 3 on every
 //    layer), sliding Qwen3 (window 4 on layers 1-2) and SmolLM3 (no-RoPE layers, window 3 on them) from
 //    token prompts: the same new tokens. The prompts plus 40 new tokens run far past the windows;
-//    transformers' caches drop keys older than the window, trlhpc's cache keeps them and masks them;
+//    both caches drop the keys older than a sliding layer's window (SlidingLayersKeepOnlyTheirWindow);
 //  - trlhpc's own full-sequence forward (Decoder::logits, the training path): the logits of every
 //    position, prefilled in chunks of several tokens and then one token at a time, agree to fp32
 //    rounding, so the cache holds exactly the keys and values a full forward computes.
@@ -111,6 +111,34 @@ TEST(GenerateGolden, IncrementalLogitsEqualTheFullForward) {
           << name << " at position " << done;
     }
     EXPECT_EQ(cache.length, static_cast<int64_t>(ids.size()));
+  }
+}
+
+// A sliding layer's cache holds W rows (its newest W - 1 tokens and the next one) whatever the length;
+// a global layer's holds the whole sequence. Prefills longer than the window, then single tokens.
+TEST(GenerateGolden, SlidingLayersKeepOnlyTheirWindow) {
+  for (const std::string name : {"tests/golden/mistral_tiny/model", "tests/golden/qwen3_sliding_tiny/model",
+                                 "tests/golden/smollm3_tiny/model"}) {
+    LoadedModel model(model_dir(name));
+    const ModelConfig& config = model.hf.config();
+    const int64_t capacity = 60, V = config.vocab_size;
+    KvCache cache = model.decoder.make_kv_cache(capacity);
+    std::vector<int32_t> ids;
+    for (int t = 0; t < capacity; ++t) ids.push_back(static_cast<int32_t>((t * 7919 + 13) % V));
+    int sliding = 0;
+    size_t done = 0;
+    for (size_t chunk : {size_t{9}, size_t{2}, size_t{7}}) {  // 9 and 7 > every window here
+      model.decoder.forward_incremental(cache, std::span<const int32_t>(ids).subspan(done, chunk));
+      done += chunk;
+    }
+    for (; done < ids.size(); ++done) model.decoder.forward_incremental(cache, std::span<const int32_t>(ids).subspan(done, 1));
+    for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+      const int64_t window = config.attention_window(l), rows = window > 0 ? window : capacity;
+      EXPECT_EQ(cache.keys[static_cast<size_t>(l)].dim(0), rows) << name << " layer " << l << " (window " << window << ")";
+      EXPECT_EQ(cache.values[static_cast<size_t>(l)].dim(0), rows) << name << " layer " << l;
+      sliding += window > 0;
+    }
+    EXPECT_GT(sliding, 0) << name << " has no sliding layer: the test would show nothing";
   }
 }
 

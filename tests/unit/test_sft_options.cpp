@@ -9,6 +9,7 @@
 #include "test_support.hpp"
 #include "trlhpc/cli/sft_options.hpp"
 #include "trlhpc/core/error.hpp"
+#include "trlhpc/data/chat_template/template_kwargs.hpp"
 
 namespace trlhpc {
 namespace {
@@ -76,6 +77,27 @@ TEST(SftOptions, ConfigFileErrorsNameTheFileAndLine) {
   const std::string nested = yaml_file("config: other.yaml\n");
   const std::string n = testing::user_error([&] { parse_sft_options({"--config", nested}, config, nullptr, {1, false}); });
   EXPECT_NE(n.find(":1: unknown option 'config'"), std::string::npos) << n;
+}
+
+// --chat_template_kwargs: JSON text on the command line; in --config YAML a mapping (typed as YAML reads
+// it) or the JSON text; anything but an object, or a key apply_chat_template sets itself, is refused.
+TEST(SftOptions, ChatTemplateKwargsFromTheCommandLineAndYaml) {
+  using chat_template::parse_chat_template_kwargs;
+  const auto kwargs = [](const SftConfig& c) { return parse_chat_template_kwargs(c.chat_template_kwargs, "--chat_template_kwargs"); };
+  EXPECT_EQ(kwargs(parsed({"--chat_template_kwargs", R"({"enable_thinking": false})"})),
+            nlohmann::ordered_json::parse(R"({"enable_thinking": false})"));
+  const std::string mapping = yaml_file("chat_template_kwargs: {enable_thinking: false, name: 'true', n: 3, x: 2.5, z: null}\n");
+  EXPECT_EQ(kwargs(parsed({"--config", mapping})).dump(), R"({"enable_thinking":false,"name":"true","n":3,"x":2.5,"z":null})");
+  const std::string text = yaml_file("chat_template_kwargs: '{\"enable_thinking\": true}'\n");
+  EXPECT_EQ(kwargs(parsed({"--config", text})).dump(), R"({"enable_thinking":true})");
+  EXPECT_TRUE(kwargs(parsed({})).empty());
+  for (const auto& [value, message] : {std::pair{"[1]", "must be a JSON object"}, std::pair{"{bad", "not valid JSON"},
+                                       std::pair{R"({"messages": []})", "cannot set \"messages\""},
+                                       std::pair{R"({"add_generation_prompt": true})", "cannot set"}}) {
+    const std::string e = testing::user_error([&] { parse_chat_template_kwargs(value, "--chat_template_kwargs"); });
+    EXPECT_NE(e.find("--chat_template_kwargs"), std::string::npos) << e;
+    EXPECT_NE(e.find(message), std::string::npos) << e;
+  }
 }
 
 }  // namespace

@@ -122,6 +122,27 @@ TEST_F(UntrainedExamplesTest, CompletionsTruncatedAwayAreAnError) {
   EXPECT_EQ(t.stats.truncated, 2);
 }
 
+// TRL's SFTTrainer (not packing) drops the examples truncation left with no label: the long row goes, the
+// short one stays. Packing keeps both (the long one counted as untrained), as TRL's packing does not truncate.
+TEST_F(UntrainedExamplesTest, ExamplesTruncationLeavesWithoutLabelsAreDroppedAsTrlDoes) {
+  std::string prompt;
+  for (int i = 0; i < 40; ++i) prompt += "door hill lake moon ";
+  const std::string long_row = R"({"prompt": ")" + prompt + R"(", "completion": "SUN"})";
+  const std::string short_row = R"({"prompt": "sun", "completion": "SUN"})";
+  SftDataOptions o = options(long_row + "\n" + short_row + "\n" + long_row + "\n");
+  o.max_length = 8;
+  const SftTokenizedExamples t = SftDataset::tokenize(o, tokenizer_.get());
+  EXPECT_EQ(t.stats.examples, 1);
+  ASSERT_EQ(t.examples.size(), 1u);
+  EXPECT_EQ(t.examples[0].input_ids, tokenizer_->encode("sunSUN<|im_end|>"));
+  EXPECT_EQ(t.stats.truncated, 2);
+  EXPECT_EQ(t.stats.untrained_examples, 0);
+  o.packing = true;
+  const SftTokenizedExamples packed = SftDataset::tokenize(o, tokenizer_.get());
+  EXPECT_EQ(packed.stats.examples, 3);
+  EXPECT_EQ(packed.stats.untrained_examples, 2);
+}
+
 TEST_F(UntrainedExamplesTest, PretokenizedMasksOfZerosAreAnError) {
   SftDataOptions o = options(R"({"input_ids": [5, 6, 7], "assistant_masks": [1, 0, 0]})"
                              "\n"

@@ -20,6 +20,8 @@ struct PromptSource {
   std::string tokenizer_dir;
   std::string chat_template_path;  // overrides the tokenizer's template (TRL's --chat_template_path)
   bool raw = false;                // a plain prompt is encoded as text even when there is a template
+  // Template variables over the special tokens (--chat_template_kwargs, e.g. {"enable_thinking": false}).
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
 };
 
 // True when `source` has a chat template (a file given, chat_template.jinja, or tokenizer_config.json's).

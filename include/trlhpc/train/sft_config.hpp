@@ -28,6 +28,7 @@ struct SftConfig {
   bool streaming = false;            // accepted for TRL configs; trlhpc always streams rows from disk
   double test_split_size = 0;
   std::string chat_template_path;
+  std::string chat_template_kwargs;  // JSON object of template variables, e.g. {"enable_thinking": false}
   std::string output_dir = "trlhpc-output";
   bool overwrite_output_dir = false;  // a fresh run removes an earlier run's files (train/output_dir.hpp)
   bool skip_bad_rows = false;

@@ -160,6 +160,7 @@ uint64_t dataset_cache_key(const SftDataOptions& o, bool has_tokenizer) {
   h.u64(static_cast<uint64_t>(o.vocab_size));  // a cache validated against one vocabulary only
   h.field("text_field", o.text_field);
   h.field("chat_template_path", o.chat_template_path);
+  h.field("chat_template_kwargs", o.chat_template_kwargs.dump());
   h.field("max_length", std::to_string(o.max_length));
   const bool truncate = !(o.packing && batching::parse_packing_strategy(o.packing_strategy) == batching::PackingStrategy::kWrapped);
   h.field("truncate", truncate ? "1" : "0");

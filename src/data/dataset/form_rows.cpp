@@ -70,10 +70,21 @@ std::string string_field_problem(const json& row, const std::string& field) {
   return "";
 }
 
+// The template inputs of a conversational row besides its messages (TRL's tokenize_fn): `tools`, a list
+// or its JSON text, and `chat_template_kwargs`, an object of template variables.
 std::string tools_problem(const json& row) {
   auto it = row.find("tools");
-  if (it == row.end() || it->is_null() || it->is_array() || it->is_string()) return "";
-  return "\"tools\" is a " + type_of(*it) + "; it must be a list of tool schemas or a JSON string of one";
+  if (it != row.end() && !it->is_null() && !it->is_array()) {
+    if (!it->is_string()) return "\"tools\" is a " + type_of(*it) + "; it must be a list of tool schemas or a JSON string of one";
+    const json parsed = json::parse(it->get<std::string>(), nullptr, /*allow_exceptions=*/false);
+    if (!parsed.is_array() && !parsed.is_null())
+      return "\"tools\" is a string that is not the JSON text of a list of tool schemas";
+  }
+  auto kwargs = row.find("chat_template_kwargs");
+  if (kwargs != row.end() && !kwargs->is_null() && !kwargs->is_object())
+    return "\"chat_template_kwargs\" is a " + type_of(*kwargs) +
+           "; it must be an object of chat template variables, e.g. {\"enable_thinking\": false}";
+  return "";
 }
 
 // Token ids: integers in [0, 2^31).

@@ -1,8 +1,11 @@
 #include "trlhpc/data/dataset/sft_dataset.hpp"
 
+#include <algorithm>
+
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/data/batching/sampler.hpp"
 #include "trlhpc/data/chat_template/chat_template.hpp"
+#include "trlhpc/data/chat_template/template_kwargs.hpp"
 #include "trlhpc/data/dataset/reader.hpp"
 #include "trlhpc/data/tokenizer/tokenizer.hpp"
 
@@ -57,11 +60,24 @@ struct RowTokenizer::State {
   bool completion_only = false;
   std::optional<chat_template::ChatTemplate> chat;
   std::string template_origin;  // the file the chat template came from, for error messages
-  nlohmann::ordered_json special_context;
+  nlohmann::ordered_json special_context;  // special tokens, then --chat_template_kwargs over them
   std::string eos_token;
   mutable EndOfTurnCount end_of_turn;  // counted while tokenizing
 
   std::vector<int32_t> encode(const std::string& text, bool special = true) const { return tokenizer->encode(text, special); }
+
+  // What the template sees besides messages for this row, as TRL's tokenize_fn passes it:
+  // {**special_context, "tools": the row's tools (a list, or its JSON text parsed), **row's chat_template_kwargs}.
+  nlohmann::ordered_json context(const DatasetRow& row) const {
+    const nlohmann::ordered_json& v = row.value;
+    const auto tools = v.find("tools"), kwargs = v.find("chat_template_kwargs");
+    const bool has_tools = tools != v.end() && !tools->is_null();
+    if (!has_tools && (kwargs == v.end() || kwargs->is_null())) return special_context;
+    nlohmann::ordered_json c = special_context;
+    if (has_tools) c["tools"] = tools->is_string() ? nlohmann::ordered_json::parse(tools->get<std::string>()) : *tools;
+    if (kwargs != v.end()) chat_template::add_chat_template_kwargs(c, *kwargs, row.where());
+    return c;
+  }
 
   TokenizedExample prompt_completion(const std::string& prompt_text, const std::string& full_text,
                                      bool add_special) const {
@@ -95,6 +111,7 @@ RowTokenizer::RowTokenizer(const SftDataOptions& options, const DatasetFormSpec&
       throw UserError(s.template_origin + ": " + e.what());
     }
     s.special_context = chat_template::load_special_tokens_context(options.tokenizer_dir);
+    chat_template::add_chat_template_kwargs(s.special_context, options.chat_template_kwargs, "--chat_template_kwargs");
   }
   if (options.assistant_only_loss && !form.conversational() && form.form != DatasetForm::kPreTokenized)
     throw UserError("--assistant_only_loss needs a conversational dataset (rows with \"messages\"), but " +
@@ -106,8 +123,13 @@ RowTokenizer::~RowTokenizer() = default;
 std::string RowTokenizer::rendered_text(const DatasetRow& row) const {
   const State& s = *state_;
   if (!s.form.conversational()) return "";
+  if (s.form.form == DatasetForm::kConversationalPromptCompletion) {  // the prompt + completion conversation
+    nlohmann::ordered_json full = row.value.at("prompt");
+    for (const auto& m : row.value.at("completion")) full.push_back(m);
+    return s.chat->render(full, false, s.context(row)).text;
+  }
   const nlohmann::ordered_json& messages = row.value.at(s.form.messages_field);
-  return s.chat->render(messages, false, s.special_context).text;
+  return s.chat->render(messages, false, s.context(row)).text;
 }
 
 EndOfTurnCount RowTokenizer::end_of_turn() const { return state_->end_of_turn; }
@@ -175,21 +197,22 @@ TokenizedExample RowTokenizer::tokenize_row(const DatasetRow& row) const {
       const nlohmann::ordered_json& prompt = v.at("prompt");
       nlohmann::ordered_json full = prompt;
       for (const auto& m : v.at("completion")) full.push_back(m);
-      const std::string prompt_text = s.chat->render(prompt, true, s.special_context).text;
-      const std::string full_text = s.chat->render(full, false, s.special_context).text;
+      const nlohmann::ordered_json context = s.context(row);
+      const std::string prompt_text = s.chat->render(prompt, true, context).text;
+      const std::string full_text = s.chat->render(full, false, context).text;
       return s.prompt_completion(prompt_text, full_text, false);
     }
     case DatasetForm::kConversational: {
       const nlohmann::ordered_json& messages = v.at(s.form.messages_field);
       TokenizedExample ex;
       if (s.options.assistant_only_loss) {
-        const chat_template::AssistantCharMask marked = chat_template::assistant_char_mask(*s.chat, messages, s.special_context);
+        const chat_template::AssistantCharMask marked = chat_template::assistant_char_mask(*s.chat, messages, s.context(row));
         const tokenizer::TokenizedText tokens = s.tokenizer->encode_with_offsets(marked.text, false);
         ex.input_ids = tokens.ids;
         ex.loss_mask = token_mask_from_bytes(tokens, marked.mask);
         if (!marked.from_generation_blocks) s.end_of_turn += mark_end_of_turn(ex.input_ids, ex.loss_mask, *s.tokenizer);
       } else {
-        ex.input_ids = s.encode(s.chat->render(messages, false, s.special_context).text, false);
+        ex.input_ids = s.encode(s.chat->render(messages, false, s.context(row)).text, false);
         ex.loss_mask.assign(ex.input_ids.size(), 1);
       }
       return ex;
@@ -248,6 +271,7 @@ SftTokenizedExamples SftDataset::tokenize(const SftDataOptions& options, const t
   const batching::PackingStrategy strategy = batching::parse_packing_strategy(options.packing_strategy);
   const bool truncate = !(options.packing && strategy == batching::PackingStrategy::kWrapped);
   int64_t targets_truncated_away = 0;  // examples whose every trained token lay past max_length
+  int64_t masked_by_truncation = 0;    // of them, those left with no mask bit and dropped (not packing)
   int64_t rows_seen = 0;
   DatasetScan scan = scan_dataset(reader, options.text_field, [&](const DatasetRow& row, const DatasetFormSpec& form) {
     if (options.interrupted && rows_seen++ % kInterruptCheckRows == 0 && options.interrupted())  // row 0 too
@@ -261,11 +285,18 @@ SftTokenizedExamples SftDataset::tokenize(const SftDataOptions& options, const t
       batching::truncate_example(ex, max_length);
       ++out.stats.truncated;
       if (trained_before && !trains_a_token(ex)) ++targets_truncated_away;
+      // TRL (not packing) drops what truncation left with no label at all: it would only take a batch slot.
+      if (!options.packing && std::find(ex.loss_mask.begin(), ex.loss_mask.end(), 1) == ex.loss_mask.end()) {
+        ++masked_by_truncation;
+        return;
+      }
     }
     example_rows.push_back(row.index);
     out.examples.push_back(std::move(ex));
   });
   keep_split_side(source, options.seed, reader.rows_read(), example_rows, out.examples);
+  if (out.examples.empty() && masked_by_truncation > 0)
+    throw untrainable_dataset(options, masked_by_truncation, masked_by_truncation, "");
   if (out.examples.empty())
     throw UserError("dataset " + options.dataset_name + " produced no non-empty example: check the rows and --dataset_text_field");
   SftDataStats& st = out.stats;
@@ -280,7 +311,8 @@ SftTokenizedExamples SftDataset::tokenize(const SftDataOptions& options, const t
     if (!trains_a_token(ex)) ++st.untrained_examples;
   }
   if (st.untrained_examples == st.examples)
-    throw untrainable_dataset(options, st.examples, targets_truncated_away, row_tokenizer->untrained_cause());
+    throw untrainable_dataset(options, st.examples + masked_by_truncation, targets_truncated_away,
+                              row_tokenizer->untrained_cause());
   return out;
 }
 

@@ -27,7 +27,8 @@
 
 namespace trlhpc::dataset {
 
-inline constexpr uint32_t kDatasetCacheVersion = 4;  // 2: untrained_examples; 3: end-of-turn counts (masks changed); 4: content-keyed
+inline constexpr uint32_t kDatasetCacheVersion = 5;  // 2: untrained_examples; 3: end-of-turn counts (masks changed); 4: content-keyed;
+                                                     // 5: examples truncation leaves without labels dropped (TRL)
 
 // examples + stats (packed_rows is not stored: packing runs after loading).
 using DatasetCacheEntry = SftTokenizedExamples;

@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "trlhpc/data/batch.hpp"
 #include "trlhpc/data/batching/packing.hpp"
 #include "trlhpc/data/dataset/dataset_source.hpp"
@@ -42,6 +44,9 @@ struct SftDataOptions {
   std::string text_field = "text";
   std::string tokenizer_dir;       // for the chat template and special tokens
   std::string chat_template_path;  // overrides the tokenizer's template
+  // Template variables for every row (--chat_template_kwargs, e.g. {"enable_thinking": false}); a row's
+  // own `chat_template_kwargs` column wins key by key (chat_template/template_kwargs.hpp). Part of the cache key.
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   int64_t max_length = 1024;
   bool packing = false;
   std::string packing_strategy = "bfd";
