@@ -177,10 +177,22 @@ void log_start(const SftConfig& c, const SftPlan& plan, const Trainer& trainer, 
                int64_t total_steps, MetricsLogger& logger) {
   const MemoryAccount memory = trainer.memory();
   const ShardingKind sharding = plan.trainer.parallel.data_parallel.sharding;
+  const Offload offload = plan.trainer.parallel.data_parallel.offload;
   const StepMemoryPlan step = plan_step_memory(
       plan.model, plan.dims, sharding,
       MicroBatchShape{c.per_device_train_batch_size, c.max_length, c.gradient_checkpointing, c.loss_chunk_tokens,
-                      c.bf16 ? DType::BF16 : DType::F32, plan.trainer.parallel.lora.has_value()});
+                      c.bf16 ? DType::BF16 : DType::F32, plan.trainer.parallel.lora.has_value()},
+      offload);
+  // CPU offload: what went to pinned host memory, and what the device saved (the plan without it).
+  const auto device_state = [&](Offload o) {
+    const MemoryAccount a = plan_memory(plan.model, plan.dims, sharding, o);
+    return a.parameter_bytes + a.gradient_bytes + a.optimizer_bytes;
+  };
+  const std::string host = offload == Offload::None
+                               ? std::string()
+                               : "; offload " + std::string(offload_name(offload)) + ": pinned host " +
+                                     mib(memory.host_bytes) + ", device saving " +
+                                     mib(device_state(Offload::None) - device_state(offload));
   const int64_t floor = memory.parameter_bytes + memory.gradient_bytes + memory.optimizer_bytes +
                         step.gathered_unit_bytes + step.activation_bytes + step.loss_bytes;
   logger.message("model " + std::string(plan.model.architecture_name()) + " " +
@@ -189,7 +201,7 @@ void log_start(const SftConfig& c, const SftPlan& plan, const Trainer& trainer, 
                  "; per rank: parameters " + mib(memory.parameter_bytes) +
                  ", gradients " + mib(memory.gradient_bytes) + ", optimizer " + mib(memory.optimizer_bytes) +
                  ", largest gathered unit + gradient " + mib(step.gathered_unit_bytes) + ", activations " +
-                 mib(step.activation_bytes) + ", loss chunk " + mib(step.loss_bytes) + ", floor " + mib(floor) + "; " +
+                 mib(step.activation_bytes) + ", loss chunk " + mib(step.loss_bytes) + ", floor " + mib(floor) + host + "; " +
                  "backend " + backend_description(ops, topology) + ", device collectives " +
                  device_comm_kind_name(device_comm) + "; " + std::to_string(total_steps) + " steps");
   if (const std::string warning = cpu_blas_warning(); !warning.empty()) logger.message("warning: " + warning);
