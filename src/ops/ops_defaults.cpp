@@ -1,5 +1,6 @@
 // Default bodies of the optional Ops methods: a backend that lacks one fails loudly, naming the op,
-// the first time a feature that needs it (tensor parallelism) runs on it.
+// the first time a feature that needs it (tensor parallelism) runs on it. The host-memory methods of
+// CPU offload default to the CPU backend's (host tensors, memcpy); CudaOps overrides them.
 #include <cstring>
 #include <string>
 

@@ -36,6 +36,7 @@ void HostOffload::account(MemoryAccount& m, const AdamW* optimizer) const {
   if (optimizer && optimizer->home() == OptimizerHome::Host) {
     m.host_bytes += optimizer->state_bytes();
     m.optimizer_bytes -= optimizer->state_bytes();
+    m.device_bytes_saved += optimizer->state_bytes();
   }
 }
 

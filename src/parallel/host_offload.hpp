@@ -47,7 +47,8 @@ class HostOffload {
   // Device -> host copies of those parameters into the masters, then a wait (after loading).
   void pull_masters(const std::vector<Tensor>& device_params);
   // Adds the pinned host bytes (masters, gradient staging, and the optimizer's moments when they live on
-  // the host) to m.host_bytes, taking the moments out of m.optimizer_bytes.
+  // the host) to m.host_bytes, taking the moments out of m.optimizer_bytes (into
+  // m.device_bytes_saved).
   void account(MemoryAccount& m, const AdamW* optimizer) const;
 
  private:

@@ -42,6 +42,7 @@ MemoryAccount plan_memory(const ModelConfig& config, const ParallelDims& dims, S
   // its fp32 masters (Optimizer) or the parameter shard itself (Parameters, ZeRO-3).
   const int64_t owned = sharding == ShardingKind::None ? full : shard;
   m.host_bytes = m.optimizer_bytes + kF32 * owned + kF32 * owned;
+  m.device_bytes_saved = m.optimizer_bytes + (offload == Offload::Parameters ? m.parameter_bytes : 0);
   m.optimizer_bytes = 0;
   if (offload == Offload::Parameters) m.parameter_bytes = 0;
   return m;

@@ -104,6 +104,7 @@ MemoryAccount Zero3Strategy::memory(const AdamW* optimizer) const {
   m.transient_bytes = pool_.peak_bytes();
   if (offload_) {
     m.host_bytes += params_.host_shard_bytes();
+    m.device_bytes_saved += params_.host_shard_bytes();
     offload_->account(m, optimizer);
   }
   return m;

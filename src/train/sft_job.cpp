@@ -183,16 +183,11 @@ void log_start(const SftConfig& c, const SftPlan& plan, const Trainer& trainer, 
       MicroBatchShape{c.per_device_train_batch_size, c.max_length, c.gradient_checkpointing, c.loss_chunk_tokens,
                       c.bf16 ? DType::BF16 : DType::F32, plan.trainer.parallel.lora.has_value()},
       offload);
-  // CPU offload: what went to pinned host memory, and what the device saved (the plan without it).
-  const auto device_state = [&](Offload o) {
-    const MemoryAccount a = plan_memory(plan.model, plan.dims, sharding, o);
-    return a.parameter_bytes + a.gradient_bytes + a.optimizer_bytes;
-  };
+  // CPU offload: what went to pinned host memory, and the device bytes it would take otherwise.
   const std::string host = offload == Offload::None
                                ? std::string()
                                : "; offload " + std::string(offload_name(offload)) + ": pinned host " +
-                                     mib(memory.host_bytes) + ", device saving " +
-                                     mib(device_state(Offload::None) - device_state(offload));
+                                     mib(memory.host_bytes) + ", device saving " + mib(memory.device_bytes_saved);
   const int64_t floor = memory.parameter_bytes + memory.gradient_bytes + memory.optimizer_bytes +
                         step.gathered_unit_bytes + step.activation_bytes + step.loss_bytes;
   logger.message("model " + std::string(plan.model.architecture_name()) + " " +

@@ -6,7 +6,8 @@
 #     steps: every logged loss, grad_norm, learning_rate, eval_loss and num_tokens equals the ZeRO-3
 #     run without offload bit for bit; the start line names the offload, its pinned host bytes and the
 #     device saving. The same for ZeRO-1 and ZeRO-2 with offload_optimizer_device cpu, and for FSDP
-#     FULL_SHARD with fsdp_offload_params true under --bf16 (against the fsdp2 profile under --bf16).
+#     FULL_SHARD with fsdp_offload_params true under --bf16 (against the fsdp2 profile under --bf16), and
+#     for LoRA adapters (--use_peft) under ZeRO-3 with parameter offload.
 #  2. Resume with offload from an offload checkpoint (checkpoint-3): steps 4-9 and the evals equal the
 #     uninterrupted run bit for bit; resume with offload from a checkpoint written without offload, and
 #     without offload from an offload checkpoint: the same (checkpoints hold the fp32 masters and moments
@@ -83,6 +84,11 @@ sft "$WORK/fsdp_bf16" --accelerate_config fsdp2 --bf16 true
 sft "$WORK/fsdp_offload_bf16" --accelerate_config "$WORK/fsdp_offload.yaml" --bf16 true
 same "$WORK/fsdp_bf16" "$WORK/fsdp_offload_bf16"
 grep -q "compute bf16\|bf16" "$WORK/fsdp_offload_bf16.log" || fail "fsdp offload bf16 run does not say bf16"
+
+# LoRA: the adapters are the trained store, so they are what is offloaded (the frozen base is untouched).
+sft "$WORK/lora" --accelerate_config zero3 --bf16 false --use_peft --lora_r 4 --lora_dropout 0.1
+sft "$WORK/lora_offload" --accelerate_config "$WORK/z3_offload.yaml" --use_peft --lora_r 4 --lora_dropout 0.1
+same "$WORK/lora" "$WORK/lora_offload"
 
 # 2. Resume.
 echo "2. resume"

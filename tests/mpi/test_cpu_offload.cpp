@@ -126,6 +126,8 @@ TEST(CpuOffloadMemory, DeviceBytesFallByWhatMovesToTheHost) {
         // Parameters: the fp32 shard (the master) leaves it too.
         const int64_t saved = offload == Offload::Parameters ? master + moments : moments;
         EXPECT_EQ(device(none) - device(got), saved) << name;
+        EXPECT_EQ(got.device_bytes_saved, saved) << name;
+        EXPECT_EQ(want.device_bytes_saved, saved) << name;
         EXPECT_EQ(got.host_bytes, master + moments + staging) << name;
       }
     }

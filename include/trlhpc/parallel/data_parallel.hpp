@@ -52,11 +52,13 @@ struct DataParallelOptions {
 // full-size unit buffers that ZeRO-2/3 hold only during a step (gathered parameters, unit gradients
 // awaiting their reduce-scatter); 0 for DDP and ZeRO-1, whose full buffers are persistent.
 // host_bytes: the pinned host memory of CPU offload (fp32 masters or parameter shards, the moments,
-// the gradient staging); the other fields are device memory. 0 without offload.
+// the gradient staging); the other fields are device memory. device_bytes_saved: the device bytes
+// those would take without offload (the moments, and the parameter shards under Offload::Parameters).
+// Both 0 without offload.
 struct MemoryAccount {
   int64_t parameter_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0;
   int64_t transient_bytes = 0;
-  int64_t host_bytes = 0;
+  int64_t host_bytes = 0, device_bytes_saved = 0;
 };
 
 // Times (seconds since an arbitrary epoch) of gradient-communication events of the last step, for the
