@@ -102,19 +102,28 @@ FsdpStrategy fsdp_strategy(const Reader& r, const YAML::Node& node, const std::s
          "HYBRID_SHARD_ZERO2");
 }
 
+// deepspeed_config.offload_*_device: none | cpu (nvme is DeepSpeed's ZeRO-Infinity, not built here).
+bool offload_device(const Reader& r, const YAML::Node& node, const std::string& key) {
+  const std::string device = r.text(node, "deepspeed_config." + key);
+  if (device == "none") return false;
+  if (device == "cpu") return true;
+  r.fail("deepspeed_config." + key + " " + device + " is not supported: use cpu (pinned host memory) or none" +
+         (device == "nvme" ? " (NVMe offload, ZeRO-Infinity, is not built)" : ""));
+}
+
 void read_deepspeed(const Reader& r, const YAML::Node& ds, bool active, AccelerateConfig& out) {
   std::optional<int64_t> stage;
+  bool offload_optimizer = false, offload_param = false;
   for (const auto& kv : ds) {
     const std::string key = r.key(kv.first);
     if (key == "zero_stage") {
       stage = r.integer(kv.second, "deepspeed_config.zero_stage");
     } else if (key == "deepspeed_config_file") {
       r.fail("deepspeed_config.deepspeed_config_file is not read by trlhpc: put zero_stage (0..3) in the accelerate file");
-    } else if (key == "offload_optimizer_device" || key == "offload_param_device") {
-      const std::string device = r.text(kv.second, "deepspeed_config." + key);
-      if (device != "none")
-        out.warnings.push_back("accelerate config " + r.origin() + ": deepspeed_config." + key + " " + device +
-                               " ignored (the cpu backend keeps everything in host memory)");
+    } else if (key == "offload_optimizer_device") {
+      offload_optimizer = offload_device(r, kv.second, key);
+    } else if (key == "offload_param_device") {
+      offload_param = offload_device(r, kv.second, key);
     } else if (key == "seq_parallel_communication_data_type") {
       std::string dtype = r.text(kv.second, "deepspeed_config." + key);
       if (dtype == "bfloat16" || dtype == "torch.bfloat16") dtype = "bf16";
@@ -137,11 +146,26 @@ void read_deepspeed(const Reader& r, const YAML::Node& ds, bool active, Accelera
     r.fail("deepspeed_config.zero_stage " + std::to_string(*stage) + " does not exist: ZeRO has stages 0, 1, 2 and 3");
   const char* kinds[] = {"none", "zero1", "zero2", "zero3"};
   out.sharding = kinds[*stage];
+  // DeepSpeed's own rules: offload needs ZeRO (stage >= 1), parameter offload stage 3. trlhpc adds one:
+  // its fp32 parameter shard is the optimizer's master, so it goes to the host only with the optimizer.
+  if (offload_optimizer && *stage == 0)
+    r.fail("deepspeed_config.offload_optimizer_device cpu needs zero_stage 1, 2 or 3 (zero_stage is 0): raise "
+           "zero_stage or set offload_optimizer_device: none");
+  if (offload_param && *stage != 3)
+    r.fail("deepspeed_config.offload_param_device cpu needs zero_stage 3 (zero_stage is " + std::to_string(*stage) +
+           "; below stage 3 every rank keeps the full parameters on its device): set zero_stage: 3 or "
+           "offload_param_device: none");
+  if (offload_param && !offload_optimizer)
+    r.fail("deepspeed_config.offload_param_device cpu without offload_optimizer_device cpu is not supported (trlhpc's "
+           "fp32 parameter shard is the optimizer's master copy): set offload_optimizer_device: cpu as well");
+  if (offload_param) out.offload = "parameters", out.offload_key = "deepspeed_config.offload_param_device cpu";
+  else if (offload_optimizer) out.offload = "optimizer", out.offload_key = "deepspeed_config.offload_optimizer_device cpu";
 }
 
 void read_fsdp(const Reader& r, const YAML::Node& fsdp, bool active, AccelerateConfig& out, bool& hybrid) {
   std::optional<FsdpStrategy> reshard, strategy;
   bool settings = false;  // keys that only make sense under FSDP
+  bool offload_params = false;
   for (const auto& kv : fsdp) {
     const std::string key = r.key(kv.first);
     if (key == "fsdp_version") {
@@ -158,9 +182,7 @@ void read_fsdp(const Reader& r, const YAML::Node& fsdp, bool active, AccelerateC
     } else if (key == "fsdp_activation_checkpointing") {
       out.activation_checkpointing = r.boolean(kv.second, "fsdp_config." + key);
     } else if (key == "fsdp_offload_params") {
-      if (r.boolean(kv.second, "fsdp_config." + key))
-        out.warnings.push_back("accelerate config " + r.origin() +
-                               ": fsdp_config.fsdp_offload_params ignored (the cpu backend keeps everything in host memory)");
+      offload_params = r.boolean(kv.second, "fsdp_config." + key);
     } else if (!kIgnoredFsdp.count(key)) {
       r.unknown("fsdp_config." + key, kv.first, out);
     }
@@ -178,6 +200,13 @@ void read_fsdp(const Reader& r, const YAML::Node& fsdp, bool active, AccelerateC
   out.sharding = chosen.sharding;
   out.reshard_after_forward = chosen.sharding == "zero3";
   hybrid = chosen.hybrid;
+  if (!offload_params) return;
+  if (chosen.sharding != "zero3")
+    r.fail("fsdp_config.fsdp_offload_params true with " + chosen.name + " is not supported: trlhpc's " + chosen.name +
+           " keeps the full parameters on every rank's device; use FULL_SHARD or HYBRID_SHARD, or set "
+           "fsdp_offload_params: false");
+  out.offload = "parameters";  // FSDP's CPUOffload(offload_params=True) also steps the optimizer on the host
+  out.offload_key = "fsdp_config.fsdp_offload_params true";
 }
 
 void read_parallelism(const Reader& r, const YAML::Node& pc, AccelerateConfig& out) {
@@ -325,6 +354,8 @@ AccelerateConfig read_accelerate_config(const std::string& name_or_file, int wor
 void apply_accelerate_config(const AccelerateConfig& a, const std::set<std::string>& explicit_flags, SftConfig& c) {
   auto given = [&](const char* flag) { return explicit_flags.count(flag) != 0; };
   if (!given("sharding")) c.sharding = a.sharding;
+  c.offload = a.offload;
+  c.offload_source = a.offload_key.empty() ? std::string() : a.offload_key + " in " + a.path;
   const std::pair<const char*, std::pair<const std::optional<int64_t>*, int64_t*>> sizes[] = {
       {"dp_replicate_size", {&a.dp_replicate, &c.dp_replicate_size}}, {"dp_shard_size", {&a.dp_shard, &c.dp_shard_size}},
       {"tp_size", {&a.tp, &c.tp_size}}, {"cp_size", {&a.cp, &c.cp_size}}, {"sp_size", {&a.sp, &c.sp_size}}};

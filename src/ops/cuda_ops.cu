@@ -1,6 +1,7 @@
 // The CUDA implementation of Ops, part 1: construction, memory, dense and elementwise ops, the factories.
 // Part 2 (the model's layer ops) is cuda_ops_layers.cu, part 3 (casts, bf16 compute weights, AdamW)
 // cuda_ops_precision.cu. See include/trlhpc/ops/cuda_ops.hpp.
+#include <cstring>
 #include <string>
 
 #include "attention.cuh"
@@ -99,8 +100,13 @@ void CudaOpsImpl::copy(const Tensor& dst, const Tensor& src) {
 
 void CudaOpsImpl::copy_from_host(const Tensor& dst, const void* host, size_t bytes) {
   TRLHPC_ASSERT(bytes <= dst.nbytes(), "copy_from_host overflows the tensor");
-  expect_cuda(dst, "copy_from_host");
   if (!bytes) return;
+  if (dst.device() == Device::CPU) {  // an offloaded host tensor (allocate_host): queued copies may use it
+    stream_.synchronize();
+    std::memcpy(dst.data(), host, bytes);
+    return;
+  }
+  expect_cuda(dst, "copy_from_host");
   // Synchronous for the caller: `host` may be reused or freed as soon as this returns.
   TRLHPC_CHECK_CUDA(cudaMemcpyAsync(dst.data(), host, bytes, cudaMemcpyHostToDevice, stream()));
   stream_.synchronize();
@@ -108,10 +114,49 @@ void CudaOpsImpl::copy_from_host(const Tensor& dst, const void* host, size_t byt
 
 void CudaOpsImpl::copy_to_host(void* host, const Tensor& src, size_t bytes) {
   TRLHPC_ASSERT(bytes <= src.nbytes(), "copy_to_host reads past the tensor");
-  expect_cuda(src, "copy_to_host");
   if (!bytes) return;
+  if (src.device() == Device::CPU) {  // an offloaded host tensor: wait for queued copies into it
+    stream_.synchronize();
+    std::memcpy(host, src.data(), bytes);
+    return;
+  }
+  expect_cuda(src, "copy_to_host");
   TRLHPC_CHECK_CUDA(cudaMemcpyAsync(host, src.data(), bytes, cudaMemcpyDeviceToHost, stream()));
   stream_.synchronize();
+}
+
+// Page-locked host memory for CPU offload: cudaMemcpyAsync from and to it is truly asynchronous (from
+// pageable memory the driver stages it and the copy blocks the host).
+Tensor CudaOpsImpl::allocate_host(const Shape& shape, DType dtype) {
+  for (int64_t d : shape) TRLHPC_ASSERT(d >= 0, "negative dimension in " + shape_string(shape));
+  const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  void* memory = nullptr;
+  if (bytes) {
+    TRLHPC_CHECK_CUDA(cudaMallocHost(&memory, bytes));
+    std::memset(memory, 0, bytes);
+  }
+  std::shared_ptr<void> storage(memory, [](void* p) {
+    if (p) cudaFreeHost(p);  // errors ignored: may run during unwinding
+  });
+  return Tensor(std::move(storage), memory, dtype, Device::CPU, shape);
+}
+
+void CudaOpsImpl::copy_to_host_async(const Tensor& host_dst, const Tensor& src) {
+  TRLHPC_ASSERT(host_dst.nbytes() == src.nbytes() && host_dst.device() == Device::CPU,
+                "copy_to_host_async: " + shape_string(src.shape()) + " into a host tensor " +
+                    shape_string(host_dst.shape()) + " of another size or device");
+  expect_cuda(src, "copy_to_host_async src");
+  if (src.nbytes())
+    TRLHPC_CHECK_CUDA(cudaMemcpyAsync(host_dst.data(), src.data(), src.nbytes(), cudaMemcpyDeviceToHost, stream()));
+}
+
+void CudaOpsImpl::copy_from_host_async(const Tensor& dst, const Tensor& host_src) {
+  TRLHPC_ASSERT(host_src.nbytes() == dst.nbytes() && host_src.device() == Device::CPU,
+                "copy_from_host_async: a host tensor " + shape_string(host_src.shape()) + " into " +
+                    shape_string(dst.shape()) + " of another size or device");
+  expect_cuda(dst, "copy_from_host_async dst");
+  if (dst.nbytes())
+    TRLHPC_CHECK_CUDA(cudaMemcpyAsync(dst.data(), host_src.data(), dst.nbytes(), cudaMemcpyHostToDevice, stream()));
 }
 
 // ---- dense ------------------------------------------------------------------------------------------------

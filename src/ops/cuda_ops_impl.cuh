@@ -61,6 +61,10 @@ class CudaOpsImpl final : public CudaOps {
   void copy(const Tensor& dst, const Tensor& src) override;
   void copy_from_host(const Tensor& dst, const void* host, size_t bytes) override;
   void copy_to_host(void* host, const Tensor& src, size_t bytes) override;
+  Tensor allocate_host(const Shape& shape, DType dtype) override;
+  void copy_to_host_async(const Tensor& host_dst, const Tensor& src) override;
+  void copy_from_host_async(const Tensor& dst, const Tensor& host_src) override;
+  void wait_host_copies() override { stream_.synchronize(); }
 
   void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c, float alpha,
               float beta) override;

@@ -1,5 +1,7 @@
 // Default bodies of the optional Ops methods: a backend that lacks one fails loudly, naming the op,
-// the first time a feature that needs it (tensor parallelism) runs on it.
+// the first time a feature that needs it (tensor parallelism) runs on it. The host-memory methods of
+// CPU offload default to the CPU backend's (host tensors, memcpy); CudaOps overrides them.
+#include <cstring>
 #include <string>
 
 #include "trlhpc/core/error.hpp"
@@ -11,7 +13,23 @@ namespace {
   throw RuntimeFailure(std::string("Ops::") + op + " is not implemented by the " +
                        (device == Device::CPU ? "cpu" : "cuda") + " backend (needed by tensor parallelism, tp_size > 1)");
 }
+void expect_same_bytes(const Tensor& a, const Tensor& b, const char* op) {
+  TRLHPC_ASSERT(a.nbytes() == b.nbytes(), std::string(op) + ": " + shape_string(a.shape()) + " and " +
+                                              shape_string(b.shape()) + " differ in size");
+}
 }  // namespace
+
+// The CPU backend's: its device memory is host memory, so the host side is an ordinary host tensor
+// and the copies are memcpy.
+Tensor Ops::allocate_host(const Shape& shape, DType dtype) { return Tensor::host(shape, dtype); }
+void Ops::copy_to_host_async(const Tensor& host_dst, const Tensor& src) {
+  expect_same_bytes(host_dst, src, "copy_to_host_async");
+  if (src.nbytes()) std::memcpy(host_dst.data(), src.data(), src.nbytes());
+}
+void Ops::copy_from_host_async(const Tensor& dst, const Tensor& host_src) {
+  expect_same_bytes(dst, host_src, "copy_from_host_async");
+  if (dst.nbytes()) std::memcpy(dst.data(), host_src.data(), dst.nbytes());
+}
 
 void Ops::lora_dropout(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t, float, uint64_t) {
   missing(device(), "lora_dropout");

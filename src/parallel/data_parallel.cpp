@@ -31,9 +31,25 @@ FullUnitBuffers full_unit_buffers(ShardingKind kind) {
                          .grads = kind != ShardingKind::Zero2 && kind != ShardingKind::Zero3};
 }
 
+const char* offload_name(Offload offload) {
+  switch (offload) {
+    case Offload::None: return "none";
+    case Offload::Optimizer: return "optimizer";
+    case Offload::Parameters: return "optimizer + parameters";
+  }
+  return "?";
+}
+
 std::unique_ptr<DataParallelStrategy> make_data_parallel_strategy(const DataParallelOptions& options,
                                                                   ParameterStore& store, ProcessGroups& groups,
                                                                   Ops& ops) {
+  // The sft job refuses these with the config key's name (sft_validation); this is the library's check.
+  if (options.offload != Offload::None && options.sharding == ShardingKind::None)
+    throw UserError("CPU offload needs a sharded optimizer: use sharding zero1, zero2 or zero3 (DeepSpeed offloads "
+                    "ZeRO stages 1-3 only)");
+  if (options.offload == Offload::Parameters && options.sharding != ShardingKind::Zero3)
+    throw UserError(std::string("parameter offload needs sharding zero3 (FULL_SHARD): under ") +
+                    sharding_name(options.sharding) + " every rank keeps the full parameters on the device");
   switch (options.sharding) {
     case ShardingKind::None: return std::make_unique<DdpStrategy>(options, store, groups, ops);
     case ShardingKind::Zero1: return std::make_unique<Zero1Strategy>(options, store, groups, ops);

@@ -24,7 +24,7 @@ std::vector<int64_t> padded_unit_sizes(const ModelConfig& config, const Parallel
 
 }  // namespace
 
-MemoryAccount plan_memory(const ModelConfig& config, const ParallelDims& dims, ShardingKind sharding) {
+MemoryAccount plan_memory(const ModelConfig& config, const ParallelDims& dims, ShardingKind sharding, Offload offload) {
   int64_t full = 0, shard = 0;  // fp32 elements of all units on this rank: full and 1/fsdp shard
   for (const int64_t padded : padded_unit_sizes(config, dims)) {
     full += padded;
@@ -37,6 +37,14 @@ MemoryAccount plan_memory(const ModelConfig& config, const ParallelDims& dims, S
                              : sharding == ShardingKind::Zero1 ? full + shard
                                                                : shard);
   m.optimizer_bytes = 2 * kF32 * (sharding == ShardingKind::None ? full : shard);
+  if (offload == Offload::None) return m;
+  // host_offload.hpp: the moments and a gradient staging copy of the owned range on the host, plus
+  // its fp32 masters (Optimizer) or the parameter shard itself (Parameters, ZeRO-3).
+  const int64_t owned = sharding == ShardingKind::None ? full : shard;
+  m.host_bytes = m.optimizer_bytes + kF32 * owned + kF32 * owned;
+  m.device_bytes_saved = m.optimizer_bytes + (offload == Offload::Parameters ? m.parameter_bytes : 0);
+  m.optimizer_bytes = 0;
+  if (offload == Offload::Parameters) m.parameter_bytes = 0;
   return m;
 }
 
@@ -72,9 +80,9 @@ int64_t plan_activation_bytes(const ModelConfig& c, int64_t N, int64_t Nl, bool 
 }
 
 StepMemoryPlan plan_step_memory(const ModelConfig& config, const ParallelDims& dims, ShardingKind sharding,
-                                const MicroBatchShape& batch) {
+                                const MicroBatchShape& batch, Offload offload) {
   StepMemoryPlan plan;
-  plan.persistent = plan_memory(config, dims, sharding);
+  plan.persistent = plan_memory(config, dims, sharding, offload);
   const std::vector<int64_t> sizes = padded_unit_sizes(config, dims);
   const int64_t largest = *std::max_element(sizes.begin(), sizes.end());
   const int64_t gradient = batch.frozen_base ? 0 : 1;  // a unit's full gradient buffer during its backward
@@ -87,6 +95,8 @@ StepMemoryPlan plan_step_memory(const ModelConfig& config, const ParallelDims& d
   // ZeRO-3 under --bf16 all-gathers a unit in bf16 into a staging buffer before widening it.
   if (sharding == ShardingKind::Zero3 && batch.compute_dtype != DType::F32)
     plan.gathered_unit_bytes += static_cast<int64_t>(dtype_size(batch.compute_dtype)) * largest;
+  // Parameter offload copies the host shard to a device buffer before each all-gather.
+  if (offload == Offload::Parameters) plan.gathered_unit_bytes += kF32 * largest / dims.fsdp();
   const ModelConfig local = tp_local_config(config, dims.tp);
   const int64_t multiple = dims.sequence_multiple();
   const int64_t T = (batch.seq_len + multiple - 1) / multiple * multiple;

@@ -8,9 +8,10 @@
 
 namespace trlhpc {
 
-ShardedParameters::ShardedParameters(ParameterStore& store, Communicator& fsdp, Ops& ops, UnitBufferPool& pool)
+ShardedParameters::ShardedParameters(ParameterStore& store, Communicator& fsdp, Ops& ops, UnitBufferPool& pool,
+                                     bool host_shards)
     : store_(store), fsdp_(fsdp), ops_(ops), pool_(pool), no_buffer_(ops.allocate({0})),
-      bf16_gathers_(ops.compute_dtype() == DType::BF16) {
+      bf16_gathers_(ops.compute_dtype() == DType::BF16), host_shards_(host_shards) {
   const int P = fsdp.size();
   units_.resize(static_cast<size_t>(store.num_units()));
   for (int u = 0; u < store.num_units(); ++u) {
@@ -18,7 +19,8 @@ ShardedParameters::ShardedParameters(ParameterStore& store, Communicator& fsdp, 
     TRLHPC_ASSERT(unit.padded_numel % P == 0, "unit " + std::to_string(u) + " is not padded to the fsdp size " +
                                                   std::to_string(P));
     shard_numel_.push_back(unit.padded_numel / P);
-    units_[static_cast<size_t>(u)].shard = ops.zeros({unit.padded_numel / P});
+    units_[static_cast<size_t>(u)].shard =
+        host_shards ? ops.allocate_host({unit.padded_numel / P}) : ops.zeros({unit.padded_numel / P});
     unit.params = no_buffer_;  // (a store built with full_unit_buffers(Zero3) holds none)
   }
 }
@@ -44,14 +46,20 @@ void ShardedParameters::prefetch(int unit, Precision precision) {
   const int64_t padded = store_.unit(unit).padded_numel;
   u.full = pool_.acquire(padded);
   u.rounded = bf16_gathers_ && precision == Precision::Compute;
+  Tensor source = u.shard;  // the device copy of this rank's part
+  if (host_shards_) {
+    u.staged = pool_.acquire(u.shard.numel());
+    ops_.copy_from_host_async(u.staged, u.shard);
+    source = u.staged;
+  }
   if (u.rounded) {
     u.shard_bf16 = ops_.allocate(u.shard.shape(), DType::BF16);
     u.full_bf16 = ops_.allocate({padded}, DType::BF16);
-    ops_.cast(u.shard_bf16, u.shard);
+    ops_.cast(u.shard_bf16, source);
     u.request = fsdp_.all_gather_async(span_of<const uint16_t>(u.shard_bf16), span_of<uint16_t>(u.full_bf16));
     gathered_bytes_sent_ += static_cast<int64_t>(u.shard_bf16.nbytes()) * (fsdp_.size() - 1);
   } else {
-    u.request = fsdp_.all_gather_async(span_of<const float>(u.shard), span_of<float>(u.full));
+    u.request = fsdp_.all_gather_async(span_of<const float>(source), span_of<float>(u.full));
     gathered_bytes_sent_ += static_cast<int64_t>(u.shard.nbytes()) * (fsdp_.size() - 1);
   }
   u.state = State::InFlight;
@@ -66,6 +74,8 @@ void ShardedParameters::gather(int unit, Precision precision) {
       ops_.cast(u.full, u.full_bf16);
       u.shard_bf16 = u.full_bf16 = Tensor();
     }
+    if (u.staged.defined() && u.staged.numel() > 0) pool_.release(std::move(u.staged));
+    u.staged = Tensor();
     u.state = State::Gathered;
     store_.unit(unit).params = u.full;
   }
@@ -74,7 +84,8 @@ void ShardedParameters::gather(int unit, Precision precision) {
 void ShardedParameters::drop(Unit& u) {
   if (u.state == State::InFlight) u.request.wait();  // MPI may still write into the buffers
   pool_.release(std::move(u.full));
-  u.full = u.shard_bf16 = u.full_bf16 = Tensor();
+  if (u.staged.defined() && u.staged.numel() > 0) pool_.release(std::move(u.staged));
+  u.full = u.shard_bf16 = u.full_bf16 = u.staged = Tensor();
   u.rounded = false;
   u.state = State::Released;
 }
@@ -98,7 +109,13 @@ void ShardedParameters::poll() {
 int64_t ShardedParameters::shard_bytes() const {
   int64_t total = 0;
   for (const Unit& u : units_) total += static_cast<int64_t>(u.shard.nbytes());
-  return total;
+  return host_shards_ ? 0 : total;
+}
+
+int64_t ShardedParameters::host_shard_bytes() const {
+  int64_t total = 0;
+  for (const Unit& u : units_) total += static_cast<int64_t>(u.shard.nbytes());
+  return host_shards_ ? total : 0;
 }
 
 }  // namespace trlhpc

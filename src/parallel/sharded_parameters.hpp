@@ -17,6 +17,11 @@
 // which then holds bf16(master) -- exactly what the decoder computes with on every layout
 // (Decoder::compute_param and the GEMMs' rounding). Saving and export gather Precision::Full (fp32),
 // and a unit gathered in compute precision is gathered again for them.
+//
+// Host shards (parameter offload: FSDP fsdp_offload_params, DeepSpeed offload_param_device cpu): the
+// shard lives in pinned host memory (Ops::allocate_host) and is the optimizer's master; each gather
+// first copies it into a shard-size device buffer from the pool (a queued copy the all-gather on the
+// backend's stream follows), which goes back to the pool once the gather completes.
 #include <cstdint>
 #include <vector>
 
@@ -31,7 +36,8 @@ class ShardedParameters {
  public:
   // Takes the store's full parameter buffers away, if it has any (after this, the store holds only
   // gathered units).
-  ShardedParameters(ParameterStore& store, Communicator& fsdp, Ops& ops, UnitBufferPool& pool);
+  ShardedParameters(ParameterStore& store, Communicator& fsdp, Ops& ops, UnitBufferPool& pool,
+                    bool host_shards = false);
 
   int64_t shard_numel(int unit) const { return shard_numel_[static_cast<size_t>(unit)]; }
   int64_t shard_begin(int unit) const { return shard_numel(unit) * fsdp_.rank(); }
@@ -53,7 +59,8 @@ class ShardedParameters {
 
   bool is_gathered(int unit) const { return units_[static_cast<size_t>(unit)].state == State::Gathered; }
   int64_t gathered_bytes_sent() const { return gathered_bytes_sent_; }  // by this rank's all-gathers so far
-  int64_t shard_bytes() const;
+  int64_t shard_bytes() const;  // device bytes of the shards (0 with host shards)
+  int64_t host_shard_bytes() const;
 
  private:
   enum class State { Released, InFlight, Gathered };
@@ -61,6 +68,7 @@ class ShardedParameters {
     Tensor shard;  // (S) persistent, what the optimizer updates
     Tensor full;   // (padded_numel) pool buffer while in flight or gathered
     Tensor shard_bf16, full_bf16;  // (S), (padded_numel) BF16 staging of a compute-precision gather
+    Tensor staged;                 // (S) device copy of a host shard while its gather is in flight
     bool rounded = false;          // full holds bf16(master) (a compute-precision gather under bf16)
     CommRequest request;
     State state = State::Released;
@@ -75,6 +83,7 @@ class ShardedParameters {
   Tensor no_buffer_;                  // (0) the store's params of a released unit
   bool pinned_ = false;
   bool bf16_gathers_ = false;  // ops.compute_dtype() is BF16
+  bool host_shards_ = false;
   int64_t gathered_bytes_sent_ = 0;
   void drop(Unit& u);  // waits for a gather in flight, hands the buffers back
 };

@@ -7,7 +7,22 @@
 namespace trlhpc {
 
 Zero1Strategy::Zero1Strategy(const DataParallelOptions& options, ParameterStore& store, ProcessGroups& groups, Ops& ops)
-    : store_(store), ops_(ops), fsdp_(groups.fsdp().device()), pool_(ops), grads_(store, groups, ops, pool_) {}
+    : store_(store), ops_(ops), fsdp_(groups.fsdp().device()), pool_(ops), grads_(store, groups, ops, pool_) {
+  if (options.offload == Offload::None) return;
+  std::vector<int64_t> shard_numel;
+  for (int u = 0; u < store_.num_units(); ++u) shard_numel.push_back(grads_.shard_numel(u));
+  offload_ = std::make_unique<HostOffload>(ops, shard_numel, /*masters=*/true);
+  offload_->pull_masters(device_owned_params());
+}
+
+void Zero1Strategy::load_parameters(const UnitRangeSource& source) {
+  load_all_units(source, ops_, store_);
+  if (offload_) offload_->pull_masters(device_owned_params());
+}
+
+std::vector<Tensor> Zero1Strategy::owned_grads() {
+  return offload_ ? offload_->stage_grads(grads_.shards()) : grads_.shards();
+}
 
 void Zero1Strategy::after_backward(int unit) {
   // Only the last micro-step communicates (as DeepSpeed's ZeRO-1 reduces at the accumulation boundary);
@@ -21,7 +36,9 @@ std::vector<OptimizerRange> Zero1Strategy::owned_ranges() const {
   return ranges;
 }
 
-std::vector<Tensor> Zero1Strategy::owned_params() {
+std::vector<Tensor> Zero1Strategy::owned_params() { return offload_ ? offload_->masters() : device_owned_params(); }
+
+std::vector<Tensor> Zero1Strategy::device_owned_params() {
   std::vector<Tensor> out;
   for (int u = 0; u < store_.num_units(); ++u)
     out.push_back(store_.unit(u).params.view({grads_.shard_numel(u)}, grads_.shard_begin(u)));
@@ -55,8 +72,13 @@ void Zero1Strategy::all_gather_updated_parameters() {
   while (!window.empty()) retire_oldest();
 }
 
-void Zero1Strategy::finish_step() {
+void Zero1Strategy::publish_updated_parameters() {
+  if (offload_) offload_->push_masters(device_owned_params());  // queued before the all-gathers' staging copies
   all_gather_updated_parameters();
+}
+
+void Zero1Strategy::finish_step() {
+  publish_updated_parameters();
   store_.zero_grads(ops_);
   grads_.zero();
 }
@@ -71,6 +93,7 @@ MemoryAccount Zero1Strategy::memory(const AdamW* optimizer) const {
   if (optimizer) m.optimizer_bytes = optimizer->state_bytes();
   // Staging and received shards are 1/P-size and short-lived; they count as transient.
   m.transient_bytes = pool_.peak_bytes();
+  if (offload_) offload_->account(m, optimizer);
   return m;
 }
 

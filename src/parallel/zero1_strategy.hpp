@@ -9,10 +9,15 @@
 //   optimizer         AdamW updates this rank's slice [r*S, (r+1)*S) of every full parameter buffer in
 //                     place, with moments for that slice only
 //   finish_step       the updated slices are all-gathered over fsdp into every full parameter buffer
+//   offload           (Offload::Optimizer) the masters of the slices and the moments live on the host
+//                     (host_offload.hpp): owned_grads() stages the gradient shards to the host, AdamW
+//                     runs there, finish_step first copies the updated masters into the device slices
 //
 // Zero2Strategy derives from this class and changes only how gradient buffers live.
+#include <memory>
 #include <vector>
 
+#include "src/parallel/host_offload.hpp"
 #include "src/parallel/sharded_gradients.hpp"
 #include "src/parallel/unit_buffer_pool.hpp"
 #include "trlhpc/parallel/data_parallel.hpp"
@@ -34,11 +39,11 @@ class Zero1Strategy : public DataParallelStrategy, public ShardedStateView {
   std::vector<OptimizerRange> owned_ranges() const override;
   bool primary_owner() const override { return grads_.replica_rank() == 0; }
   std::vector<Tensor> owned_params() override;
-  std::vector<Tensor> owned_grads() override { return grads_.shards(); }
+  std::vector<Tensor> owned_grads() override;
   void finish_step() override;
   MemoryAccount memory(const AdamW* optimizer) const override;
   const CommTimeline& timeline() const override { return grads_.timeline(); }
-  void load_parameters(const UnitRangeSource& source) override { load_all_units(source, ops_, store_); }
+  void load_parameters(const UnitRangeSource& source) override;
   void gather_full_parameters() override {}
   void release_full_parameters() override {}
   void gather_unit_parameters(int) override {}
@@ -50,12 +55,17 @@ class Zero1Strategy : public DataParallelStrategy, public ShardedStateView {
   // together). The own slice is staged through a pool buffer because MPI forbids aliased send/receive
   // buffers.
   void all_gather_updated_parameters();
+  // The optimizer's updated slices into the device's full buffers (from the host masters under
+  // offload), then all_gather_updated_parameters.
+  void publish_updated_parameters();
+  std::vector<Tensor> device_owned_params();  // this rank's slice of every full parameter buffer
 
   ParameterStore& store_;
   Ops& ops_;
   Communicator& fsdp_;  // device(): parameter shard all-gathers
   UnitBufferPool pool_;
   ShardedGradients grads_;
+  std::unique_ptr<HostOffload> offload_;  // CPU offload, else null
   bool last_micro_step_ = true;
 };
 

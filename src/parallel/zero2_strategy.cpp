@@ -27,7 +27,7 @@ void Zero2Strategy::after_backward(int unit) {
 }
 
 void Zero2Strategy::finish_step() {
-  all_gather_updated_parameters();
+  publish_updated_parameters();
   grads_.zero();
 }
 
@@ -37,6 +37,7 @@ MemoryAccount Zero2Strategy::memory(const AdamW* optimizer) const {
   m.gradient_bytes = grads_.bytes();
   if (optimizer) m.optimizer_bytes = optimizer->state_bytes();
   m.transient_bytes = pool_.peak_bytes();
+  if (offload_) offload_->account(m, optimizer);
   return m;
 }
 

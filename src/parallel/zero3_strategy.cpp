@@ -8,10 +8,35 @@ Zero3Strategy::Zero3Strategy(const DataParallelOptions& options, ParameterStore&
     : store_(store),
       pool_(ops),
       grads_(store, groups, ops, pool_),
-      params_(store, groups.fsdp().device(), ops, pool_),
+      params_(store, groups.fsdp().device(), ops, pool_, options.offload == Offload::Parameters),
       no_buffer_(ops.allocate({0})),
       reshard_after_forward_(options.reshard_after_forward) {
   for (ParameterUnit& unit : store_.units()) unit.grads = no_buffer_;
+  if (options.offload == Offload::None) return;
+  std::vector<int64_t> shard_numel;
+  for (int u = 0; u < store_.num_units(); ++u) shard_numel.push_back(params_.shard_numel(u));
+  const bool masters = options.offload == Offload::Optimizer;  // else the host shards are the masters
+  offload_ = std::make_unique<HostOffload>(ops, shard_numel, masters);
+  if (masters) offload_->pull_masters(params_.shards());
+}
+
+std::vector<Tensor> Zero3Strategy::owned_params() {
+  return offload_ && offload_->has_masters() ? offload_->masters() : params_.shards();
+}
+
+std::vector<Tensor> Zero3Strategy::owned_grads() {
+  return offload_ ? offload_->stage_grads(grads_.shards()) : grads_.shards();
+}
+
+void Zero3Strategy::load_parameters(const UnitRangeSource& source) {
+  params_.load(source);
+  if (offload_ && offload_->has_masters()) offload_->pull_masters(params_.shards());
+}
+
+void Zero3Strategy::finish_step() {
+  // Offload::Optimizer: the device shards take the updated masters (queued; the next gathers follow).
+  if (offload_ && offload_->has_masters()) offload_->push_masters(params_.shards());
+  grads_.zero();
 }
 
 void Zero3Strategy::before_forward(int unit) {
@@ -77,6 +102,11 @@ MemoryAccount Zero3Strategy::memory(const AdamW* optimizer) const {
   m.gradient_bytes = grads_.bytes();
   if (optimizer) m.optimizer_bytes = optimizer->state_bytes();
   m.transient_bytes = pool_.peak_bytes();
+  if (offload_) {
+    m.host_bytes += params_.host_shard_bytes();
+    m.device_bytes_saved += params_.host_shard_bytes();
+    offload_->account(m, optimizer);
+  }
   return m;
 }
 

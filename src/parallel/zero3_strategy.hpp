@@ -10,14 +10,20 @@
 //             into the shard (async, overlapped with the backward of the units below)
 //   step      hybrid: shards all-reduced across dp_replicate; AdamW on the parameter shards; nothing to
 //             gather afterwards (the next forward gathers on demand)
+//   offload   Optimizer: fp32 masters of the shards + moments on the host (host_offload.hpp), AdamW there,
+//             the updated masters copied into the device shards at finish_step. Parameters: the shards
+//             themselves live on the host (ShardedParameters' host shards, staged per gather) and are
+//             the masters; AdamW updates them in place
 //
 // Hook order (decoder.hpp): the final unit L+1 has no after_forward in training (its norm and head run
 // straight into the loss and its backward), and with tied embeddings the head reads unit 0 again:
 // the decoder calls before_forward(0) and before_backward(0) before the loss, so unit 0 stays gathered,
 // with a full gradient buffer, from the loss until the embedding backward. Prefetch follows the
 // forward walk only (a repeated before_forward(0) for the head prefetches nothing).
+#include <memory>
 #include <vector>
 
+#include "src/parallel/host_offload.hpp"
 #include "src/parallel/sharded_gradients.hpp"
 #include "src/parallel/sharded_parameters.hpp"
 #include "src/parallel/unit_buffer_pool.hpp"
@@ -41,12 +47,12 @@ class Zero3Strategy final : public DataParallelStrategy, public ShardedStateView
   void scale_owned_grads(float factor) override { grads_.scale(factor); }
   std::vector<OptimizerRange> owned_ranges() const override;
   bool primary_owner() const override { return grads_.replica_rank() == 0; }
-  std::vector<Tensor> owned_params() override { return params_.shards(); }
-  std::vector<Tensor> owned_grads() override { return grads_.shards(); }
-  void finish_step() override { grads_.zero(); }
+  std::vector<Tensor> owned_params() override;
+  std::vector<Tensor> owned_grads() override;
+  void finish_step() override;
   MemoryAccount memory(const AdamW* optimizer) const override;
   const CommTimeline& timeline() const override { return grads_.timeline(); }
-  void load_parameters(const UnitRangeSource& source) override { params_.load(source); }
+  void load_parameters(const UnitRangeSource& source) override;
   void gather_full_parameters() override;
   void release_full_parameters() override;
   void gather_unit_parameters(int unit) override { params_.gather(unit, ShardedParameters::Precision::Full); }
@@ -60,6 +66,7 @@ class Zero3Strategy final : public DataParallelStrategy, public ShardedStateView
   UnitBufferPool pool_;
   ShardedGradients grads_;
   ShardedParameters params_;
+  std::unique_ptr<HostOffload> offload_;  // CPU offload, else null
   Tensor no_buffer_;  // (0) store.unit(u).grads outside a unit's backward
   bool reshard_after_forward_;
   bool last_micro_step_ = true;

@@ -194,7 +194,13 @@ void log_start(const SftConfig& c, const SftPlan& plan, const Trainer& trainer, 
       unit_elements[static_cast<size_t>(spec.unit)] += spec.numel();
     shape.adapter_unit_elements = *std::max_element(unit_elements.begin(), unit_elements.end());
   }
-  const StepMemoryPlan step = plan_step_memory(plan.model, plan.dims, sharding, shape);
+  const Offload offload = plan.trainer.parallel.data_parallel.offload;
+  const StepMemoryPlan step = plan_step_memory(plan.model, plan.dims, sharding, shape, offload);
+  // CPU offload: what went to pinned host memory, and the device bytes it would take otherwise.
+  const std::string host = offload == Offload::None
+                               ? std::string()
+                               : "; offload " + std::string(offload_name(offload)) + ": pinned host " +
+                                     mib(memory.host_bytes) + ", device saving " + mib(memory.device_bytes_saved);
   const int64_t floor = memory.parameter_bytes + memory.gradient_bytes + memory.optimizer_bytes +
                         step.gathered_unit_bytes + step.activation_bytes + step.loss_bytes;
   logger.message("model " + std::string(plan.model.architecture_name()) + " " +
@@ -203,7 +209,7 @@ void log_start(const SftConfig& c, const SftPlan& plan, const Trainer& trainer, 
                  "; per rank: parameters " + mib(memory.parameter_bytes) +
                  ", gradients " + mib(memory.gradient_bytes) + ", optimizer " + mib(memory.optimizer_bytes) +
                  ", largest gathered unit + gradient " + mib(step.gathered_unit_bytes) + ", activations " +
-                 mib(step.activation_bytes) + ", loss chunk " + mib(step.loss_bytes) + ", floor " + mib(floor) + "; " +
+                 mib(step.activation_bytes) + ", loss chunk " + mib(step.loss_bytes) + ", floor " + mib(floor) + host + "; " +
                  "backend " + backend_description(ops, topology) + ", device collectives " +
                  device_comm_kind_name(device_comm) + "; " + std::to_string(total_steps) + " steps");
   if (const std::string warning = cpu_blas_warning(); !warning.empty()) logger.message("warning: " + warning);

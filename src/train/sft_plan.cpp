@@ -29,6 +29,23 @@ void require_supported(const SftConfig& c) {
     throw UserError("--save_dtype " + c.save_dtype + " is not one of auto, float32, bfloat16");
 }
 
+// The accelerate config's offload on the sharding that will run (--sharding may override the file's),
+// refused before any collective with the key and the file named.
+Offload parse_offload(const SftConfig& c) {
+  if (c.offload == "none") return Offload::None;
+  const Offload offload = c.offload == "parameters" ? Offload::Parameters : Offload::Optimizer;
+  if (c.offload != "parameters" && c.offload != "optimizer")
+    throw UserError("offload '" + c.offload + "' is not one of none, optimizer, parameters");
+  const ShardingKind sharding = parse_sharding(c.sharding);
+  if (sharding == ShardingKind::None)
+    throw UserError(c.offload_source + ": CPU offload needs a sharded optimizer, but sharding is " + c.sharding +
+                    " (DDP): use ZeRO stage 1-3 / FSDP, drop --sharding, or turn the offload off");
+  if (offload == Offload::Parameters && sharding != ShardingKind::Zero3)
+    throw UserError(c.offload_source + ": parameter offload needs sharding zero3, but sharding is " + c.sharding +
+                    " (every rank keeps the full parameters on its device): drop --sharding or turn the offload off");
+  return offload;
+}
+
 ModelConfig load_model_config(const SftConfig& c, const std::string& model_dir) {
   if (!c.model_name_or_path.empty() && !c.model_config.empty())
     throw UserError("give either --model_name_or_path or --model_config, not both");
@@ -99,6 +116,7 @@ std::optional<LoraConfig> plan_lora(const SftConfig& c, SftPlan& plan) {
 TrainerOptions trainer_options(const SftConfig& c) {
   TrainerOptions o;
   o.parallel.data_parallel.sharding = parse_sharding(c.sharding);
+  o.parallel.data_parallel.offload = parse_offload(c);
   o.parallel.data_parallel.bucket_elements = c.bucket_size_mb * 1024 * 1024 / 4;
   o.parallel.gradient_checkpointing = c.gradient_checkpointing;
   o.parallel.loss_chunk_tokens = c.loss_chunk_tokens;

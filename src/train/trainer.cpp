@@ -11,7 +11,11 @@ namespace trlhpc {
 
 Trainer::Trainer(const ModelConfig& config, Ops& ops, ProcessGroups& groups, const TrainerOptions& options)
     : ops_(ops), groups_(groups), options_(options), model_(parallelize(config, ops, groups, options.parallel)) {
-  optimizer_ = std::make_unique<AdamW>(model_->store(), model_->sharded_state().owned_ranges(), options.adamw, ops);
+  // CPU offload: the moments on the host, stepped by the CPU kernel on the host tensors the strategy's
+  // owned_params / owned_grads then give (src/parallel/host_offload.hpp).
+  const OptimizerHome home =
+      options.parallel.data_parallel.offload == Offload::None ? OptimizerHome::Device : OptimizerHome::Host;
+  optimizer_ = std::make_unique<AdamW>(model_->store(), model_->sharded_state().owned_ranges(), options.adamw, ops, home);
 }
 
 Trainer::~Trainer() = default;

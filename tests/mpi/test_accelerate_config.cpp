@@ -222,5 +222,59 @@ TEST(AccelerateConfig, BadInputNamesTheNumbers) {
   EXPECT_EQ(parse("distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 0\n").sharding, "none");
 }
 
+// CPU offload keys (host_offload.hpp): read with DeepSpeed's and FSDP's meanings, no longer ignored;
+// what trlhpc cannot do is refused naming the key and the file, the same on every rank (the parse
+// needs no other rank, so it runs before any collective).
+TEST(AccelerateConfig, OffloadKeysMapOrAreRefusedNamingTheKey) {
+  const int world = world_size();
+  auto parse = [&](const std::string& text) { return parse_accelerate_config(text, "user.yaml", false, world); };
+  auto deepspeed = [](int stage, const std::string& optimizer, const std::string& param) {
+    return "distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: " + std::to_string(stage) +
+           "\n  offload_optimizer_device: " + optimizer + "\n  offload_param_device: " + param + "\n";
+  };
+  auto fsdp = [](const std::string& strategy, bool offload) {
+    return "distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: " + strategy +
+           "\n  fsdp_offload_params: " + (offload ? "true" : "false") + "\n";
+  };
+  for (int stage : {1, 2, 3}) {
+    const AccelerateConfig c = parse(deepspeed(stage, "cpu", "none"));
+    EXPECT_EQ(c.offload, "optimizer") << stage;
+    EXPECT_EQ(c.offload_key, "deepspeed_config.offload_optimizer_device cpu");
+    EXPECT_TRUE(c.warnings.empty()) << c.warnings.front();
+  }
+  EXPECT_EQ(parse(deepspeed(3, "cpu", "cpu")).offload, "parameters");
+  EXPECT_EQ(parse(deepspeed(3, "none", "none")).offload, "none");
+  EXPECT_EQ(parse(fsdp("FULL_SHARD", true)).offload, "parameters");
+  EXPECT_EQ(parse(fsdp("FULL_SHARD", true)).offload_key, "fsdp_config.fsdp_offload_params true");
+  EXPECT_EQ(parse(fsdp("FULL_SHARD", false)).offload, "none");
+  for (const std::string& name : accelerate_profile_names()) EXPECT_EQ(read_accelerate_config(name, world).offload, "none");
+  // Active only under its distributed_type (accelerate reads only the active section).
+  EXPECT_EQ(parse("distributed_type: MULTI_GPU\nfsdp_config:\n  fsdp_offload_params: true\n").offload, "none");
+
+  const struct {
+    std::string text;
+    std::vector<std::string> says;
+  } refused[] = {
+      {deepspeed(2, "nvme", "none"), {"user.yaml", "deepspeed_config.offload_optimizer_device nvme", "use cpu"}},
+      {deepspeed(3, "cpu", "nvme"), {"user.yaml", "deepspeed_config.offload_param_device nvme"}},
+      {deepspeed(0, "cpu", "none"), {"user.yaml", "offload_optimizer_device cpu needs zero_stage 1, 2 or 3"}},
+      {deepspeed(2, "cpu", "cpu"), {"user.yaml", "offload_param_device cpu needs zero_stage 3", "zero_stage is 2"}},
+      {deepspeed(3, "none", "cpu"), {"user.yaml", "offload_param_device cpu without offload_optimizer_device cpu"}},
+      {fsdp("SHARD_GRAD_OP", true), {"user.yaml", "fsdp_config.fsdp_offload_params true with SHARD_GRAD_OP"}},
+      {fsdp("NO_SHARD", true), {"user.yaml", "fsdp_offload_params true with NO_SHARD"}},
+      {fsdp("HYBRID_SHARD_ZERO2", true), {"user.yaml", "fsdp_offload_params true with HYBRID_SHARD_ZERO2"}},
+  };
+  for (const auto& bad : refused) {
+    const std::string message = user_error_of([&] { parse(bad.text); });
+    for (const std::string& part : bad.says) EXPECT_NE(message.find(part), std::string::npos) << bad.text << message;
+  }
+
+  // --sharding overriding the file cannot drop the offload's precondition silently (sft_plan refuses it).
+  SftConfig config;
+  apply_accelerate_config(parse(deepspeed(3, "cpu", "cpu")), {"sharding"}, config);
+  EXPECT_EQ(config.offload, "parameters");
+  EXPECT_EQ(config.offload_source, "deepspeed_config.offload_param_device cpu in ");  // parse() sets no path
+}
+
 }  // namespace
 }  // namespace trlhpc

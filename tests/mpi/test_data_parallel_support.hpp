@@ -81,12 +81,14 @@ struct Layout {
   bool checkpointing = false;
   int64_t bucket_elements = 1000;  // small DDP buckets: several per unit
   bool reshard_after_forward = true;  // ZeRO-3: false keeps units gathered from forward to backward
+  Offload offload = Offload::None;     // CPU offload of the optimizer state (and ZeRO-3's parameter shards)
 
   std::string name(int world) const {
     const int n = ranks > 0 ? ranks : world;
     return std::to_string(n) + " ranks, " + sharding_name(sharding) + ", dp_replicate " + std::to_string(dp_replicate) + " x dp_shard " +
            std::to_string(n / dp_replicate) + ", accumulation " + std::to_string(accumulation) +
-           (checkpointing ? ", checkpointing" : "") + (reshard_after_forward ? "" : ", no reshard after forward");
+           (checkpointing ? ", checkpointing" : "") + (reshard_after_forward ? "" : ", no reshard after forward") +
+           (offload == Offload::None ? "" : std::string(", offload ") + offload_name(offload));
   }
 };
 
@@ -108,6 +110,7 @@ inline TrainerOptions trainer_options(const Layout& layout) {
   o.parallel.data_parallel.sharding = layout.sharding;
   o.parallel.data_parallel.bucket_elements = layout.bucket_elements;
   o.parallel.data_parallel.reshard_after_forward = layout.reshard_after_forward;
+  o.parallel.data_parallel.offload = layout.offload;
   o.adamw.weight_decay = 0.1f;
   o.max_grad_norm = 1.0;
   o.parallel.gradient_checkpointing = layout.checkpointing;

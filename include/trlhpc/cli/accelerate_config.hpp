@@ -18,6 +18,16 @@
 //   deepspeed_config.seq_parallel_communication_data_type  bf16 | fp32 (also bfloat16, torch.bfloat16, ...)
 //                     -> --seq_parallel_communication_data_type: under --bf16, bf16 sends Ulysses'
 //                     attention gradients in bf16 (its activations travel in bf16 either way)
+//   CPU offload (src/parallel/host_offload.hpp), active under its distributed_type only:
+//     deepspeed_config.offload_optimizer_device none | cpu  -> offload optimizer (fp32 master + AdamW
+//                     moments in pinned host memory, AdamW on the host); zero_stage 1, 2 or 3
+//     deepspeed_config.offload_param_device none | cpu      -> offload parameters too (the fp32 parameter
+//                     shard between uses); zero_stage 3 and offload_optimizer_device cpu
+//     fsdp_config.fsdp_offload_params true | false          -> offload parameters (and so the optimizer,
+//                     as FSDP's CPUOffload steps the optimizer on the host); FULL_SHARD / HYBRID_SHARD
+//     Refused (UserError naming the key and the file): nvme; offload_param without
+//     offload_optimizer or below stage 3; offload_optimizer at zero_stage 0; fsdp_offload_params with
+//     SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD_ZERO2 (trlhpc keeps full parameters on the device there).
 //   mixed_precision   no | bf16 -> --bf16 false | true unless --bf16 is given (the flag wins, as in
 //                     transformers); fp16 | fp8 without --bf16: a UserError (not supported)
 //
@@ -52,6 +62,10 @@ struct AccelerateConfig {
   std::optional<std::string> sp_communication_dtype;
   std::optional<int64_t> num_processes;
   std::string mixed_precision = "no";
+  // CPU offload: "none" | "optimizer" | "parameters" (parameters implies the optimizer), and the key
+  // that asked for it ("deepspeed_config.offload_optimizer_device cpu", ...), for messages.
+  std::string offload = "none";
+  std::string offload_key;
   std::vector<std::string> warnings;  // unknown keys and ignored settings, for rank 0 to print
 };
 

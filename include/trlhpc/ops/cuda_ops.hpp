@@ -30,8 +30,9 @@
 // the activations above in compute_dtype(), the residual stream, dq/dk/dv and all gradients F32, dx cast
 // to the compute dtype before the o_proj/down_proj backward GEMMs). It hands the F32 master weights, and
 // F32 dq/dk/dv and dlogits, to matmul, which the CPU GEMM rounds as it packs; CudaOps::matmul rounds an
-// F32 operand into a BF16 scratch copy first (same numbers, an extra cast per call: caching the weights'
-// copies per optimizer step is issue 25). Compiled here; not yet run on a GPU.
+// F32 operand into a BF16 scratch copy first (same numbers, an extra cast per call; what a cached copy
+// would save and what must invalidate it: docs/ARCHITECTURE.md "bf16 compute copies on CUDA"). Compiled
+// here; not yet run on a GPU.
 #if defined(TRLHPC_HAVE_CUDA)
 
 #include <functional>
@@ -85,7 +86,10 @@ class CudaOps : public Ops {
   // dst = src converted (F32 <-> BF16, or a plain copy for equal dtypes); equal numel.
   void cast(const Tensor& dst, const Tensor& src) override = 0;
   // The BF16 shadow of an F32 parameter (same shape), kept equal to bf16(master) (see above). With
-  // compute_dtype F32 it returns `master` itself.
+  // compute_dtype F32 it returns `master` itself. Keyed by the master's address and refreshed only by
+  // adamw_step / refresh_compute_weights: not for buffers whose contents change otherwise (ZeRO-3's
+  // pooled gather buffers, all-gathered or offloaded parameters); no training path uses it
+  // (docs/ARCHITECTURE.md "bf16 compute copies on CUDA").
   virtual Tensor compute_weight(const Tensor& master) = 0;
   // Re-casts every shadow from its master.
   virtual void refresh_compute_weights() = 0;

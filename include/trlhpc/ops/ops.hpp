@@ -59,6 +59,21 @@ class Ops {
   virtual void copy_from_host(const Tensor& dst, const void* host, size_t bytes) = 0;
   virtual void copy_to_host(void* host, const Tensor& src, size_t bytes) = 0;
 
+  // ---- Host memory for CPU offload (DeepSpeed offload_optimizer / offload_param, FSDP CPUOffload) ----
+  // A zero-filled tensor in host memory the device copies to and from asynchronously: page-locked
+  // (pinned) on CUDA, where it carries Device::CPU; plain aligned host memory on the CPU backend, whose
+  // "device" memory is host memory too. The host reads and writes it directly (the CPU AdamW kernel).
+  // copy_to_host(void*, ...) and copy_from_host(...) also accept such a tensor as their device side.
+  virtual Tensor allocate_host(const Shape& shape, DType dtype = DType::F32);
+  // Queued copies between a device tensor and a host tensor from allocate_host (equal bytes). The host
+  // side must stay untouched until wait_host_copies() returns: CUDA queues them on the backend's stream
+  // (ordered after the kernels before them, and before the kernels and collectives after them); the
+  // CPU backend copies at once.
+  virtual void copy_to_host_async(const Tensor& host_dst, const Tensor& src);
+  virtual void copy_from_host_async(const Tensor& dst, const Tensor& host_src);
+  // Returns once every queued host copy is done (the host may then read or overwrite its side).
+  virtual void wait_host_copies() {}
+
   // c (M, N) = alpha op(a) op(b) + beta c, row-major; shapes are taken from the tensors.
   virtual void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
                       float alpha = 1.0f, float beta = 0.0f) = 0;

@@ -31,8 +31,18 @@ enum class ShardingKind { None /*DDP*/, Zero1, Zero2, Zero3 };
 ShardingKind parse_sharding(const std::string& name);  // none|ddp|zero1|zero2|zero3|fsdp; UserError otherwise
 const char* sharding_name(ShardingKind kind);
 
+// CPU offload (src/parallel/host_offload.hpp): where the fp32 master and the AdamW moments live.
+//   None        on the device (the default)
+//   Optimizer   master + moments in pinned host memory, AdamW on the host (DeepSpeed
+//               offload_optimizer_device: cpu); ZeRO-1/2/3
+//   Parameters  also the fp32 parameter shard between uses (DeepSpeed offload_param_device: cpu, FSDP
+//               fsdp_offload_params: true); ZeRO-3 only
+enum class Offload { None, Optimizer, Parameters };
+const char* offload_name(Offload offload);  // "none", "optimizer", "optimizer + parameters"
+
 struct DataParallelOptions {
   ShardingKind sharding = ShardingKind::None;
+  Offload offload = Offload::None;  // refused by make_data_parallel_strategy where the sharding cannot
   int64_t bucket_elements = 25 * 1024 * 1024 / 4;  // DDP bucket size (elements)
   bool reshard_after_forward = true;                // ZeRO-3: free gathered params after forward
 };
@@ -41,9 +51,14 @@ struct DataParallelOptions {
 // persistent state a rank holds between steps (full or sharded). transient_bytes is the peak of the
 // full-size unit buffers that ZeRO-2/3 hold only during a step (gathered parameters, unit gradients
 // awaiting their reduce-scatter); 0 for DDP and ZeRO-1, whose full buffers are persistent.
+// host_bytes: the pinned host memory of CPU offload (fp32 masters or parameter shards, the moments,
+// the gradient staging); the other fields are device memory. device_bytes_saved: the device bytes
+// those would take without offload (the moments, and the parameter shards under Offload::Parameters).
+// Both 0 without offload.
 struct MemoryAccount {
   int64_t parameter_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0;
   int64_t transient_bytes = 0;
+  int64_t host_bytes = 0, device_bytes_saved = 0;
 };
 
 // Times (seconds since an arbitrary epoch) of gradient-communication events of the last step, for the
@@ -66,6 +81,8 @@ class ShardedStateView {
   // ranges are whole units on every rank of the loss group, ZeRO's shards are repeated across
   // dp_replicate. The copy a checkpoint writes and verifies.
   virtual bool primary_owner() const = 0;
+  // Under CPU offload (DataParallelOptions::offload) both are host tensors: the fp32 masters (or the
+  // host parameter shards), and the gradient shards staged device -> host by this call.
   virtual std::vector<Tensor> owned_params() = 0;
   virtual std::vector<Tensor> owned_grads() = 0;
   // Fills the parameters this rank stores from `source` (every unit in full, or its shards).

@@ -13,7 +13,12 @@
 //                - activations: the decoder's buffers for one micro-batch (Decoder::activation_bytes)
 //                - the loss chunk: loss_chunk_tokens rows of logits (this tp rank's vocabulary) and the
 //                  chunk's hidden rows and their gradient, alive during the fused loss
-//   floor        the sum: what the peak resident memory of a step should approach. A rank needs some
+//   offload      CPU offload (DataParallelOptions::offload) moves state to pinned host memory, counted
+//                in MemoryAccount::host_bytes: Optimizer takes the moments off the device and keeps fp32
+//                masters of the rank's range and a gradient staging copy on the host; Parameters
+//                (ZeRO-3) also takes the parameter shard off the device (the host shard is the master),
+//                and a step stages one shard at a time back (counted with the gathered unit)
+//   floor        the sum: what the peak resident memory of a step should approach (device memory). A rank needs some
 //                more (communication buffers, units prefetched or still reducing, the process itself).
 #include <cstdint>
 
@@ -25,7 +30,8 @@
 namespace trlhpc {
 
 // The largest rank's bytes (tp rank 0 holds the replicated tensors too).
-MemoryAccount plan_memory(const ModelConfig& config, const ParallelDims& dims, ShardingKind sharding);
+MemoryAccount plan_memory(const ModelConfig& config, const ParallelDims& dims, ShardingKind sharding,
+                          Offload offload = Offload::None);
 
 // One micro-batch as a rank sees it.
 struct MicroBatchShape {
@@ -53,7 +59,7 @@ struct StepMemoryPlan {
 };
 
 StepMemoryPlan plan_step_memory(const ModelConfig& config, const ParallelDims& dims, ShardingKind sharding,
-                                const MicroBatchShape& batch);
+                                const MicroBatchShape& batch, Offload offload = Offload::None);
 
 // Decoder::activation_bytes for N tokens on this rank (Nl of them outside the tp regions: N/tp under tp
 // sequence parallel, else N) of a tp-local config.

@@ -105,6 +105,11 @@ struct SftConfig {
   bool tp_sequence_parallel = false;  // Megatron sequence parallelism inside the tp group
   std::string sharding = "none";    // none (DDP) | zero1 | zero2 | zero3 (set from accelerate profiles)
   int64_t bucket_size_mb = 25;
+  // CPU offload, set from the accelerate config (DeepSpeed offload_optimizer_device / offload_param_device,
+  // FSDP fsdp_offload_params): "none" | "optimizer" | "parameters"; offload_source names the key and
+  // file for messages.
+  std::string offload = "none";
+  std::string offload_source;
   std::string device = "auto";
   // Seconds one collective may wait before the job ends with exit 2 and a report naming the step, the
   // collective, the group and the ranks that had not arrived (HF's --ddp_timeout; 0: wait forever).
