@@ -40,7 +40,9 @@ TEST(CpuGeglu, ForwardMatchesDoubleReference) {
     std::vector<double> want(n);
     for (int64_t i = 0; i < n; ++i) want[i] = geglu(g[i], u[i]);
     trlhpc::cpu::geglu_tanh_fwd(g.data(), u.data(), out.data(), n);
-    EXPECT_TRUE(all_close(out, want, 2e-6, 1e-30));
+    // 1 + tanh cancels for negative gates in fp32 (as in torch's kernel): an absolute error of about
+    // |g| 2^-24 there, at most 40 * 6e-8 = 2.4e-6 for these gates (|up| < 1).
+    EXPECT_TRUE(all_close(out, want, 2e-6, 3e-6));
   }
 }
 

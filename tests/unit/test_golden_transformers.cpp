@@ -65,7 +65,6 @@ TEST_P(GoldenTransformers, LogitsLossAndGradients) {
       continue;
     }
     const double err = testing::normalized_error(g.f32(), want_d.data(), want.size());
-    if (getenv("DBG") && err > 1e-4) for (int64_t r = 0; r < g.dim(0); ++r) { double a=0,b=0; for (int64_t c=0;c<g.dim(1);++c){a+=g.f32()[r*g.dim(1)+c]*g.f32()[r*g.dim(1)+c]; b+=want_d[r*g.dim(1)+c]*want_d[r*g.dim(1)+c];} if (std::abs(a-b)>1e-6) printf("row %ld got %g want %g\n", (long)r, sqrt(a), sqrt(b)); }
     EXPECT_LT(err, 1e-4) << spec.name;
     worst_grad = std::max(worst_grad, err);
   }
