@@ -99,7 +99,9 @@ void parse_gemma3_layers(const FieldReader& r, ModelConfig& c, const std::vector
 void write_gemma3_fields(const ModelConfig& c, json& j) {
   j["hidden_activation"] = "gelu_pytorch_tanh";
   j["attention_bias"] = c.qkv_bias;
-  j["query_pre_attn_scalar"] = c.query_pre_attn_scalar;
+  // Gemma3TextConfig declares it an int (transformers 5's strict config refuses 24.0).
+  const double scalar = c.query_pre_attn_scalar;
+  j["query_pre_attn_scalar"] = scalar == std::floor(scalar) ? json(static_cast<int64_t>(scalar)) : json(scalar);
   j["rope_local_base_freq"] = c.rope_local_theta;
   j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
   j["sliding_window_pattern"] = c.sliding_window_pattern;
