@@ -304,6 +304,13 @@ int run_env_command(int argc, char** argv, MpiEnvironment& mpi, std::ostream& ou
                                  {"gathered_unit_bytes", plan.gathered_unit_bytes},
                                  {"activation_bytes", plan.activation_bytes}, {"loss_bytes", plan.loss_bytes},
                                  {"floor_bytes", plan.floor_bytes()}};
+    // The layer pattern: S = sliding window, F = full attention (N: no RoPE on that layer).
+    std::string pattern;
+    for (int64_t l = 0; l < model->num_hidden_layers; ++l)
+      pattern += std::string(l ? " " : "") + (model->attention_window(l) > 0 ? "S" : "F") +
+                 (model->layer_uses_rope(l) ? "" : "N");
+    report["memory_per_rank"]["layer_pattern"] = pattern;
+    report["memory_per_rank"]["sliding_window"] = model->sliding_window;
   }
   if (mpi.world_rank() == 0) {
     if (options.json) {
@@ -325,6 +332,8 @@ int run_env_command(int argc, char** argv, MpiEnvironment& mpi, std::ostream& ou
             << " adds the largest gathered unit + gradient " << mib(m["gathered_unit_bytes"]) << ", activations "
             << mib(m["activation_bytes"]) << ", loss chunk " << mib(m["loss_bytes"]) << ": floor "
             << mib(m["floor_bytes"]) << "\n";
+        out << "Layers (S = sliding window " << m["sliding_window"] << ", F = full attention, N = no RoPE): "
+            << m["layer_pattern"].get<std::string>() << "\n";
       }
     }
     out << std::flush;

@@ -75,4 +75,12 @@ class FieldReader {
 // c's architecture and num_hidden_layers are already set.
 void parse_layer_pattern(const FieldReader& r, ModelConfig& c);
 
+// Gemma 3 text (model_config_gemma.cpp): its RoPE fields (both transformers spellings), its structure
+// flags and refusals, its layer pattern (`layer_types` as read, or null to derive it from
+// sliding_window_pattern), and the fields to_json writes for it.
+void parse_gemma3_rope(const json& root, const std::string& source, ModelConfig& c);
+void parse_gemma3_structure(const FieldReader& r, ModelConfig& c);
+void parse_gemma3_layers(const FieldReader& r, ModelConfig& c, const std::vector<bool>* layer_types);
+void write_gemma3_fields(const ModelConfig& c, json& j);
+
 }  // namespace trlhpc::model_config_detail

@@ -2,6 +2,8 @@
 // The per-layer math lives in decoder_layer.cpp.
 #include "trlhpc/model/decoder.hpp"
 
+#include <algorithm>
+
 #include "src/model/decoder_internal.hpp"
 #include "trlhpc/core/error.hpp"
 
@@ -42,15 +44,59 @@ Decoder::Decoder(ModelConfig config, Ops& ops, ParameterStore& params, bool grad
       hooks_(parallelism.hooks),
       attention_(parallelism.attention),
       scratch_(std::make_unique<Scratch>()) {
-  std::vector<float> inv = rope_inverse_frequencies(config_);
-  inv_freq_ = ops_.allocate({static_cast<int64_t>(inv.size())});
-  ops_.copy_from_host(inv_freq_, inv.data(), inv.size() * sizeof(float));
+  auto upload = [&](const std::vector<float>& host) {
+    Tensor t = ops_.allocate({static_cast<int64_t>(host.size())});
+    ops_.copy_from_host(t, host.data(), host.size() * sizeof(float));
+    return t;
+  };
+  inv_freq_ = upload(rope_inverse_frequencies(config_));
+  if (config_.rope_local_theta > 0) inv_freq_local_ = upload(rope_inverse_frequencies(config_, true));
+  if (config_.norm_weight_offset) {
+    const int64_t width = std::max(config_.hidden_size, config_.head_dim);
+    norm_ones_ = upload(std::vector<float>(static_cast<size_t>(width), 1.0f));
+    norm_scaled_ = ops_.allocate({7, width});
+  }
   acts_.resize(static_cast<size_t>(config_.num_hidden_layers));
   init_tensor_parallel(parallelism);
   init_lora(adapters);
 }
 
 Decoder::~Decoder() = default;
+
+Tensor Decoder::norm_scale(const Tensor& weight, int slot) {
+  if (!config_.norm_weight_offset || !weight.data()) return weight;
+  const Tensor scaled = norm_scaled_.view({weight.numel()}, slot * norm_scaled_.dim(1));
+  ops_.cast(scaled, weight);                                        // F32 (of bf16(w) under --bf16)
+  ops_.add_inplace(scaled, norm_ones_.view({weight.numel()}));  // 1 + w, as Gemma3RMSNorm in fp32
+  return scaled;
+}
+
+const Tensor& Decoder::rope_frequencies(int64_t layer) const {
+  return config_.layer_uses_local_rope(layer) ? inv_freq_local_ : inv_freq_;
+}
+
+Tensor Decoder::embedding_grad_ids(const DeviceBatch& batch) {
+  if (!config_.embedding_padding_idx || !config_.pad_token_id) return batch.input_ids;
+  std::vector<int32_t> ids(static_cast<size_t>(batch.input_ids.numel()));
+  ops_.copy_to_host(ids.data(), batch.input_ids, ids.size() * sizeof(int32_t));
+  for (int32_t& id : ids)
+    if (id == *config_.pad_token_id) id = -1;
+  Tensor out = ops_.allocate({static_cast<int64_t>(ids.size())}, DType::I32);
+  ops_.copy_from_host(out, ids.data(), ids.size() * sizeof(int32_t));
+  return out;
+}
+
+void Decoder::scale_embedding_rows(const Tensor& rows) {
+  // transformers: embed(ids) * embed_scale.to(weight dtype); under --bf16 the product is rounded to
+  // bf16 too (the rows already are bf16 values).
+  const bool bf16 = ops_.compute_dtype() != DType::F32;
+  ops_.scale_inplace(rows, config_.embedding_scale(bf16));
+  if (bf16) {
+    Scratch& s = *scratch_;
+    ops_.cast(s.dx_compute, rows);
+    ops_.cast(rows, s.dx_compute);
+  }
+}
 
 std::string Decoder::head_name() const {
   if (lora_store_ && lora_store_->has("lm_head.weight")) return "lm_head.weight";  // a modules_to_save copy
@@ -99,6 +145,7 @@ void Decoder::forward_to_final_hidden(const DeviceBatch& batch) {
     ops_.cast(s.dx_compute, acts_[0].x_in);
     ops_.cast(acts_[0].x_in, s.dx_compute);
   }
+  if (config_.scale_embeddings) scale_embedding_rows(acts_[0].x_in);
   hooks().after_forward(0);
   for (int64_t l = 0; l < L; ++l) {
     LayerActivations& act = checkpointing_ ? s.recompute : acts_[static_cast<size_t>(l)];
@@ -109,8 +156,8 @@ void Decoder::forward_to_final_hidden(const DeviceBatch& batch) {
   }
   const int final_unit = static_cast<int>(L + 1);
   hooks().before_forward(final_unit);
-  ops_.rmsnorm_fwd(s.x_final, compute_param(model_param("model.norm.weight")), s.h_final_local, s.rstd_final,
-                   static_cast<float>(config_.rms_norm_eps));
+  ops_.rmsnorm_fwd(s.x_final, norm_scale(compute_param(model_param("model.norm.weight")), 6), s.h_final_local,
+                   s.rstd_final, static_cast<float>(config_.rms_norm_eps));
   if (tp_sp_) gather_tokens(s.h_final_local, s.h_final);  // the vocab-parallel head needs every token
 }
 
@@ -136,8 +183,8 @@ LossResult Decoder::run(const DeviceBatch& batch, float grad_scale, bool backwar
   }
   // Final norm backward: dx = d rmsnorm(x_final)
   const Tensor norm_grad = param_grad("model.norm.weight");
-  ops_.rmsnorm_bwd(s.x_final, compute_param(model_param("model.norm.weight")), s.rstd_final, s.dh_local, s.dx,
-                   norm_grad_target(norm_grad, 0));
+  ops_.rmsnorm_bwd(s.x_final, norm_scale(compute_param(model_param("model.norm.weight")), 6), s.rstd_final,
+                   s.dh_local, s.dx, norm_grad_target(norm_grad, 0));
   finish_norm_grads({norm_grad});
   hooks().after_backward(final_unit);
   for (int64_t l = L - 1; l >= 0; --l) {
@@ -156,7 +203,10 @@ LossResult Decoder::run(const DeviceBatch& batch, float grad_scale, bool backwar
   if (!lora_store_ || lora_store_->has("model.embed_tokens.weight")) {  // a frozen embedding takes no gradient
     // (N, C): every token's row of the lookup, F32 (the embedding gradient never sees a bf16 rounding).
     const Tensor dx_all = gather_tokens(s.dx, s.row_out);
-    ops_.embedding_bwd(batch.input_ids, dx_all, param_grad("model.embed_tokens.weight"), tp_.rank * local_.vocab_size);
+    if (config_.scale_embeddings)  // d(rows * scale) / d rows = scale, in fp32 (s.dx is not read again)
+      ops_.scale_inplace(dx_all, config_.embedding_scale(ops_.compute_dtype() != DType::F32));
+    ops_.embedding_bwd(embedding_grad_ids(batch), dx_all, param_grad("model.embed_tokens.weight"),
+                       tp_.rank * local_.vocab_size);
   }
   hooks().after_backward(0);
   return result;

@@ -72,6 +72,18 @@ std::vector<float> Decoder::forward_incremental(KvCache& cache, std::span<const 
   TRLHPC_ASSERT(n > 0 && Tk <= cache.capacity, "KV cache overflow: " + std::to_string(Tk) + " tokens for a cache of " +
                                                    std::to_string(cache.capacity));
   const float eps = static_cast<float>(c.rms_norm_eps);
+  // x += the residual branch (its bias, and Gemma's output norm into `normed` with `rstd` as scratch).
+  auto add_branch = [&](const Tensor& x, const Tensor& branch, const Tensor& bias, const Tensor& norm,
+                        const Tensor& normed, const Tensor& rstd) {
+    if (!c.sandwich_norms) {
+      ops_.add_inplace(x, branch);
+      if (bias.data()) ops_.bias_add(x, bias);
+      return;
+    }
+    if (bias.data()) ops_.bias_add(branch, bias);
+    ops_.rmsnorm_fwd(branch, norm, normed, rstd, eps);
+    ops_.add_inplace(x, normed);
+  };
 
   Tensor token_ids = ops_.allocate({n}, DType::I32);  // (n)
   ops_.copy_from_host(token_ids, ids.data(), ids.size() * sizeof(int32_t));
@@ -90,14 +102,15 @@ std::vector<float> Decoder::forward_incremental(KvCache& cache, std::span<const 
   hooks().before_forward(0);
   ops_.embedding_fwd(token_ids, params_.param("model.embed_tokens.weight"), x, tp_.rank * local_.vocab_size);
   tp_all_reduce_sum(x);  // vocab-parallel lookup: rows outside this rank's slice were zero
+  if (config_.scale_embeddings) ops_.scale_inplace(x, config_.embedding_scale(false));  // Gemma (fp32 here)
   hooks().after_forward(0);
 
   AttentionShape shape;
   shape.B = 1, shape.Tq = n, shape.NH = NH, shape.KVH = KVH, shape.HS = HS;
-  shape.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(HS)));
+  shape.scale = c.attention_scale();
   for (int64_t l = 0; l < L; ++l) {
     hooks().before_forward(static_cast<int>(l + 1));
-    const LayerTensors w = layer_tensors(params_, c, static_cast<int>(l), false);
+    const LayerTensors w = norm_scales(layer_tensors(params_, c, static_cast<int>(l), false));
     // This layer's keys: `kept` cached tokens (positions start - kept ..) and the n new ones after them,
     // in the cache's own buffer when they fit, else in a transient one that starts with a copy of the kept.
     const size_t li = static_cast<size_t>(l);
@@ -122,8 +135,8 @@ std::vector<float> Decoder::forward_incremental(KvCache& cache, std::span<const 
       ops_.rmsnorm_fwd(k_pre, w.kn, k_new, k_rstd, eps);
     }
     if (c.layer_uses_rope(l)) {
-      ops_.rope_fwd(q.reshape({n, NH, HS}), q_pos, inv_freq_);
-      ops_.rope_fwd(k_new.reshape({n, KVH, HS}), q_pos, inv_freq_);
+      ops_.rope_fwd(q.reshape({n, NH, HS}), q_pos, rope_frequencies(l));
+      ops_.rope_fwd(k_new.reshape({n, KVH, HS}), q_pos, rope_frequencies(l));
     }
     shape.window = cache.window[li];
     shape.Tk = Tk_l;
@@ -133,17 +146,16 @@ std::vector<float> Decoder::forward_incremental(KvCache& cache, std::span<const 
     keep_window_rows(ops_, cache, li, keys, values, Tk_l, transient);
     ops_.matmul(attn, false, w.wo, true, branch);
     tp_all_reduce_sum(branch);  // g: row-parallel o_proj's partial sums
-    ops_.add_inplace(x, branch);
-    if (w.bo.data()) ops_.bias_add(x, w.bo);
+    add_branch(x, branch, w.bo, w.ln_attn_out, h, rstd);
 
     ops_.rmsnorm_fwd(x, w.ln2, h, rstd, eps);
     linear(ops_, h, w.wg, w.bg, gate);
     linear(ops_, h, w.wu, w.bu, up);
-    ops_.swiglu_fwd(gate, up, act);
+    if (c.mlp_activation == MlpActivation::GeluTanh) ops_.geglu_tanh_fwd(gate, up, act);
+    else ops_.swiglu_fwd(gate, up, act);
     ops_.matmul(act, false, w.wd, true, branch);
     tp_all_reduce_sum(branch);  // g: row-parallel down_proj's partial sums
-    ops_.add_inplace(x, branch);
-    if (w.bd.data()) ops_.bias_add(x, w.bd);
+    add_branch(x, branch, w.bd, w.ln_mlp_out, h, rstd);
     hooks().after_forward(static_cast<int>(l + 1));
   }
   cache.length = Tk;
@@ -152,7 +164,7 @@ std::vector<float> Decoder::forward_incremental(KvCache& cache, std::span<const 
   const int final_unit = static_cast<int>(L + 1);
   hooks().before_forward(final_unit);
   const Tensor last = x.view({1, C}, (n - 1) * C), h_last = h.view({1, C}), rstd_last = rstd.view({1});
-  ops_.rmsnorm_fwd(last, params_.param("model.norm.weight"), h_last, rstd_last, eps);
+  ops_.rmsnorm_fwd(last, norm_scale(params_.param("model.norm.weight"), 6), h_last, rstd_last, eps);
   if (config_.tie_word_embeddings) hooks().before_forward(0);  // the head reads unit 0's table
   const Tensor local_logits = ops_.allocate({1, local_.vocab_size});  // (1, V/tp)
   ops_.matmul(h_last, false, head_weight(), true, local_logits);

@@ -21,12 +21,16 @@ struct Decoder::LayerActivations {
   Tensor v;      // (N, KVH*HS)
   Tensor attn;   // (N, NH*HS) attention output
   Tensor lse;    // (B, NH, T)
+  Tensor attn_out;       // sandwich_norms: (Nl, C) F32 o_proj output (+ bias), the post-attention norm's input
+  Tensor rstd_attn_out;  // sandwich_norms: (Nl)
   Tensor x_mid;  // (Nl, C) residual after attention
   Tensor h2;     // (Nl, C) post_attention_layernorm output
   Tensor rstd2;  // (Nl)
   Tensor gate;   // (N, F)
   Tensor up;     // (N, F)
-  Tensor act;    // (N, F) silu(gate) * up
+  Tensor act;    // (N, F) silu(gate) * up (GeGLU: gelu_tanh(gate) * up)
+  Tensor mlp_out;        // sandwich_norms: (Nl, C) F32 down_proj output (+ bias), the post-MLP norm's input
+  Tensor rstd_mlp_out;   // sandwich_norms: (Nl)
   // LoRA: x A^T (N, r) of each module (compute dtype); empty without adapters.
   std::array<Tensor, kLoraModuleCount> lora_h;
 };
@@ -45,6 +49,7 @@ struct Decoder::Scratch {
   Tensor dh;               // (N, C) gradient w.r.t. a norm output (partial over tp before reduction)
   Tensor dh_local;         // (Nl, C) its reduced rows (= dh without tp sequence parallel)
   Tensor dtmp;             // (Nl, C)
+  Tensor dbranch;          // sandwich_norms: (Nl, C) F32 gradient w.r.t. the o_proj / down_proj output
   // Tp sequence parallel: three names for one (N, C) buffer, each use consumed before the next begins
   // (two buffers under a BF16 compute dtype: h_full = dx_full in it, row_out F32).
   Tensor h_full;           // (N, C) all-gathered norm output (q/k/v, gate/up inputs; their weight grads)
@@ -64,8 +69,11 @@ struct Decoder::Scratch {
 
 // One layer's parameters (or their gradients, `grads`) in the store; biases and the q/k norms (qn, kn)
 // are empty Tensors when the architecture has none. Shapes are the tp-local ones of `c`.
+// ln1 is the attention's input norm and ln2 the MLP's (post_attention_layernorm, or Gemma's
+// pre_feedforward_layernorm); with sandwich_norms ln_attn_out (Gemma's post_attention_layernorm) and
+// ln_mlp_out (post_feedforward_layernorm) normalise the attention and MLP outputs.
 struct LayerTensors {
-  Tensor ln1, wq, bq, wk, bk, wv, bv, wo, bo, qn, kn, ln2, wg, bg, wu, bu, wd, bd;
+  Tensor ln1, wq, bq, wk, bk, wv, bv, wo, bo, qn, kn, ln_attn_out, ln2, wg, bg, wu, bu, wd, bd, ln_mlp_out;
 };
 LayerTensors layer_tensors(const ParameterStore& store, const ModelConfig& c, int layer, bool grads);
 

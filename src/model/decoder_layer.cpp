@@ -9,6 +9,12 @@
 //           qk_norm (Qwen3): q = rope(rmsnorm_head(q_pre)), so dq <- rmsnorm_head'(q_pre; dq) (same for k)
 //           dWq += dq^T h1 (same for k, v); dh1 = dq Wq + dk Wk + dv Wv;  dx += rmsnorm'(x_in; dh1)
 //
+// Gemma (sandwich_norms): the o_proj and down_proj outputs (+ bias) pass through their own RMSNorm
+// before the residual add (x_mid = x_in + norm_attn_out(attn Wo^T), x_out = x_mid + norm_mlp_out(..)),
+// so their backward first runs that norm's backward on dx into dbranch, which then plays dx's role
+// for the o/down GEMMs and biases. Every Gemma norm scales by (1 + w) (Decoder::norm_scale). The MLP
+// activation is swiglu or Gemma's GeGLU with the tanh GELU (mlp_activation).
+//
 // Tensor parallel (Megatron-LM, Shoeybi et al. 2019, sec. 3): the weights are this rank's slices and
 // the shapes use the local NH/tp, KVH/tp, F/tp (local_). q/k/v and gate/up are column-parallel: their
 // input goes through the f operator (identity forward, all-reduce of dh1 / dh2 backward). o_proj and
@@ -48,7 +54,13 @@ LayerTensors layer_tensors(const ParameterStore& store, const ModelConfig& c, in
     t.qn = get("self_attn.q_norm.weight");
     t.kn = get("self_attn.k_norm.weight");
   }
-  t.ln2 = get("post_attention_layernorm.weight");
+  if (c.sandwich_norms) {
+    t.ln_attn_out = get("post_attention_layernorm.weight");
+    t.ln2 = get("pre_feedforward_layernorm.weight");
+    t.ln_mlp_out = get("post_feedforward_layernorm.weight");
+  } else {
+    t.ln2 = get("post_attention_layernorm.weight");
+  }
   t.wg = get("mlp.gate_proj.weight");
   t.wu = get("mlp.up_proj.weight");
   t.wd = get("mlp.down_proj.weight");
@@ -76,7 +88,7 @@ AttentionShape attention_shape(const ModelConfig& c, const DeviceBatch& batch, i
   s.NH = c.num_attention_heads;
   s.KVH = c.num_key_value_heads;
   s.HS = c.head_dim;
-  s.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+  s.scale = c.attention_scale();  // head_dim^-0.5, or Gemma's query_pre_attn_scalar^-0.5
   return s;
 }
 
@@ -107,6 +119,12 @@ void allocate_layer_activations(Ops& ops, const ModelConfig& c, int64_t N, int64
     a.k_rstd = ops.allocate({N * c.num_key_value_heads});
   }
   a.x_mid = ops.allocate({Nl, C});
+  if (c.sandwich_norms) {  // the residual branches before their norms: F32 like the residual stream
+    a.attn_out = ops.allocate({Nl, C});
+    a.rstd_attn_out = ops.allocate({Nl});
+    a.mlp_out = ops.allocate({Nl, C});
+    a.rstd_mlp_out = ops.allocate({Nl});
+  }
   a.h2 = ops.allocate({Nl, C}, cd);
   a.rstd2 = ops.allocate({Nl});
   a.gate = ops.allocate({N, F}, cd);
@@ -129,6 +147,7 @@ void Decoder::Scratch::allocate(Ops& ops, const ModelConfig& c, int64_t N, int64
   dh = ops.allocate({N, C});
   dh_local = sharded ? ops.allocate({Nl, C}) : dh;
   dtmp = ops.allocate({Nl, C});
+  dbranch = c.sandwich_norms ? ops.allocate({Nl, C}) : Tensor();
   // Never live at the same time (each is consumed before the next gather or row-parallel product);
   // the gathered GEMM inputs are in the compute dtype, the partial sums F32.
   row_out = sharded ? ops.allocate({N, C}) : Tensor();
@@ -159,14 +178,21 @@ Tensor Decoder::compute_param(const Tensor& p) {
 
 LayerTensors Decoder::compute_params(LayerTensors w) {
   // The weight matrices go to GEMMs, which round them as they pack; norms and biases are rounded here.
-  for (Tensor* t : {&w.ln1, &w.ln2, &w.qn, &w.kn, &w.bq, &w.bk, &w.bv, &w.bo, &w.bg, &w.bu, &w.bd})
+  for (Tensor* t : {&w.ln1, &w.ln2, &w.qn, &w.kn, &w.ln_attn_out, &w.ln_mlp_out, &w.bq, &w.bk, &w.bv, &w.bo, &w.bg,
+                    &w.bu, &w.bd})
     *t = compute_param(*t);
+  return norm_scales(w);
+}
+
+LayerTensors Decoder::norm_scales(LayerTensors w) {
+  int slot = 0;
+  for (Tensor* t : {&w.ln1, &w.ln2, &w.qn, &w.kn, &w.ln_attn_out, &w.ln_mlp_out}) *t = norm_scale(*t, slot++);
   return w;
 }
 
 Tensor Decoder::compute_copy(const Tensor& dx) {
   Scratch& s = *scratch_;
-  if (s.dx_compute.data() == dx.data()) return dx;  // fp32 compute: the residual gradient itself
+  if (ops_.compute_dtype() == DType::F32) return dx;  // fp32 compute: the gradient itself
   ops_.cast(s.dx_compute, dx);
   return s.dx_compute;
 }
@@ -192,18 +218,25 @@ void Decoder::layer_forward(int layer, const DeviceBatch& batch, const Tensor& x
     ops_.rmsnorm_fwd(a.k_pre, w.kn, a.k, a.k_rstd, eps);
   }
   if (c.layer_uses_rope(layer)) {  // SmolLM3's no-RoPE layers attend with q, k as projected
-    ops_.rope_fwd(a.q.reshape({N, c.num_attention_heads, c.head_dim}), batch.positions, inv_freq_);
-    ops_.rope_fwd(a.k.reshape({N, c.num_key_value_heads, c.head_dim}), batch.positions, inv_freq_);
+    ops_.rope_fwd(a.q.reshape({N, c.num_attention_heads, c.head_dim}), batch.positions, rope_frequencies(layer));
+    ops_.rope_fwd(a.k.reshape({N, c.num_key_value_heads, c.head_dim}), batch.positions, rope_frequencies(layer));
   }
   attention().forward(ops_, a.q, a.k, a.v, batch.positions, batch.doc_ids, a.attn, a.lse,
                       attention_shape(c, batch, layer));
   // Row-parallel o_proj: partial sum over this rank's heads -> g (sum over tp) -> residual, bias once.
-  const Tensor o_partial = tp_sp_ ? s.row_out : a.x_mid;  // (N, C)
+  const Tensor o_out = c.sandwich_norms ? a.attn_out : a.x_mid;  // (Nl, C)
+  const Tensor o_partial = tp_sp_ ? s.row_out : o_out;           // (N, C)
   ops_.matmul(a.attn, false, w.wo, true, o_partial);
   lora_forward(layer, LoraModule::O, batch, a.attn, a.lora_h[3], o_partial);
-  reduce_tokens(o_partial, a.x_mid);
-  ops_.add_inplace(a.x_mid, x_in);
-  if (w.bo.data()) ops_.bias_add(a.x_mid, w.bo);
+  reduce_tokens(o_partial, o_out);
+  if (c.sandwich_norms) {  // Gemma: x_mid = x_in + norm(o_proj(attn) + bo)
+    if (w.bo.data()) ops_.bias_add(a.attn_out, w.bo);
+    ops_.rmsnorm_fwd(a.attn_out, w.ln_attn_out, a.x_mid, a.rstd_attn_out, eps);
+    ops_.add_inplace(a.x_mid, x_in);
+  } else {
+    ops_.add_inplace(a.x_mid, x_in);
+    if (w.bo.data()) ops_.bias_add(a.x_mid, w.bo);
+  }
 
   ops_.rmsnorm_fwd(a.x_mid, w.ln2, a.h2, a.rstd2, eps);
   const Tensor h2 = gather_tokens(a.h2, s.h_full);  // (N, C)
@@ -211,14 +244,22 @@ void Decoder::layer_forward(int layer, const DeviceBatch& batch, const Tensor& x
   linear(ops_, h2, w.wu, w.bu, a.up);
   lora_forward(layer, LoraModule::Gate, batch, h2, a.lora_h[4], a.gate);
   lora_forward(layer, LoraModule::Up, batch, h2, a.lora_h[5], a.up);
-  ops_.swiglu_fwd(a.gate, a.up, a.act);
+  if (c.mlp_activation == MlpActivation::GeluTanh) ops_.geglu_tanh_fwd(a.gate, a.up, a.act);
+  else ops_.swiglu_fwd(a.gate, a.up, a.act);
   // Row-parallel down_proj: partial sum over this rank's F-slice -> g (sum over tp) -> residual, bias once.
-  const Tensor d_partial = tp_sp_ ? s.row_out : x_out;  // (N, C)
+  const Tensor d_out = c.sandwich_norms ? a.mlp_out : x_out;  // (Nl, C)
+  const Tensor d_partial = tp_sp_ ? s.row_out : d_out;        // (N, C)
   ops_.matmul(a.act, false, w.wd, true, d_partial);
   lora_forward(layer, LoraModule::Down, batch, a.act, a.lora_h[6], d_partial);
-  reduce_tokens(d_partial, x_out);
-  ops_.add_inplace(x_out, a.x_mid);
-  if (w.bd.data()) ops_.bias_add(x_out, w.bd);
+  reduce_tokens(d_partial, d_out);
+  if (c.sandwich_norms) {  // Gemma: x_out = x_mid + norm(down_proj(act) + bd)
+    if (w.bd.data()) ops_.bias_add(a.mlp_out, w.bd);
+    ops_.rmsnorm_fwd(a.mlp_out, w.ln_mlp_out, x_out, a.rstd_mlp_out, eps);
+    ops_.add_inplace(x_out, a.x_mid);
+  } else {
+    ops_.add_inplace(x_out, a.x_mid);
+    if (w.bd.data()) ops_.bias_add(x_out, w.bd);
+  }
 }
 
 void Decoder::layer_backward(int layer, const DeviceBatch& batch, const LayerActivations& a, const Tensor& dx) {
@@ -229,14 +270,23 @@ void Decoder::layer_backward(int layer, const DeviceBatch& batch, const LayerAct
   const LayerTensors g = lora_store_ ? LayerTensors{} : layer_tensors(params_, c, layer, true);
   Scratch& s = *scratch_;
   const Tensor dln1 = norm_grad_target(g.ln1, 0), dln2 = norm_grad_target(g.ln2, 1);
+  const Tensor dln_attn_out = norm_grad_target(g.ln_attn_out, 2), dln_mlp_out = norm_grad_target(g.ln_mlp_out, 3);
+  // The gradient w.r.t. a residual branch's output before its norm: dx itself without sandwich norms.
+  auto branch_grad = [&](const Tensor& out, const Tensor& weight, const Tensor& rstd, const Tensor& dweight) {
+    if (!c.sandwich_norms) return dx;
+    ops_.rmsnorm_bwd(out, weight, rstd, dx, s.dbranch, dweight);
+    return s.dbranch;
+  };
 
   // MLP block. dxf: the residual gradient of all N tokens in the compute dtype (whole on every rank
   // without sequence parallel; all-gathered with it), so the down_proj bias gradient is whole too.
-  Tensor dxf = gather_tokens(compute_copy(dx), s.dx_full);  // (N, C)
+  Tensor dxf = gather_tokens(compute_copy(branch_grad(a.mlp_out, w.ln_mlp_out, a.rstd_mlp_out, dln_mlp_out)),
+                             s.dx_full);  // (N, C)
   linear_weight_grad(ops_, dxf, a.act, g.wd, g.bd);
   ops_.matmul(dxf, false, w.wd, false, s.dact);
   lora_backward(layer, LoraModule::Down, batch, a.act, a.lora_h[6], dxf, s.dact);
-  ops_.swiglu_bwd(a.gate, a.up, s.dact, s.dgate, s.dup);
+  if (c.mlp_activation == MlpActivation::GeluTanh) ops_.geglu_tanh_bwd(a.gate, a.up, s.dact, s.dgate, s.dup);
+  else ops_.swiglu_bwd(a.gate, a.up, s.dact, s.dgate, s.dup);
   const Tensor h2 = gather_tokens(a.h2, s.h_full);  // (N, C)
   linear_weight_grad(ops_, s.dgate, h2, g.wg, g.bg);
   linear_weight_grad(ops_, s.dup, h2, g.wu, g.bu);
@@ -249,15 +299,16 @@ void Decoder::layer_backward(int layer, const DeviceBatch& batch, const LayerAct
   ops_.add_inplace(dx, s.dtmp);
 
   // Attention block.
-  dxf = gather_tokens(compute_copy(dx), s.dx_full);  // (N, C)
+  dxf = gather_tokens(compute_copy(branch_grad(a.attn_out, w.ln_attn_out, a.rstd_attn_out, dln_attn_out)),
+                      s.dx_full);  // (N, C)
   linear_weight_grad(ops_, dxf, a.attn, g.wo, g.bo);
   ops_.matmul(dxf, false, w.wo, false, s.dattn);
   lora_backward(layer, LoraModule::O, batch, a.attn, a.lora_h[3], dxf, s.dattn);
   attention().backward(ops_, a.q, a.k, a.v, a.attn, a.lse, s.dattn, batch.positions, batch.doc_ids, s.dq, s.dk, s.dv,
                        attention_shape(c, batch, layer));
   if (c.layer_uses_rope(layer)) {
-    ops_.rope_bwd(s.dq.reshape({N, c.num_attention_heads, c.head_dim}), batch.positions, inv_freq_);
-    ops_.rope_bwd(s.dk.reshape({N, c.num_key_value_heads, c.head_dim}), batch.positions, inv_freq_);
+    ops_.rope_bwd(s.dq.reshape({N, c.num_attention_heads, c.head_dim}), batch.positions, rope_frequencies(layer));
+    ops_.rope_bwd(s.dk.reshape({N, c.num_key_value_heads, c.head_dim}), batch.positions, rope_frequencies(layer));
   }
   Tensor dq = s.dq, dk = s.dk;  // gradients w.r.t. the q/k_proj outputs
   if (c.qk_norm) {
@@ -297,7 +348,8 @@ void Decoder::layer_backward(int layer, const DeviceBatch& batch, const LayerAct
   reduce_tokens(s.dh, s.dh_local);  // f operator of the column-parallel q/k/v: sum the heads' input grads
   ops_.rmsnorm_bwd(acts_[static_cast<size_t>(layer)].x_in, w.ln1, a.rstd1, s.dh_local, s.dtmp, dln1);
   ops_.add_inplace(dx, s.dtmp);
-  finish_norm_grads({g.ln1, g.ln2});
+  if (c.sandwich_norms) finish_norm_grads({g.ln1, g.ln2, g.ln_attn_out, g.ln_mlp_out});
+  else finish_norm_grads({g.ln1, g.ln2});
   if (lora_store_) finish_lora_grads();
 }
 

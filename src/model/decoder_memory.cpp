@@ -12,7 +12,8 @@ int64_t bytes_of(const Tensor& t) { return t.data() ? static_cast<int64_t>(t.nby
 int64_t layer_bytes(const Decoder::LayerActivations& a) {
   int64_t n = 0;
   for (const Tensor* t : {&a.x_in, &a.h1, &a.rstd1, &a.q, &a.k, &a.v, &a.attn, &a.lse, &a.x_mid, &a.h2, &a.rstd2,
-                          &a.gate, &a.up, &a.act, &a.q_pre, &a.k_pre, &a.q_rstd, &a.k_rstd})
+                          &a.gate, &a.up, &a.act, &a.q_pre, &a.k_pre, &a.q_rstd, &a.k_rstd, &a.attn_out, &a.rstd_attn_out,
+                          &a.mlp_out, &a.rstd_mlp_out})
     n += bytes_of(*t);
   return n;
 }
@@ -26,7 +27,7 @@ int64_t Decoder::activation_bytes() const {
   // Some scratch names share one buffer (h_final_local / dh_local without tp sequence parallel;
   // h_full / dx_full / row_out with it): count each buffer once.
   std::set<const void*> counted;
-  for (const Tensor* t : {&s.x_final, &s.h_final, &s.h_final_local, &s.rstd_final, &s.dx, &s.dx_compute, &s.dh, &s.dh_local, &s.dtmp,
+  for (const Tensor* t : {&s.x_final, &s.h_final, &s.h_final_local, &s.rstd_final, &s.dx, &s.dx_compute, &s.dh, &s.dh_local, &s.dtmp, &s.dbranch,
                           &s.h_full, &s.dx_full, &s.row_out, &s.dq, &s.dk, &s.dv, &s.dq_pre, &s.dk_pre, &s.dattn,
                           &s.dact, &s.dgate, &s.dup, &s.x_recompute_out})
     if (counted.insert(t->data()).second) n += bytes_of(*t);

@@ -56,7 +56,8 @@ void Decoder::init_tensor_parallel(const DecoderParallelism& parallelism) {
   }
   // At tp size 1 every rank already holds all tokens: sequence parallel would only add copies.
   tp_sp_ = parallelism.tp_sequence_parallel && layout.size > 1;
-  tp_norm_grad_ = tp_sp_ ? ops_.allocate({2, local_.hidden_size}) : Tensor();
+  // Slots: a layer's two norms (four with Gemma's sandwich norms), or the final norm.
+  tp_norm_grad_ = tp_sp_ ? ops_.allocate({local_.sandwich_norms ? 4 : 2, local_.hidden_size}) : Tensor();
   tp_head_norm_grad_ = local_.qk_norm && layout.size > 1 ? ops_.allocate({2, local_.head_dim}) : Tensor();
 }
 

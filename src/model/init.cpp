@@ -49,8 +49,8 @@ void init_parameter_range(const ModelConfig& config, const ParameterSpec& spec, 
                 "init range [" + std::to_string(begin) + ", " + std::to_string(end) + ") outside " + spec.name +
                     " of " + std::to_string(spec.numel()) + " elements");
   const int64_t count = end - begin;
-  if (spec.kind == ParameterKind::Norm) {
-    std::fill(out, out + count, 1.0f);
+  if (spec.kind == ParameterKind::Norm) {  // Gemma's (1 + w) norms store offsets: zeros (Gemma3RMSNorm)
+    std::fill(out, out + count, config.norm_weight_offset ? 0.0f : 1.0f);
     return;
   }
   if (spec.kind == ParameterKind::Bias) {

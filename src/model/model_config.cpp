@@ -24,10 +24,13 @@ constexpr ArchitectureName kArchitectures[] = {
     {ModelArchitecture::Qwen3, "Qwen3ForCausalLM", "qwen3"},
     {ModelArchitecture::Mistral, "MistralForCausalLM", "mistral"},
     {ModelArchitecture::SmolLM3, "SmolLM3ForCausalLM", "smollm3"},
+    {ModelArchitecture::Gemma3, "Gemma3ForCausalLM", "gemma3_text"},
 };
 constexpr const char* kSupportedClasses =
-    "LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM and SmolLM3ForCausalLM";
-constexpr const char* kSupportedTypes = "\"llama\", \"qwen2\", \"qwen3\", \"mistral\" and \"smollm3\"";
+    "LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, SmolLM3ForCausalLM and "
+    "Gemma3ForCausalLM";
+constexpr const char* kSupportedTypes =
+    "\"llama\", \"qwen2\", \"qwen3\", \"mistral\", \"smollm3\" and \"gemma3_text\"";
 
 const ArchitectureName& name_of(ModelArchitecture a) {
   for (const ArchitectureName& n : kArchitectures)
@@ -95,7 +98,8 @@ void parse_rope(const json& root, const std::string& source, ModelConfig& config
 }
 
 void reject_unsupported(const FieldReader& r, const ModelConfig& config) {
-  if (r.string("hidden_act", "silu") != "silu")
+  // Gemma 3 reads hidden_activation instead (model_config_gemma.cpp); its hidden_act is unused.
+  if (config.architecture != ModelArchitecture::Gemma3 && r.string("hidden_act", "silu") != "silu")
     r.fail("hidden_act", "unsupported activation; trlhpc implements SwiGLU with \"silu\"");
   if (r.number("attention_dropout", 0.0) != 0.0)
     r.fail("attention_dropout", "dropout is not implemented; set it to 0.0");
@@ -142,6 +146,9 @@ void write_architecture_fields(const ModelConfig& c, json& j) {
     case ModelArchitecture::Mistral:
       j["sliding_window"] = window;
       break;
+    case ModelArchitecture::Gemma3:
+      model_config_detail::write_gemma3_fields(c, j);
+      break;
     case ModelArchitecture::SmolLM3: {
       j["attention_bias"] = c.qkv_bias;
       j["mlp_bias"] = c.mlp_bias;
@@ -182,21 +189,27 @@ ModelConfig ModelConfig::from_json(const json& root, const std::string& source) 
   c.num_attention_heads = r.positive("num_attention_heads");
   c.num_key_value_heads = r.positive("num_key_value_heads", c.num_attention_heads);
   const bool qwen3 = c.architecture == ModelArchitecture::Qwen3;
+  const bool gemma3 = c.architecture == ModelArchitecture::Gemma3;
   if (!qwen3 && !r.has("head_dim") && c.hidden_size % c.num_attention_heads != 0)
     r.fail("num_attention_heads", "must divide hidden_size (" + std::to_string(c.hidden_size) +
                                       ") when head_dim is not given");
   // Qwen3Config's head_dim defaults to 128 whatever hidden_size / num_attention_heads is.
-  c.head_dim = r.positive("head_dim", qwen3 ? 128 : c.hidden_size / c.num_attention_heads);
+  // Gemma3TextConfig's is 256.
+  c.head_dim = r.positive("head_dim", qwen3 ? 128 : gemma3 ? 256 : c.hidden_size / c.num_attention_heads);
   c.vocab_size = r.positive("vocab_size");
   // The configuration classes' defaults (LlamaConfig 2048, MistralConfig 4096 * 32, Qwen / SmolLM3 32768).
-  const int64_t default_max_positions = c.architecture == ModelArchitecture::Llama     ? 2048
-                                        : c.architecture == ModelArchitecture::Mistral ? 131072
-                                                                                       : 32768;
+  // (Gemma3TextConfig 131072.)
+  const int64_t default_max_positions = c.architecture == ModelArchitecture::Llama ? 2048
+                                        : c.architecture == ModelArchitecture::Mistral || gemma3 ? 131072
+                                                                                                 : 32768;
   c.max_position_embeddings = r.positive("max_position_embeddings", default_max_positions);
   c.rms_norm_eps = r.number("rms_norm_eps", 1e-6);
   c.initializer_range = r.number("initializer_range", 0.02);
-  parse_rope(root, source, c);
-  if (c.architecture == ModelArchitecture::Qwen2) {
+  if (gemma3) model_config_detail::parse_gemma3_rope(root, source, c);
+  else parse_rope(root, source, c);
+  if (gemma3) {
+    model_config_detail::parse_gemma3_structure(r, c);  // biases, q/k norms, the Gemma flags
+  } else if (c.architecture == ModelArchitecture::Qwen2) {
     c.qkv_bias = true;  // Qwen2Attention: q/k/v Linear(bias=True), o_proj bias=False; Qwen2MLP no bias
     c.o_bias = false;
     c.mlp_bias = false;
@@ -211,8 +224,8 @@ ModelConfig ModelConfig::from_json(const json& root, const std::string& source) 
     c.qkv_bias = c.o_bias = r.boolean("attention_bias", false);
     c.mlp_bias = r.boolean("mlp_bias", false);
   }
-  // SmolLM3Config ties the embeddings by default; the others do not.
-  c.tie_word_embeddings = r.boolean("tie_word_embeddings", c.architecture == ModelArchitecture::SmolLM3);
+  // SmolLM3Config and Gemma3TextConfig tie the embeddings by default; the others do not.
+  c.tie_word_embeddings = r.boolean("tie_word_embeddings", c.architecture == ModelArchitecture::SmolLM3 || gemma3);
   c.bos_token_id = r.optional_integer("bos_token_id");
   c.eos_token_ids = parse_eos(r);
   c.pad_token_id = r.optional_integer("pad_token_id");
@@ -240,7 +253,9 @@ json ModelConfig::to_json() const {
   j["max_position_embeddings"] = max_position_embeddings;
   j["rms_norm_eps"] = rms_norm_eps;
   j["rope_theta"] = rope_theta;
-  if (rope_scaling.enabled) {
+  if (rope_scaling.enabled && rope_scaling.linear) {
+    j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", rope_scaling.factor}};
+  } else if (rope_scaling.enabled) {
     j["rope_scaling"] = {{"rope_type", "llama3"},
                          {"factor", rope_scaling.factor},
                          {"low_freq_factor", rope_scaling.low_freq_factor},
@@ -249,7 +264,7 @@ json ModelConfig::to_json() const {
   } else {
     j["rope_scaling"] = nullptr;
   }
-  j["hidden_act"] = "silu";
+  if (architecture != ModelArchitecture::Gemma3) j["hidden_act"] = "silu";
   write_architecture_fields(*this, j);
   j["attention_dropout"] = 0.0;
   j["tie_word_embeddings"] = tie_word_embeddings;
@@ -274,7 +289,7 @@ void ModelConfig::save(const std::string& path) const {
 int64_t ModelConfig::parameter_count() const {
   const int64_t C = hidden_size, F = intermediate_size, V = vocab_size;
   const int64_t q_out = num_attention_heads * head_dim, kv_out = num_key_value_heads * head_dim;
-  int64_t layer = 2 * C;                               // input/post-attention RMSNorm weights
+  int64_t layer = (sandwich_norms ? 4 : 2) * C;       // input/post-attention (+ pre/post-MLP) RMSNorm weights
   layer += q_out * C + 2 * kv_out * C + C * q_out;     // q, k, v, o
   if (qkv_bias) layer += q_out + 2 * kv_out;
   if (o_bias) layer += C;
@@ -286,9 +301,9 @@ int64_t ModelConfig::parameter_count() const {
   return total;
 }
 
-std::vector<float> rope_inverse_frequencies(const ModelConfig& config) {
+std::vector<float> rope_inverse_frequencies(const ModelConfig& config, bool local) {
   const int64_t dim = config.head_dim;
-  const float base = static_cast<float>(config.rope_theta);
+  const float base = static_cast<float>(local ? config.rope_local_theta : config.rope_theta);
   std::vector<float> inv_freq(static_cast<size_t>(dim / 2));
   for (int64_t i = 0; i < dim / 2; ++i) {
     // torch: 1.0 / (base ** (arange(0, dim, 2).float() / dim)); the exponent is an fp32 quotient.
@@ -296,7 +311,11 @@ std::vector<float> rope_inverse_frequencies(const ModelConfig& config) {
     const float power = static_cast<float>(std::pow(static_cast<double>(base), static_cast<double>(exponent)));
     inv_freq[static_cast<size_t>(i)] = 1.0f / power;
   }
-  if (!config.rope_scaling.enabled) return inv_freq;
+  if (!config.rope_scaling.enabled || local) return inv_freq;
+  if (config.rope_scaling.linear) {  // _compute_linear_scaling_rope_parameters: inv_freq /= factor (fp32)
+    for (float& f : inv_freq) f /= static_cast<float>(config.rope_scaling.factor);
+    return inv_freq;
+  }
 
   // Mirrors the torch expression by expression: python-float operands meet fp32 tensors, so each is
   // rounded to fp32 first, and the arithmetic is fp32 (high - low is a python subtraction, in double).

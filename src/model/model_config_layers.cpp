@@ -98,6 +98,11 @@ void parse_layer_pattern(const FieldReader& r, ModelConfig& c) {
                                        "to true or make those layers full_attention");
       break;
     }
+    case ModelArchitecture::Gemma3: {
+      const std::vector<bool> types = r.has("layer_types") ? read_layer_types(r, L) : std::vector<bool>();
+      parse_gemma3_layers(r, c, r.has("layer_types") ? &types : nullptr);
+      break;
+    }
   }
   for (bool sliding : c.sliding_layers)
     if (sliding && c.sliding_window <= 0)

@@ -68,6 +68,10 @@ std::vector<ParameterSpec> parameter_specs(const ModelConfig& full_config, TpLay
       add("self_attn.k_norm.weight", {config.head_dim}, ParameterKind::Norm, TpSplit::Replicated);
     }
     add("post_attention_layernorm.weight", {C}, ParameterKind::Norm, TpSplit::Replicated);
+    if (config.sandwich_norms) {  // Gemma: the MLP's pre-norm and the norm of its output
+      add("pre_feedforward_layernorm.weight", {C}, ParameterKind::Norm, TpSplit::Replicated);
+      add("post_feedforward_layernorm.weight", {C}, ParameterKind::Norm, TpSplit::Replicated);
+    }
     column_parallel("mlp.gate_proj", F, C, config.mlp_bias);
     column_parallel("mlp.up_proj", F, C, config.mlp_bias);
     row_parallel("mlp.down_proj", C, F, config.mlp_bias);

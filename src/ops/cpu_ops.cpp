@@ -193,6 +193,24 @@ class CpuOps final : public Ops {
     W gw(gate, W::In), uw(up, W::In), dw(dout, W::In), dgw(dgate, W::Out), duw(dup, W::Out);
     cpu::swiglu_bwd(gw.get(), uw.get(), dw.get(), dgw.get(), duw.get(), gate.numel());
   }
+  void geglu_tanh_fwd(const Tensor& gate, const Tensor& up, const Tensor& out) override {
+    if (all_bf16({&gate, &up, &out})) {
+      cpu::geglu_tanh_fwd_bf16(gate.ptr<const uint16_t>(), up.ptr<const uint16_t>(), out.ptr<uint16_t>(), gate.numel());
+      return;
+    }
+    W gw(gate, W::In), uw(up, W::In), ow(out, W::Out);
+    cpu::geglu_tanh_fwd(gw.get(), uw.get(), ow.get(), gate.numel());
+  }
+  void geglu_tanh_bwd(const Tensor& gate, const Tensor& up, const Tensor& dout, const Tensor& dgate,
+                  const Tensor& dup) override {
+    if (all_bf16({&gate, &up, &dout, &dgate, &dup})) {
+      cpu::geglu_tanh_bwd_bf16(gate.ptr<const uint16_t>(), up.ptr<const uint16_t>(), dout.ptr<const uint16_t>(),
+                           dgate.ptr<uint16_t>(), dup.ptr<uint16_t>(), gate.numel());
+      return;
+    }
+    W gw(gate, W::In), uw(up, W::In), dw(dout, W::In), dgw(dgate, W::Out), duw(dup, W::Out);
+    cpu::geglu_tanh_bwd(gw.get(), uw.get(), dw.get(), dgw.get(), duw.get(), gate.numel());
+  }
   void vocab_parallel_ce_max(const Tensor& logits, const Tensor& row_max) override {
     cpu::vocab_parallel_ce_max(logits.f32(), logits.dim(0), logits.dim(1), row_max.f32());
   }

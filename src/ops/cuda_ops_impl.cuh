@@ -97,6 +97,9 @@ class CudaOpsImpl final : public CudaOps {
   void swiglu_fwd(const Tensor& gate, const Tensor& up, const Tensor& out) override;
   void swiglu_bwd(const Tensor& gate, const Tensor& up, const Tensor& dout, const Tensor& dgate,
                   const Tensor& dup) override;
+  void geglu_tanh_fwd(const Tensor& gate, const Tensor& up, const Tensor& out) override;
+  void geglu_tanh_bwd(const Tensor& gate, const Tensor& up, const Tensor& dout, const Tensor& dgate,
+                  const Tensor& dup) override;
   double cross_entropy_fwd_bwd(const Tensor& hidden, const Tensor& weight, const Tensor& targets, float grad_scale,
                                const Tensor& dhidden, const Tensor& dweight, int64_t chunk_tokens,
                                int64_t* valid_tokens, TokenMetrics* metrics = nullptr,

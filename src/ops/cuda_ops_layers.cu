@@ -10,6 +10,7 @@
 #include "rmsnorm.cuh"
 #include "rope.cuh"
 #include "lora_dropout.cuh"
+#include "geglu.cuh"
 #include "swiglu.cuh"
 #include "trlhpc/core/cuda_check.hpp"
 #include "vocab_parallel_cross_entropy.cuh"
@@ -258,6 +259,34 @@ void CudaOpsImpl::swiglu_bwd(const Tensor& gate, const Tensor& up, const Tensor&
   with_float_type(gate.dtype(), "swiglu_bwd", [&](auto tag) {
     using T = typename decltype(tag)::type;
     cuda::swiglu_bwd(data_of<T>(gate), data_of<T>(up), data_of<T>(dout), data_of<T>(dgate), data_of<T>(dup),
+                     gate.numel(), stream());
+  });
+}
+
+void CudaOpsImpl::geglu_tanh_fwd(const Tensor& gate, const Tensor& up, const Tensor& out) {
+  for (const Tensor* t : {&up, &out}) {
+    expect_numel(*t, gate.numel(), "geglu_tanh_fwd");
+    TRLHPC_ASSERT(t->dtype() == gate.dtype(), "geglu_tanh_fwd: gate, up, out must share a dtype");
+  }
+  for (const Tensor* t : {&gate, &up, &out}) expect_cuda(*t, "geglu_tanh_fwd");
+  const auto timing = timed("geglu_tanh_fwd");
+  with_float_type(gate.dtype(), "geglu_tanh_fwd", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cuda::geglu_tanh_fwd(data_of<T>(gate), data_of<T>(up), data_of<T>(out), gate.numel(), stream());
+  });
+}
+
+void CudaOpsImpl::geglu_tanh_bwd(const Tensor& gate, const Tensor& up, const Tensor& dout, const Tensor& dgate,
+                             const Tensor& dup) {
+  for (const Tensor* t : {&up, &dout, &dgate, &dup}) {
+    expect_numel(*t, gate.numel(), "geglu_tanh_bwd");
+    TRLHPC_ASSERT(t->dtype() == gate.dtype(), "geglu_tanh_bwd: every tensor must share gate's dtype");
+  }
+  for (const Tensor* t : {&gate, &up, &dout, &dgate, &dup}) expect_cuda(*t, "geglu_tanh_bwd");
+  const auto timing = timed("geglu_tanh_bwd");
+  with_float_type(gate.dtype(), "geglu_tanh_bwd", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cuda::geglu_tanh_bwd(data_of<T>(gate), data_of<T>(up), data_of<T>(dout), data_of<T>(dgate), data_of<T>(dup),
                      gate.numel(), stream());
   });
 }

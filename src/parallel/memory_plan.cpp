@@ -60,8 +60,10 @@ int64_t plan_activation_bytes(const ModelConfig& c, int64_t N, int64_t Nl, bool 
   // k, v, attn, gate, up, act in the compute dtype.
   // qk_norm (Qwen3) adds q_pre, k_pre in the compute dtype and their per-head rstd in F32.
   const int64_t qk = c.qk_norm ? 1 : 0;
-  const int64_t layer_f =
-      Nl * C + 2 * Nl + N * c.num_attention_heads + qk * N * (c.num_attention_heads + c.num_key_value_heads);
+  // sandwich_norms (Gemma) adds attn_out, mlp_out (Nl, C) and their rstd in F32, and the dbranch scratch.
+  const int64_t sw = c.sandwich_norms ? 1 : 0;
+  const int64_t layer_f = Nl * C + 2 * Nl + N * c.num_attention_heads +
+                          qk * N * (c.num_attention_heads + c.num_key_value_heads) + sw * 2 * (Nl * C + Nl);
   const int64_t layer_h = 2 * Nl * C + 2 * N * QD + 2 * N * KD + 3 * N * F + qk * N * (QD + KD);
   int64_t f = L * Nl * C, h = 0;  // x_in of every layer
   const int64_t copies = gradient_checkpointing ? 1 : L;  // the recomputed layer, or all of them
@@ -70,6 +72,7 @@ int64_t plan_activation_bytes(const ModelConfig& c, int64_t N, int64_t Nl, bool 
   f += Nl * C + Nl;                                    // x_final, rstd_final
   h += N * C + (sharded ? Nl * C : 0);                 // h_final, h_final_local
   f += Nl * C + N * C + (sharded ? Nl * C : 0) + Nl * C;  // dx, dh, dh_local, dtmp
+  f += sw * Nl * C;                                    // dbranch
   h += mixed ? Nl * C : 0;                             // dx_compute (= dx in fp32)
   f += sharded ? N * C : 0;                            // row_out (= h_full = dx_full in fp32)
   h += sharded && mixed ? N * C : 0;                   // h_full = dx_full in the compute dtype

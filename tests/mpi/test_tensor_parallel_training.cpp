@@ -247,6 +247,17 @@ TEST(TensorParallelTraining, SlidingWindowModelsMatchTheSingleProcessCurve) {
   }
 }
 
+// Gemma 3: four (1 + w) norms per layer and the q/k norms replicated on every tp rank with their
+// gradients summed over tp (and over the row shards under tp sequence parallel, four slots per layer),
+// the post-attention / post-MLP norms applied after the row-parallel o/down reductions, GeGLU on each
+// rank's F-slice, scaled embeddings of a vocab-parallel lookup, sliding and full layers with their own
+// RoPE bases.
+TEST(TensorParallelTraining, Gemma3TinyMatchesTheSingleProcessCurve) {
+  HfModelDir dir(testing::tests_dir() + "/golden/gemma3_tiny/model");
+  ASSERT_TRUE(dir.config().sandwich_norms && dir.config().qk_norm);
+  expect_tp_layouts_match("gemma3_tiny", dir.config(), [&](TpLayout tp) { return weights_from_hf_dir(dir, tp); });
+}
+
 // --bf16 on the tp layouts (q/k norm inputs/outputs stored in bf16, their gradients fp32 and summed over
 // tp): follows the single-process --bf16 curve within the bounds of kBf16Bound's comment.
 TEST(TensorParallelTraining, Qwen3TinyBf16FollowsTheSingleProcessBf16Curve) {

@@ -49,6 +49,16 @@ ModelConfig qwen3_config() {
   return ModelConfig::from_json(j, "qwen3_config");
 }
 
+// Gemma 3: two more (Nl, C) F32 branch outputs with their rstd per layer and the dbranch scratch.
+ModelConfig gemma3_config() {
+  nlohmann::json j = nlohmann::json::parse(R"({
+    "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "hidden_size": 128,
+    "intermediate_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "head_dim": 48, "vocab_size": 256, "max_position_embeddings": 64, "sliding_window": 4,
+    "sliding_window_pattern": 2, "initializer_range": 0.2})");
+  return ModelConfig::from_json(j, "gemma3_config");
+}
+
 constexpr uint64_t kSeed = 11;
 
 // Rank 0 writes the init of kSeed as an F32 directory; every rank gets its path.
@@ -195,7 +205,7 @@ TEST(Zero3Memory, PlannedActivationsEqualTheDecoders) {
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   const ParallelDims dims = ParallelDims{}.resolved(world);
   ProcessGroups groups(Mesh(dims), MPI_COMM_WORLD);
-  for (const ModelConfig& config : {deep_config(), qwen3_config()})
+  for (const ModelConfig& config : {deep_config(), qwen3_config(), gemma3_config()})
   for (const DType compute : {DType::F32, DType::BF16})  // --bf16 stores the GEMM-input activations in bf16
   for (const bool checkpointing : {false, true}) {
     auto ops = make_cpu_ops(compute);

@@ -166,6 +166,26 @@ TEST(CpuOpsBf16, SwigluForwardAndBackward) {
   for (int i = 0; i < 3; ++i) expect_output(names[i], m[static_cast<size_t>(i)], e[static_cast<size_t>(i)], f[static_cast<size_t>(i)], true);
 }
 
+// Gemma's GeGLU (tanh GELU) under --bf16: one rounding of the fp32 kernel on the bf16 inputs.
+TEST(CpuOpsBf16, GegluTanhForwardAndBackward) {
+  Runs r;
+  const int64_t n = 4099;
+  const std::vector<float> g = random_floats(n, 15, 3.0f), u = random_floats(n, 16), d = random_floats(n, 17);
+  auto run = [&](Ops& ops, const std::vector<float>& gv, const std::vector<float>& uv, const std::vector<float>& dv,
+                 DType dt) {
+    const Tensor gt = put(ops, gv, {n}, dt), ut = put(ops, uv, {n}, dt), dt_ = put(ops, dv, {n}, dt);
+    const Tensor out = ops.allocate({n}, dt), dg = ops.allocate({n}, dt), du = ops.allocate({n}, dt);
+    ops.geglu_tanh_fwd(gt, ut, out);
+    ops.geglu_tanh_bwd(gt, ut, dt_, dg, du);
+    return std::vector<std::vector<float>>{get(ops, out), get(ops, dg), get(ops, du)};
+  };
+  const auto m = run(*r.bf16, g, u, d, DType::BF16);
+  const auto e = run(*r.f32, rounded(g), rounded(u), rounded(d), DType::F32);
+  const auto f = run(*r.f32, g, u, d, DType::F32);
+  const char* names[] = {"geglu out", "geglu dgate", "geglu dup"};
+  for (int i = 0; i < 3; ++i) expect_output(names[i], m[static_cast<size_t>(i)], e[static_cast<size_t>(i)], f[static_cast<size_t>(i)], true);
+}
+
 TEST(CpuOpsBf16, AttentionForwardBackwardOnPackedRows) {
   Runs r;
   const int64_t B = 2, T = 24, NH = 4, KVH = 2, HS = 16;

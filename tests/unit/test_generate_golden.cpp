@@ -67,7 +67,7 @@ TEST(GenerateGolden, GreedyEqualsTransformers) {
     }
     ++cases;
   }
-  EXPECT_EQ(cases, 15);
+  EXPECT_EQ(cases, 17);
 }
 
 // Full-sequence logits of `ids` through the training path's forward.
@@ -90,7 +90,8 @@ std::vector<float> full_logits(LoadedModel& model, const std::vector<int32_t>& i
 TEST(GenerateGolden, IncrementalLogitsEqualTheFullForward) {
   for (const std::string name : {"shared:stories260K", "tests/golden/qwen2_tiny/model", "tests/golden/llama_tiny/model",
                                  "tests/golden/qwen3_tiny/model", "tests/golden/mistral_tiny/model",
-                                 "tests/golden/qwen3_sliding_tiny/model", "tests/golden/smollm3_tiny/model"}) {
+                                 "tests/golden/qwen3_sliding_tiny/model", "tests/golden/smollm3_tiny/model",
+                                 "tests/golden/gemma3_tiny/model"}) {
     LoadedModel model(model_dir(name));
     const int64_t V = model.hf.config().vocab_size;
     std::vector<int32_t> ids;

@@ -134,7 +134,7 @@ TEST_P(GoldenTransformers, Bf16FollowsTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenTransformers, ::testing::Values("qwen2_tiny", "llama_tiny", "qwen3_tiny", "mistral_tiny",
-                                                                    "qwen3_sliding_tiny", "smollm3_tiny"));
+                                                                    "qwen3_sliding_tiny", "smollm3_tiny", "gemma3_tiny"));
 
 }  // namespace
 }  // namespace trlhpc

@@ -221,7 +221,7 @@ TEST_F(HfModelDirTest, Qwen3SavedByTransformersLoadsAndSavesBack) {
 // and its config.json keeps every field transformers derives the layer pattern from with the value
 // transformers itself wrote (so transformers loads the same windows, RoPE layers and head size back).
 TEST_F(HfModelDirTest, SlidingWindowModelsSaveTheFieldsTransformersReads) {
-  for (const std::string name : {"mistral_tiny", "qwen3_sliding_tiny", "smollm3_tiny"}) {
+  for (const std::string name : {"mistral_tiny", "qwen3_sliding_tiny", "smollm3_tiny", "gemma3_tiny"}) {
     SCOPED_TRACE(name);
     const std::string source_dir = ::trlhpc::testing::tests_dir() + "/golden/" + name + "/model";
     HfModelDir source(source_dir);
@@ -234,7 +234,9 @@ TEST_F(HfModelDirTest, SlidingWindowModelsSaveTheFieldsTransformersReads) {
     const nlohmann::json ours = nlohmann::json::parse(std::ifstream(dir_ + "/" + name + "/config.json"));
     for (const char* field : {"architectures", "model_type", "sliding_window", "use_sliding_window", "max_window_layers",
                               "layer_types", "no_rope_layers", "no_rope_layer_interval", "head_dim",
-                              "tie_word_embeddings", "attention_bias", "mlp_bias"}) {
+                              "tie_word_embeddings", "attention_bias", "mlp_bias", "query_pre_attn_scalar",
+                              "hidden_activation", "sliding_window_pattern", "attn_logit_softcapping",
+                              "final_logit_softcapping", "use_bidirectional_attention"}) {
       if (!theirs.contains(field)) continue;
       EXPECT_TRUE(ours.contains(field)) << field;
       if (ours.contains(field)) EXPECT_EQ(ours[field], theirs[field]) << field;

@@ -136,6 +136,15 @@ void swiglu_fwd_bf16(const uint16_t* gate, const uint16_t* up, uint16_t* out, in
 void swiglu_bwd_bf16(const uint16_t* gate, const uint16_t* up, const uint16_t* dout, uint16_t* dgate, uint16_t* dup,
                      int64_t n);
 
+// ---- geglu.cpp ------------------------------------------------------------------------------------
+// Gemma's MLP core: out (N, F) = gelu_tanh(gate) * up (math::geglu_tanh); dgate, dup overwrite.
+void geglu_tanh_fwd(const float* gate, const float* up, float* out, int64_t n);
+void geglu_tanh_bwd(const float* gate, const float* up, const float* dout, float* dgate, float* dup, int64_t n);
+// The same on bf16 bit patterns (--bf16): fp32 math per element, each result rounded once.
+void geglu_tanh_fwd_bf16(const uint16_t* gate, const uint16_t* up, uint16_t* out, int64_t n);
+void geglu_tanh_bwd_bf16(const uint16_t* gate, const uint16_t* up, const uint16_t* dout, uint16_t* dgate,
+                         uint16_t* dup, int64_t n);
+
 // ---- cross_entropy.cpp ----------------------------------------------------------------------------
 // Fused LM head + cross-entropy that never holds more than chunk_tokens x V logits.
 // hidden (N, C), weight (V, C) (the LM head, or the tied embedding), targets (N) with -100 = ignore.

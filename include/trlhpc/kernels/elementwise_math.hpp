@@ -4,6 +4,7 @@
 // test tests/unit/test_elementwise_math.cpp checks on the host exactly what the GPU kernels run.
 //
 //   silu(g) = g s(g), s = 1/(1+exp(-g));  d silu/dg = s (1 + g (1 - s))        (swiglu, Shazeer 2020)
+//   gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))                (geglu, Gemma)
 //   AdamW, torch.optim.AdamW semantics (Loshchilov & Hutter 2019), see adamw_update below
 //   RoPE rotate-half pair: (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin), angle = fp32(pos * inv_freq)
 //   bf16: round to nearest even from fp32 (NaN stays a quiet NaN), and back by a 16-bit shift
@@ -36,6 +37,31 @@ TRLHPC_HOST_DEVICE inline void swiglu_grad(float gate, float up, float dout, flo
   const float s = sigmoid(gate);
   *dup = dout * gate * s;
   *dgate = dout * up * s * (1.0f + gate * (1.0f - s));
+}
+
+// ---- GeGLU with tanh GELU (Gemma's gelu_pytorch_tanh MLP) --------------------------------------------
+// gelu(g) = 0.5 g (1 + tanh(b (g + k g^3))), b = sqrt(2/pi), k = 0.044715, in torch's operation order;
+// d gelu/dg = 0.5 (1 + t) + 0.5 g (1 - t^2) b (1 + 3 k g^2), t = tanh(b (g + k g^3)).
+constexpr float kGeluTanhBeta = 0.7978845608028654f;  // sqrt(2 / pi)
+constexpr float kGeluTanhKappa = 0.044715f;
+TRLHPC_HOST_DEVICE inline float gelu_tanh(float g) {
+  const float inner = kGeluTanhBeta * (g + kGeluTanhKappa * (g * g * g));
+  return 0.5f * g * (1.0f + tanhf(inner));
+}
+TRLHPC_HOST_DEVICE inline float gelu_tanh_grad(float g) {
+  const float g2 = g * g;
+  const float t = tanhf(kGeluTanhBeta * (g + kGeluTanhKappa * (g2 * g)));
+  const float left_derivative = 0.5f * (1.0f + t);
+  const float inner_derivative = kGeluTanhBeta * (1.0f + 3.0f * kGeluTanhKappa * g2);
+  const float right_derivative = 0.5f * g * (1.0f - t * t) * inner_derivative;
+  return left_derivative + right_derivative;
+}
+// out = gelu_tanh(gate) * up
+TRLHPC_HOST_DEVICE inline float geglu_tanh(float gate, float up) { return gelu_tanh(gate) * up; }
+// dgate = dout * up * gelu_tanh'(gate),  dup = dout * gelu_tanh(gate)
+TRLHPC_HOST_DEVICE inline void geglu_tanh_grad(float gate, float up, float dout, float* dgate, float* dup) {
+  *dup = dout * gelu_tanh(gate);
+  *dgate = dout * up * gelu_tanh_grad(gate);
 }
 
 // ---- AdamW -------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 #pragma once
-// Decoder: the Qwen2/Qwen3/Llama causal LM with hand-written forward and backward over the Ops seam.
+// Decoder: the Qwen2/Qwen3/Llama/Mistral/SmolLM3/Gemma 3 causal LM with hand-written forward and backward
+// over the Ops seam (Gemma's extra norms, (1 + w) scaling, GeGLU and embedding scale: decoder_layer.cpp).
 //
 //   x = embed(ids)                                                        (N, C)
 //   per layer:  x = x + o_proj(attn(rope(q), rope(k), v))  with q,k,v = proj(rmsnorm(x))
@@ -174,7 +175,19 @@ class Decoder {
   // bf16-rounded copy (every parameter is used as bf16(master), as under FSDP's bf16 param_dtype, so a
   // ZeRO-3 unit all-gathered in bf16 gives the same numbers as the fp32 master of a DDP rank).
   Tensor compute_param(const Tensor& p);
-  LayerTensors compute_params(LayerTensors w);  // norms and biases through compute_param
+  LayerTensors compute_params(LayerTensors w);  // norms and biases through compute_param, then norm_scales
+  // The factor a norm multiplies by: the weight itself, or for Gemma's (1 + w) norms
+  // (norm_weight_offset) 1 + w in F32, written into slot `slot` of norm_scaled_ (0..5 a layer's norms,
+  // 6 the final norm). The weight's gradient is the factor's.
+  Tensor norm_scale(const Tensor& weight, int slot);
+  LayerTensors norm_scales(LayerTensors w);
+  // RoPE inverse frequencies of `layer`: Gemma's sliding layers rotate with their own base.
+  const Tensor& rope_frequencies(int64_t layer) const;
+  // Gemma (scale_embeddings): the embedding rows (Nl, C) times sqrt(C) as transformers computes it.
+  void scale_embedding_rows(const Tensor& rows);
+  // The ids the embedding backward scatters by: the batch's, or with embedding_padding_idx a copy in
+  // which pad_token_id is -1 (outside every vocabulary slice, so no row takes its gradient).
+  Tensor embedding_grad_ids(const DeviceBatch& batch);
   void forward_to_final_hidden(const DeviceBatch& batch);
   // The tensor-parallel part of construction: this rank's share of the model and the buffers tp needs.
   void init_tensor_parallel(const DecoderParallelism& parallelism);
@@ -260,7 +273,7 @@ class Decoder {
   Tensor kv_grad_;                   // tp > KVH: this micro-batch's k/v weight+bias grads (dWk, dbk, dWv, dbv)
   TpLayout tp_;
   bool tp_sp_ = false;               // tp sequence parallel (tp > 1 only)
-  Tensor tp_norm_grad_;              // tp_sp_: (2, C) this micro-batch's partial norm-weight grads of one unit
+  Tensor tp_norm_grad_;              // tp_sp_: (2, C) ((4, C) sandwich_norms) this micro-batch's partial norm grads of one unit
   Tensor tp_head_norm_grad_;         // qk_norm and tp > 1: (2, HS) this micro-batch's partial q/k norm grads
   // LoRA: null store = none.
   ParameterStore* lora_store_ = nullptr;
@@ -277,6 +290,9 @@ class Decoder {
   int64_t lora_tp_used_ = 0, lora_kv_used_ = 0;
   std::vector<std::pair<Tensor, Tensor>> lora_tp_pending_, lora_kv_pending_;  // (store grad, scratch slot)
   Tensor inv_freq_;  // (HS/2)
+  Tensor inv_freq_local_;  // (HS/2) rope_local_theta > 0: the sliding layers' frequencies
+  Tensor norm_ones_;       // norm_weight_offset: (max(C, HS)) ones
+  Tensor norm_scaled_;     // norm_weight_offset: (7, max(C, HS)) F32 1 + w of the norms in use
   std::vector<LayerActivations> acts_;
   std::unique_ptr<Scratch> scratch_;
   int64_t buffers_N_ = -1;

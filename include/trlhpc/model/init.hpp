@@ -11,7 +11,8 @@
 //   u1, u2  = two 53-bit uniforms from the bits, u1 in (0, 1], u2 in [0, 1)
 //   z       = sqrt(-2 ln u1) * cos(2 pi u2)                          (Box-Muller, cosine branch only)
 // Values, as transformers' _init_weights: matrices and embeddings ~ normal(0, initializer_range)
-// (the embedding row pad_token_id, when set, is zero), norm weights = 1, biases = 0.
+// (the embedding row pad_token_id, when set, is zero), norm weights = 1 (0 for Gemma's (1 + w) norms),
+// biases = 0.
 #include <cstdint>
 #include <string_view>
 #include <vector>

@@ -1,7 +1,8 @@
 #pragma once
 // ModelConfig: the architecture of a decoder-only model, read from (and written back to) a Hugging Face
 // config.json. Supported: `LlamaForCausalLM` (model_type "llama"), `Qwen2ForCausalLM` ("qwen2"),
-// `Qwen3ForCausalLM` ("qwen3"), `MistralForCausalLM` ("mistral") and `SmolLM3ForCausalLM` ("smollm3").
+// `Qwen3ForCausalLM` ("qwen3"), `MistralForCausalLM` ("mistral"), `SmolLM3ForCausalLM` ("smollm3") and
+// `Gemma3ForCausalLM` ("gemma3_text").
 //
 // All are the same pre-norm decoder (RMSNorm -> GQA attention with rotate-half RoPE -> RMSNorm ->
 // SwiGLU MLP); they differ in which projections carry a bias and in Qwen3's q/k norms:
@@ -13,6 +14,11 @@
 //   mistral: no biases (Llama layout), head_dim field (default hidden_size / heads)
 //   smollm3: q/k/v/o bias = attention_bias, gate/up/down bias = mlp_bias (both default false); RoPE
 //          skipped on the layers whose no_rope_layers entry is 0
+//   gemma3_text (model_config_gemma.cpp): embeddings times sqrt(hidden_size); every RMSNorm scales by
+//          (1 + w) in fp32 (weights are offsets); input_layernorm before attention, post_attention_layernorm
+//          on the attention output, pre_/post_feedforward_layernorm around a GeGLU MLP with tanh GELU;
+//          q/k norms as qwen3; attention scale query_pre_attn_scalar^-0.5; sliding layers rotate with
+//          rope_local_base_freq and no scaling, full layers with rope_theta and rope_scaling
 // Sliding-window attention (per layer; transformers 5's config derivations, model_config_layers.cpp):
 //   qwen2/qwen3: window = sliding_window if use_sliding_window else none; layer_types, or when absent
 //            "sliding_attention" for layers i >= max_window_layers when a window is set
@@ -32,12 +38,16 @@
 
 namespace trlhpc {
 
-enum class ModelArchitecture { Llama, Qwen2, Qwen3, Mistral, SmolLM3 };
+enum class ModelArchitecture { Llama, Qwen2, Qwen3, Mistral, SmolLM3, Gemma3 };
 
-// rope_scaling / rope_parameters of type "llama3" (Llama 3.1). `enabled == false` means plain RoPE
-// (no rope_scaling, or rope_type "default").
+// The MLP's gate activation: SwiGLU (silu) or Gemma's GeGLU with the tanh GELU (gelu_pytorch_tanh).
+enum class MlpActivation { Silu, GeluTanh };
+
+// rope_scaling / rope_parameters of type "llama3" (Llama 3.1) or "linear" (inv_freq / factor; Gemma 3's
+// global layers). `enabled == false` means plain RoPE (no rope_scaling, or rope_type "default").
 struct RopeScaling {
   bool enabled = false;
+  bool linear = false;  // "linear": only `factor` applies
   double factor = 8.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
@@ -71,6 +81,16 @@ struct ModelConfig {
   int64_t no_rope_layer_interval = 4;   // smollm3 field
   std::vector<bool> sliding_layers;     // (L) layer_types[i] == "sliding_attention"
   std::vector<bool> rope_layers;        // (L) RoPE applied (smollm3 no_rope_layers[i] == 1; else all true)
+  // Gemma 3 (see the header comment); the defaults are every other family's structure.
+  MlpActivation mlp_activation = MlpActivation::Silu;
+  bool norm_weight_offset = false;      // RMSNorm scales by (1 + w), computed in fp32; zero-init weights
+  bool sandwich_norms = false;          // norms on the attention and MLP outputs too (4 per layer)
+  bool scale_embeddings = false;        // embedding rows times sqrt(hidden_size) (embedding_scale())
+  bool embedding_padding_idx = false;   // nn.Embedding(padding_idx=pad_token_id): the lookup of that id
+                                        // adds no gradient to its row (the tied head's part remains)
+  double query_pre_attn_scalar = 0;     // attention scale query_pre_attn_scalar^-0.5; 0: head_dim
+  double rope_local_theta = 0;          // RoPE base of sliding layers, without scaling; 0: as full layers
+  int64_t sliding_window_pattern = 0;   // gemma3 field as read (written back; layer_types decides)
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;   // config's eos_token_id: an int or a list
   std::optional<int64_t> pad_token_id;
@@ -87,13 +107,20 @@ struct ModelConfig {
   // Writes to_json() to `path` (pretty-printed).
   void save(const std::string& path) const;
 
-  const char* model_type() const;       // "llama" | "qwen2" | "qwen3" | "mistral" | "smollm3"
+  const char* model_type() const;       // "llama" | "qwen2" | "qwen3" | "mistral" | "smollm3" | "gemma3_text"
   const char* architecture_name() const;  // "LlamaForCausalLM" | ... | "SmolLM3ForCausalLM"
   // The attention window of layer `layer` (AttentionShape::window): sliding_window on a sliding
   // layer, 0 (none) otherwise.
   int64_t attention_window(int64_t layer) const;
   // Whether layer `layer` rotates q and k (false only on SmolLM3's no-RoPE layers).
   bool layer_uses_rope(int64_t layer) const;
+  // The softmax scale of the attention scores: query_pre_attn_scalar^-0.5, else head_dim^-0.5.
+  float attention_scale() const;
+  // The embedding multiplier (scale_embeddings): fp32(sqrt(hidden_size)), rounded to bf16 when the
+  // weights compute in bf16, as transformers casts its embed_scale to the weights' dtype.
+  float embedding_scale(bool bf16) const;
+  // Whether layer `layer`'s RoPE uses the local base (rope_local_theta) instead of rope_theta.
+  bool layer_uses_local_rope(int64_t layer) const;
   // "full_attention" / "sliding_attention" per layer, as transformers' layer_types.
   std::vector<std::string> layer_types() const;
   // Number of trainable parameters (a tied head counted once), as transformers' num_parameters().
@@ -108,6 +135,8 @@ struct ModelConfig {
 //   wavelen < high_wl          -> inv_freq
 //   otherwise (smooth = (orig_max / wavelen - low) / (high - low))
 //                              -> (1 - smooth) * inv_freq / factor + smooth * inv_freq
-std::vector<float> rope_inverse_frequencies(const ModelConfig& config);
+// `local`: the frequencies of the layers that rotate with rope_local_theta (no scaling).
+// "linear" scaling divides each inv_freq by factor in fp32.
+std::vector<float> rope_inverse_frequencies(const ModelConfig& config, bool local = false);
 
 }  // namespace trlhpc

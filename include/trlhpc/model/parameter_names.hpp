@@ -12,6 +12,8 @@
 //                 model.layers.i.self_attn.o_proj.bias               (C)         bias   [o_bias]
 //                 model.layers.i.self_attn.q_norm.weight / k_norm    (HS) / (HS) norm   [qk_norm]
 //                 model.layers.i.post_attention_layernorm.weight     (C)         norm
+//                 model.layers.i.pre_feedforward_layernorm.weight    (C)         norm   [sandwich_norms]
+//                 model.layers.i.post_feedforward_layernorm.weight   (C)         norm   [sandwich_norms]
 //                 model.layers.i.mlp.gate_proj.weight / .bias        (F, C) / (F)         [mlp_bias]
 //                 model.layers.i.mlp.up_proj.weight / .bias          (F, C) / (F)         [mlp_bias]
 //                 model.layers.i.mlp.down_proj.weight / .bias        (C, F) / (C)         [mlp_bias]

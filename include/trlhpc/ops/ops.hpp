@@ -107,6 +107,10 @@ class Ops {
   virtual void swiglu_fwd(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
   virtual void swiglu_bwd(const Tensor& gate, const Tensor& up, const Tensor& dout, const Tensor& dgate,
                           const Tensor& dup) = 0;
+  // Gemma's GeGLU: out = gelu_tanh(gate) * up (cpu::geglu_tanh_fwd / _bwd); dtypes as swiglu.
+  virtual void geglu_tanh_fwd(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
+  virtual void geglu_tanh_bwd(const Tensor& gate, const Tensor& up, const Tensor& dout, const Tensor& dgate,
+                              const Tensor& dup) = 0;
   // Fused LM head + CE (see cpu::cross_entropy_fwd_bwd). dhidden/dweight undefined Tensors = no backward.
   // Returns the summed loss over valid targets; valid_tokens receives their count. metrics (optional):
   // TRL's entropy and top-1 sums over valid targets; a backend that cannot compute them leaves

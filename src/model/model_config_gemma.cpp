@@ -1,0 +1,135 @@
+// Gemma 3 text (Gemma3ForCausalLM, model_type "gemma3_text"): its config.json fields, read as
+// transformers 5's Gemma3TextConfig derives them (and written back in the spelling transformers 4 and
+// 5 both read). The decoder's Gemma structure is a set of ModelConfig flags (model_config.hpp).
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "src/model/config_field_reader.hpp"
+#include "trlhpc/model/model_config.hpp"
+
+namespace trlhpc {
+namespace model_config_detail {
+namespace {
+
+// One rope object (rope_parameters.<layer type> or rope_scaling): "default", or "linear" when
+// `scaling_allowed` (the full-attention layers).
+void read_rope_object(const FieldReader& r, double& theta, RopeScaling* scaling) {
+  if (r.has("rope_theta")) theta = r.number("rope_theta", theta);
+  if (r.has("partial_rotary_factor") && r.number("partial_rotary_factor", 1.0) != 1.0)
+    r.fail("partial_rotary_factor", "partial rotary embeddings are not supported; remove it or set 1.0");
+  const char* type_field = r.has("rope_type") ? "rope_type" : "type";
+  const std::string type = r.string(type_field, "default");
+  if (type == "default") return;
+  if (type != "linear" || !scaling)
+    r.fail(type_field, scaling ? "unsupported RoPE scaling for Gemma 3; trlhpc implements \"default\" and \"linear\""
+                               : "the sliding layers' RoPE must be \"default\" (trlhpc scales only the full layers)");
+  scaling->enabled = scaling->linear = true;
+  scaling->factor = r.number("factor", 0.0);
+  if (!(scaling->factor > 0)) r.fail("factor", "linear rope scaling needs a positive factor");
+}
+
+}  // namespace
+
+// rope_theta (global layers, default 1e6), rope_local_base_freq (sliding layers, default 1e4) and
+// rope_scaling (global layers) in transformers 4; rope_parameters {full_attention, sliding_attention}
+// in transformers 5.
+void parse_gemma3_rope(const json& root, const std::string& source, ModelConfig& c) {
+  const FieldReader top(root, source);
+  c.rope_theta = top.number("rope_theta", 1000000.0);
+  c.rope_local_theta = top.number("rope_local_base_freq", 10000.0);
+  if (top.has("rope_scaling")) {
+    if (!root.at("rope_scaling").is_object()) top.fail("rope_scaling", "expected an object or null");
+    read_rope_object(FieldReader(root.at("rope_scaling"), source, "rope_scaling."), c.rope_theta, &c.rope_scaling);
+  }
+  if (top.has("rope_parameters")) {
+    const json& params = root.at("rope_parameters");
+    if (!params.is_object()) top.fail("rope_parameters", "expected an object or null");
+    const FieldReader p(params, source, "rope_parameters.");
+    for (const char* key : {"full_attention", "sliding_attention"}) {
+      if (!p.has(key)) continue;
+      if (!params.at(key).is_object())
+        p.fail(key, "expected an object per layer type, as transformers 5 writes Gemma 3's rope_parameters");
+      const bool full = std::string(key) == "full_attention";
+      read_rope_object(FieldReader(params.at(key), source, std::string("rope_parameters.") + key + "."),
+                       full ? c.rope_theta : c.rope_local_theta, full ? &c.rope_scaling : nullptr);
+    }
+  }
+  if (!(c.rope_theta > 0)) top.fail("rope_theta", "must be positive");
+  if (!(c.rope_local_theta > 0)) top.fail("rope_local_base_freq", "must be positive");
+}
+
+// The structure fields and the refusals of what trlhpc does not compute for Gemma 3.
+void parse_gemma3_structure(const FieldReader& r, ModelConfig& c) {
+  c.qkv_bias = c.o_bias = r.boolean("attention_bias", false);  // Gemma3Attention: Linear(bias=attention_bias)
+  c.mlp_bias = false;
+  c.qk_norm = c.norm_weight_offset = c.sandwich_norms = c.scale_embeddings = true;
+  c.mlp_activation = MlpActivation::GeluTanh;
+  c.embedding_padding_idx = true;  // Gemma3TextScaledWordEmbedding(padding_idx=pad_token_id)
+  if (r.string("hidden_activation", "gelu_pytorch_tanh") != "gelu_pytorch_tanh")
+    r.fail("hidden_activation", "unsupported activation; trlhpc implements Gemma's \"gelu_pytorch_tanh\"");
+  c.query_pre_attn_scalar = r.number("query_pre_attn_scalar", 256.0);
+  if (!(c.query_pre_attn_scalar > 0)) r.fail("query_pre_attn_scalar", "must be positive");
+  if (c.hidden_size % c.num_attention_heads != 0)
+    r.fail("num_attention_heads", "must divide hidden_size (" + std::to_string(c.hidden_size) +
+                                      "), as Gemma3TextConfig requires");
+  for (const char* field : {"attn_logit_softcapping", "final_logit_softcapping"})
+    if (r.has(field))
+      r.fail(field, "logit softcapping (Gemma 2) is not implemented; Gemma 3 sets it to null");
+  if (r.boolean("use_bidirectional_attention", false))
+    r.fail("use_bidirectional_attention", "bidirectional attention is not implemented; set it to false");
+}
+
+// layer_types, or when absent "sliding_attention" unless (i + 1) % sliding_window_pattern == 0
+// (Gemma3TextConfig.__post_init__, pattern default 6); sliding_window defaults to 4096.
+void parse_gemma3_layers(const FieldReader& r, ModelConfig& c, const std::vector<bool>* layer_types) {
+  const int64_t L = c.num_hidden_layers;
+  const std::optional<int64_t> window = r.optional_integer("sliding_window");
+  c.sliding_window = r.present("sliding_window") ? window.value_or(0) : 4096;
+  c.sliding_window_pattern = r.positive("sliding_window_pattern", r.positive("_sliding_window_pattern", 6));
+  if (layer_types) {
+    c.sliding_layers = *layer_types;
+  } else {
+    for (int64_t i = 0; i < L; ++i) c.sliding_layers[static_cast<size_t>(i)] = (i + 1) % c.sliding_window_pattern != 0;
+  }
+}
+
+void write_gemma3_fields(const ModelConfig& c, json& j) {
+  j["hidden_activation"] = "gelu_pytorch_tanh";
+  j["attention_bias"] = c.qkv_bias;
+  // Gemma3TextConfig declares it an int (transformers 5's strict config refuses 24.0).
+  const double scalar = c.query_pre_attn_scalar;
+  j["query_pre_attn_scalar"] = scalar == std::floor(scalar) ? json(static_cast<int64_t>(scalar)) : json(scalar);
+  j["rope_local_base_freq"] = c.rope_local_theta;
+  j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
+  j["sliding_window_pattern"] = c.sliding_window_pattern;
+  j["layer_types"] = c.layer_types();
+  j["attn_logit_softcapping"] = nullptr;
+  j["final_logit_softcapping"] = nullptr;
+  j["use_bidirectional_attention"] = false;
+}
+
+}  // namespace model_config_detail
+
+float ModelConfig::attention_scale() const {
+  // transformers: query_pre_attn_scalar**-0.5 (a python float) or head_dim**-0.5, rounded to fp32 where
+  // it meets the fp32 scores.
+  if (query_pre_attn_scalar > 0) return static_cast<float>(std::pow(query_pre_attn_scalar, -0.5));
+  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+}
+
+float ModelConfig::embedding_scale(bool bf16) const {
+  const float scale = static_cast<float>(std::sqrt(static_cast<double>(hidden_size)));  // torch.tensor(C**0.5)
+  if (!bf16) return scale;
+  const uint32_t bits = std::bit_cast<uint32_t>(scale);  // round to nearest even (finite, positive)
+  const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+  return std::bit_cast<float>(rounded);
+}
+
+bool ModelConfig::layer_uses_local_rope(int64_t layer) const {
+  return rope_local_theta > 0 && attention_window(layer) > 0;
+}
+
+}  // namespace trlhpc

@@ -1,0 +1,131 @@
+// Gemma 3 text configs (src/model/model_config_gemma.cpp): google/gemma-3-1b-pt's config.json as
+// published (transformers 4 spelling) parses to the structure transformers builds and counts its
+// parameters as transformers does; transformers 5's rope_parameters spelling gives the same model;
+// defaults follow Gemma3TextConfig; what trlhpc does not compute is refused naming the field.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "trlhpc/core/error.hpp"
+#include "trlhpc/model/model_config.hpp"
+#include "trlhpc/model/parameter_names.hpp"
+
+namespace trlhpc {
+namespace {
+
+using nlohmann::json;
+
+json gemma3_1b_config() {
+  return json::parse(R"({
+    "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "attention_bias": false,
+    "attention_dropout": 0.0, "attn_logit_softcapping": null, "bos_token_id": 2, "eos_token_id": 1,
+    "final_logit_softcapping": null, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
+    "hidden_size": 1152, "initializer_range": 0.02, "intermediate_size": 6912, "max_position_embeddings": 32768,
+    "num_attention_heads": 4, "num_hidden_layers": 26, "num_key_value_heads": 1, "pad_token_id": 0,
+    "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000, "rope_scaling": null,
+    "rope_theta": 1000000, "sliding_window": 512, "sliding_window_pattern": 6, "torch_dtype": "bfloat16",
+    "vocab_size": 262144})");
+}
+
+void expect_user_error(const json& config, std::initializer_list<std::string> needles) {
+  try {
+    ModelConfig::from_json(config, "/some/config.json");
+    ADD_FAILURE() << "no UserError for " << config.dump();
+  } catch (const UserError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("/some/config.json"), std::string::npos) << message;
+    for (const auto& needle : needles) EXPECT_NE(message.find(needle), std::string::npos) << message;
+  }
+}
+
+TEST(ModelConfigGemma, ParsesGemma3OneBillion) {
+  const ModelConfig c = ModelConfig::from_json(gemma3_1b_config(), "gemma3.json");
+  EXPECT_EQ(c.architecture, ModelArchitecture::Gemma3);
+  EXPECT_STREQ(c.model_type(), "gemma3_text");
+  EXPECT_TRUE(c.qk_norm && c.norm_weight_offset && c.sandwich_norms && c.scale_embeddings && c.tie_word_embeddings);
+  EXPECT_EQ(c.mlp_activation, MlpActivation::GeluTanh);
+  EXPECT_FALSE(c.qkv_bias || c.o_bias || c.mlp_bias);
+  EXPECT_EQ(c.parameter_count(), 999885952);  // gemma-3-1b-pt's num_parameters() in transformers
+  // Layers 5, 11, 17, 23 full (pattern 6), the rest sliding with window 512 and the local RoPE base.
+  for (int64_t l = 0; l < 26; ++l) {
+    const bool full = (l + 1) % 6 == 0;
+    EXPECT_EQ(c.attention_window(l), full ? 0 : 512) << l;
+    EXPECT_EQ(c.layer_uses_local_rope(l), !full) << l;
+  }
+  EXPECT_FLOAT_EQ(c.attention_scale(), 1.0f / 16.0f);
+  EXPECT_EQ(c.embedding_scale(false), static_cast<float>(std::sqrt(1152.0)));
+  EXPECT_EQ(c.embedding_scale(true), 34.0f);  // bf16(33.941...) = 34
+  // Local frequencies use base 1e4, global ones 1e6: the second inverse frequency differs.
+  const std::vector<float> global = rope_inverse_frequencies(c), local = rope_inverse_frequencies(c, true);
+  EXPECT_FLOAT_EQ(local[1], 1.0f / std::pow(10000.0f, 2.0f / 256.0f));
+  EXPECT_FLOAT_EQ(global[1], 1.0f / std::pow(1000000.0f, 2.0f / 256.0f));
+  size_t norms = 0;
+  for (const ParameterSpec& spec : parameter_specs(c, TpLayout{})) norms += spec.kind == ParameterKind::Norm;
+  EXPECT_EQ(norms, 26u * 6 + 1);  // four layer norms and q/k norms per layer, the final norm
+}
+
+TEST(ModelConfigGemma, RopeParametersSpellingAndLinearScaling) {
+  json j = gemma3_1b_config();
+  j.erase("rope_theta");
+  j.erase("rope_local_base_freq");
+  j.erase("rope_scaling");
+  j["rope_parameters"] = {{"full_attention", {{"rope_type", "linear"}, {"factor", 8.0}, {"rope_theta", 1e6}}},
+                          {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 1e4}}}};
+  const ModelConfig c = ModelConfig::from_json(j, "gemma3.json");
+  EXPECT_EQ(c.rope_theta, 1e6);
+  EXPECT_EQ(c.rope_local_theta, 1e4);
+  EXPECT_TRUE(c.rope_scaling.enabled && c.rope_scaling.linear);
+  const std::vector<float> scaled = rope_inverse_frequencies(c);
+  EXPECT_FLOAT_EQ(scaled[1], 1.0f / std::pow(1000000.0f, 2.0f / 256.0f) / 8.0f);
+  // Written back in the transformers 4 spelling both versions read, and parsed to the same model.
+  const ModelConfig back = ModelConfig::from_json(c.to_json(), "saved.json");
+  EXPECT_EQ(back.to_json(), c.to_json());
+  EXPECT_EQ(c.to_json()["rope_scaling"], json({{"rope_type", "linear"}, {"factor", 8.0}}));
+  EXPECT_FALSE(c.to_json().contains("hidden_act"));
+  // transformers 5's strict Gemma3TextConfig refuses a float query_pre_attn_scalar (found by
+  // tests/e2e/test_gemma3.sh's transformers peer check).
+  EXPECT_TRUE(c.to_json()["query_pre_attn_scalar"].is_number_integer());
+}
+
+TEST(ModelConfigGemma, DefaultsAreGemma3TextConfigs) {
+  json j = gemma3_1b_config();
+  for (const char* key : {"head_dim", "query_pre_attn_scalar", "sliding_window", "sliding_window_pattern",
+                          "rope_theta", "rope_local_base_freq", "hidden_activation", "tie_word_embeddings"})
+    j.erase(key);
+  const ModelConfig c = ModelConfig::from_json(j, "gemma3.json");
+  EXPECT_EQ(c.head_dim, 256);
+  EXPECT_EQ(c.query_pre_attn_scalar, 256.0);
+  EXPECT_EQ(c.sliding_window, 4096);
+  EXPECT_EQ(c.sliding_window_pattern, 6);
+  EXPECT_EQ(c.rope_theta, 1e6);
+  EXPECT_EQ(c.rope_local_theta, 1e4);
+  EXPECT_TRUE(c.tie_word_embeddings);
+}
+
+TEST(ModelConfigGemma, RefusesWhatItDoesNotCompute) {
+  json j = gemma3_1b_config();
+  j["final_logit_softcapping"] = 30.0;
+  expect_user_error(j, {"final_logit_softcapping", "softcapping"});
+  j = gemma3_1b_config();
+  j["attn_logit_softcapping"] = 50.0;
+  expect_user_error(j, {"attn_logit_softcapping"});
+  j = gemma3_1b_config();
+  j["hidden_activation"] = "gelu";
+  expect_user_error(j, {"hidden_activation", "gelu_pytorch_tanh"});
+  j = gemma3_1b_config();
+  j["use_bidirectional_attention"] = true;
+  expect_user_error(j, {"use_bidirectional_attention"});
+  j = gemma3_1b_config();
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  expect_user_error(j, {"rope_scaling.rope_type", "linear"});
+  j = gemma3_1b_config();
+  j["rope_parameters"] = {{"sliding_attention", {{"rope_type", "linear"}, {"factor", 2.0}}}};
+  expect_user_error(j, {"rope_parameters.sliding_attention.rope_type"});
+  j = gemma3_1b_config();
+  j["layer_types"] = {"sliding_attention"};
+  expect_user_error(j, {"layer_types"});
+}
+
+}  // namespace
+}  // namespace trlhpc
