@@ -1,5 +1,6 @@
 # Shared by the LoRA e2e tests (test_lora.sh, test_lora_modules_to_save.sh); sourced after
-# TRLHPC/MPIRUN/ROOT/WORK are set. Provides: fail, $failures, MPI (mpirun with the flags these tests
+# TRLHPC/MPIRUN/ROOT/WORK are set; the functions below read FIXTURE (curves.json, merged_logits.json) and
+# ADAPTER (the fixture's initial adapter), which the test sets. Provides: fail, $failures, MPI (mpirun with the flags these tests
 # need), SETTINGS (tests/fixtures/make_trl_curves.py's SFTConfig values, 6 steps, as `trlhpc sft` flags)
 # and compare REFERENCE(curves.json) METRICS.jsonl (every step's loss within 1e-6 and grad_norm within
 # 2e-5 relative: the bounds of test_trl_curves.sh; both sides train the same tokens from the same
@@ -31,6 +32,54 @@ for r, g in zip(ref, got):
 print("    worst relative", {k: f"{v:.1e}" for k, v in worst.items()})
 sys.exit(0 if all(worst[k] <= bounds[k] for k in bounds) else 1)
 PY
+}
+
+run() {  # run NAME NP [flags...]: trains the fixture adapter into $WORK/NAME
+  local name=$1 np=$2
+  shift 2
+  "${MPI[@]}" -np "$np" "$TRLHPC" sft --model_name_or_path "$ADAPTER" "${SETTINGS[@]}" --output_dir "$WORK/$name" "$@" \
+    >"$WORK/$name.log" 2>&1
+}
+
+check_layout() {  # check_layout NAME NP [flags...]: the run's curve within the bounds of TRL's
+  local name=$1 np=$2
+  shift 2
+  if ! run "$name" "$np" "$@"; then fail "$name: exit $?"; tail -5 "$WORK/$name.log"; return; fi
+  echo "  $name (np $np $*)"
+  compare "$FIXTURE/curves.json" "$WORK/$name/metrics.jsonl" || fail "$name: outside the bounds of TRL's curve"
+}
+
+same_steps_4_to_6() {  # same_steps_4_to_6 A.jsonl B.jsonl: a resumed run's steps 4-6 equal the uninterrupted run's
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+a = {r["step"]: r for r in map(json.loads, open(sys.argv[1])) if "grad_norm" in r}
+b = {r["step"]: r for r in map(json.loads, open(sys.argv[2])) if "grad_norm" in r}
+for s in (4, 5, 6):
+    for k in ("loss", "grad_norm"):
+        assert abs(a[s][k] - b[s][k]) <= 1e-6 * abs(a[s][k]), (s, k, a[s][k], b[s][k])
+print("    steps 4-6 equal to the uninterrupted run")
+PY
+}
+
+greedy_equal() {  # greedy_equal MODEL PROMPT: its greedy continuation is PEFT's (transformers' generate) of the adapter
+  "$TRLHPC" generate "$1" --prompt "$2" --raw_prompt --max_new_tokens 12 --json 2>"$WORK/gen.err" |
+    python3 -c "
+import json, sys
+got = json.loads(sys.stdin.read().strip().splitlines()[-1])
+ref = json.load(open('$FIXTURE/merged_logits.json'))
+assert got['input_ids'] == ref['prompt_ids'], ('prompt', got['input_ids'])
+assert got['output_ids'] == ref['greedy_new_tokens'], (got['output_ids'], ref['greedy_new_tokens'])
+" || fail "generate $1: not PEFT's greedy continuation ($(tail -1 "$WORK/gen.err"))"
+}
+
+expect_error() {  # expect_error PATTERN [sft flags...]: exit 1 and PATTERN in the output
+  local pattern=$1
+  shift
+  "$TRLHPC" sft "${SETTINGS[@]}" --output_dir "$WORK/bad" "$@" >"$WORK/bad.log" 2>&1
+  local code=$?
+  if [[ $code -ne 1 ]] || ! grep -q -- "$pattern" "$WORK/bad.log"; then
+    fail "expected exit 1 and '$pattern' for $*, got exit $code: $(tail -2 "$WORK/bad.log")"
+  fi
 }
 
 # finish: the summary line and exit status.

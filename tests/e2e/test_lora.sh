@@ -38,21 +38,7 @@ source "$ROOT/tests/e2e/lora_lib.sh"
 FIXTURE=tests/fixtures/lora_curves
 ADAPTER=$FIXTURE/initial_adapter
 
-run() {  # run NAME NP [flags...]: trains the fixture adapter into $WORK/NAME
-  local name=$1 np=$2
-  shift 2
-  "${MPI[@]}" -np "$np" "$TRLHPC" sft --model_name_or_path "$ADAPTER" "${SETTINGS[@]}" --output_dir "$WORK/$name" "$@" \
-    >"$WORK/$name.log" 2>&1
-}
-
 echo "1. trlhpc against TRL + PEFT, on 1 rank and every layout"
-check_layout() {
-  local name=$1 np=$2
-  shift 2
-  if ! run "$name" "$np" "$@"; then fail "$name: exit $?"; tail -5 "$WORK/$name.log"; return; fi
-  echo "  $name (np $np $*)"
-  compare "$FIXTURE/curves.json" "$WORK/$name/metrics.jsonl" || fail "$name: outside the bounds of TRL's curve"
-}
 check_layout one 1
 check_layout ddp 2 --per_device_train_batch_size=1
 check_layout zero1 2 --sharding zero1 --per_device_train_batch_size=1
@@ -113,16 +99,7 @@ if run ckpt 1 --save_steps 3; then
     if "${MPI[@]}" -np "$np" "$TRLHPC" sft --model_name_or_path "$ADAPTER" "${SETTINGS[@]}" "${flags[@]}" \
       --output_dir "$WORK/resume_$name" --resume_from_checkpoint "$WORK/resume_$name/checkpoint-3" \
       >"$WORK/resume_$name.log" 2>&1; then
-      python3 - "$WORK/ckpt/metrics.jsonl" "$WORK/resume_$name/metrics.jsonl" <<'PY' || fail "resume on $name differs"
-import json, sys
-a = {r["step"]: r for r in map(json.loads, open(sys.argv[1])) if "grad_norm" in r}
-b = {r["step"]: r for r in map(json.loads, open(sys.argv[2])) if "grad_norm" in r}
-for s in (4, 5, 6):
-    for k in ("loss", "grad_norm"):
-        d = abs(a[s][k] - b[s][k]) / abs(a[s][k])
-        assert d <= 1e-6, (s, k, a[s][k], b[s][k])
-print("    steps 4-6 equal to the uninterrupted run")
-PY
+      same_steps_4_to_6 "$WORK/ckpt/metrics.jsonl" "$WORK/resume_$name/metrics.jsonl" || fail "resume on $name differs"
     else
       fail "resume on $name: exit $?"
       tail -5 "$WORK/resume_$name.log"
@@ -185,19 +162,9 @@ done
 
 echo "5. generate and export --merge of an adapter"
 PROMPT="$(python3 -c "import json; print(json.load(open('$FIXTURE/merged_logits.json'))['prompt'], end='')")"$'\n'
-greedy_equal() {  # greedy_equal MODEL: its greedy continuation is PEFT's (transformers' generate) of the adapter
-  "$TRLHPC" generate "$1" --prompt "$PROMPT" --raw_prompt --max_new_tokens 12 --json 2>"$WORK/gen.err" |
-    python3 -c "
-import json, sys
-got = json.loads(sys.stdin.read().strip().splitlines()[-1])
-ref = json.load(open('$FIXTURE/merged_logits.json'))
-assert got['input_ids'] == ref['prompt_ids'], ('prompt', got['input_ids'])
-assert got['output_ids'] == ref['greedy_new_tokens'], (got['output_ids'], ref['greedy_new_tokens'])
-" || fail "generate $1: not PEFT's greedy continuation ($(tail -1 "$WORK/gen.err"))"
-}
-greedy_equal "$ADAPTER"
+greedy_equal "$ADAPTER" "$PROMPT"
 "$TRLHPC" export "$ADAPTER" --merge --output_dir "$WORK/merged" >"$WORK/merge.log" 2>&1 || fail "export --merge: $(tail -1 "$WORK/merge.log")"
-greedy_equal "$WORK/merged"
+greedy_equal "$WORK/merged" "$PROMPT"
 # The merged weights are W + (alpha / r) B A, computed here independently from the two files.
 python3 - "$ROOT/tests/fixtures/trl_curves/model/model.safetensors" "$ADAPTER/adapter_model.safetensors" \
   "$WORK/merged/model.safetensors" <<'PY' || fail "the merged weights are not W + scale B A"
@@ -284,15 +251,6 @@ else
 fi
 
 echo "6. bad input: exit 1 with a message naming what to fix"
-expect_error() {  # expect_error PATTERN [sft flags...]
-  local pattern=$1
-  shift
-  "$TRLHPC" sft "${SETTINGS[@]}" --output_dir "$WORK/bad" "$@" >"$WORK/bad.log" 2>&1
-  local code=$?
-  if [[ $code -ne 1 ]] || ! grep -q -- "$pattern" "$WORK/bad.log"; then
-    fail "expected exit 1 and '$pattern' for $*, got exit $code: $(tail -2 "$WORK/bad.log")"
-  fi
-}
 BASE=tests/fixtures/trl_curves/model
 expect_error "lora_target_modules qkv_proj matches no linear module" --model_name_or_path $BASE --use_peft \
   --lora_dropout 0 --lora_target_modules q_proj qkv_proj
