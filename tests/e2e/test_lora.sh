@@ -4,7 +4,7 @@
 # tiny Qwen2 of trl_curves, and TRL's curve training it for 6 steps):
 #  1. trlhpc continues that adapter (given as --model_name_or_path, as transformers' PEFT integration does)
 #     on 1 rank and on every layout: DDP 2, ZeRO-1 2, ZeRO-2 2, ZeRO-3 2, tp 2, tp 2 + tp sequence
-#     parallel, cp 2, sp 2, ZeRO-3 2 x tp 2. Every
+#     parallel, cp 2, sp 2, ZeRO-3 2 x tp 2, accelerate's fsdp2 profile. Every
 #     step's loss within 1e-6 and grad_norm within 2e-5 relative of TRL's. Why these bounds: the same as
 #     test_trl_curves.sh (both sides train the same tokens from the same weights; only fp32 summation order
 #     differs). Measured (2026-12-03, AMD EPYC Zen 5): loss <= 4.3e-8, grad_norm <= 6.4e-7 on every layout.
@@ -49,6 +49,9 @@ check_layout tp2_sp 2 --tp_size 2 --tp_sequence_parallel
 check_layout cp2 2 --cp_size 2
 check_layout sp2 2 --sp_size 2
 check_layout zero3_tp2 4 --sharding zero3 --tp_size 2 --per_device_train_batch_size=1
+# The bundled FSDP2 accelerate profile (fully_shard, reshard after forward) for 2 ranks, fp32 to compare with TRL's fp32 curve.
+sed 's/^num_processes: .*/num_processes: 2/' configs/fsdp2.yaml >"$WORK/fsdp2.yaml"
+check_layout fsdp2 2 --accelerate_config "$WORK/fsdp2.yaml" --bf16 false --per_device_train_batch_size=1
 echo "  negative control: --learning_rate 3.03e-3 (1 % larger)"
 if run lr_off 1 --learning_rate=3.03e-3 && compare "$FIXTURE/curves.json" "$WORK/lr_off/metrics.jsonl"; then
   fail "a 1 % larger learning rate stays within the bounds: the comparison cannot fail"
