@@ -310,6 +310,8 @@ int run_env_command(int argc, char** argv, MpiEnvironment& mpi, std::ostream& ou
       pattern += std::string(l ? " " : "") + (model->attention_window(l) > 0 ? "S" : "F") +
                  (model->layer_uses_rope(l) ? "" : "N");
     report["memory_per_rank"]["layer_pattern"] = pattern;
+    report["memory_per_rank"]["family"] = model->model_type();
+    report["memory_per_rank"]["structure"] = model->structure();
     report["memory_per_rank"]["sliding_window"] = model->sliding_window;
   }
   if (mpi.world_rank() == 0) {
@@ -332,6 +334,9 @@ int run_env_command(int argc, char** argv, MpiEnvironment& mpi, std::ostream& ou
             << " adds the largest gathered unit + gradient " << mib(m["gathered_unit_bytes"]) << ", activations "
             << mib(m["activation_bytes"]) << ", loss chunk " << mib(m["loss_bytes"]) << ": floor "
             << mib(m["floor_bytes"]) << "\n";
+        std::string structure;
+        for (const json& part : m["structure"]) structure += (structure.empty() ? "" : ", ") + part.get<std::string>();
+        out << "Family " << m["family"].get<std::string>() << ": " << structure << "\n";
         out << "Layers (S = sliding window " << m["sliding_window"] << ", F = full attention, N = no RoPE): "
             << m["layer_pattern"].get<std::string>() << "\n";
       }

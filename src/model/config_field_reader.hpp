@@ -1,6 +1,6 @@
 #pragma once
 // FieldReader: reads the fields of one config.json object, naming the file and the field in every
-// error (model_config.cpp, model_config_layers.cpp).
+// error (model_config.cpp and the family files, src/model/family/).
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -24,6 +24,7 @@ class FieldReader {
   bool has(const char* field) const { return object_.contains(field) && !object_.at(field).is_null(); }
   bool present(const char* field) const { return object_.contains(field); }  // null counts as present
   const json& at(const char* field) const { return object_.at(field); }
+  const std::string& source() const { return source_; }
 
   [[noreturn]] void fail(const char* field, const std::string& problem) const {
     std::string value = object_.contains(field) ? object_.at(field).dump() : "(missing)";
@@ -70,17 +71,5 @@ class FieldReader {
   std::string source_;
   std::string prefix_;
 };
-
-// Reads layer_types, no_rope_layers and the sliding-window fields into c (model_config_layers.cpp);
-// c's architecture and num_hidden_layers are already set.
-void parse_layer_pattern(const FieldReader& r, ModelConfig& c);
-
-// Gemma 3 text (model_config_gemma.cpp): its RoPE fields (both transformers spellings), its structure
-// flags and refusals, its layer pattern (`layer_types` as read, or null to derive it from
-// sliding_window_pattern), and the fields to_json writes for it.
-void parse_gemma3_rope(const json& root, const std::string& source, ModelConfig& c);
-void parse_gemma3_structure(const FieldReader& r, ModelConfig& c);
-void parse_gemma3_layers(const FieldReader& r, ModelConfig& c, const std::vector<bool>* layer_types);
-void write_gemma3_fields(const ModelConfig& c, json& j);
 
 }  // namespace trlhpc::model_config_detail

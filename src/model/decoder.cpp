@@ -114,18 +114,16 @@ Tensor Decoder::param_grad(const std::string& name) const {
 
 void Decoder::ensure_buffers(int64_t N) {
   if (N == buffers_N_) return;
-  const int64_t L = config_.num_hidden_layers, Nl = local_tokens(N);
-  for (int64_t l = 0; l < L; ++l) {
-    LayerActivations& act = acts_[static_cast<size_t>(l)];
-    act = LayerActivations();
-    act.x_in = ops_.allocate({Nl, config_.hidden_size});
-    if (!checkpointing_) {
-      allocate_layer_activations(ops_, local_, N, Nl, act);
-      allocate_lora_activations(act, N);
-    }
-  }
-  scratch_->allocate(ops_, local_, N, Nl, checkpointing_);
+  // The backend as the decoder's BufferSource.
+  struct FromOps final : BufferSource {
+    explicit FromOps(Ops& o) : ops(o) {}
+    Tensor allocate(const Shape& shape, DType dtype) override { return ops.allocate(shape, dtype); }
+    Ops& ops;
+  } from_ops(ops_);
+  allocate_decoder_buffers(from_ops, ops_.compute_dtype(), local_, N, local_tokens(N), checkpointing_, acts_, *scratch_);
   if (checkpointing_) allocate_lora_activations(scratch_->recompute, N);
+  else
+    for (LayerActivations& act : acts_) allocate_lora_activations(act, N);
   allocate_lora_scratch(N);
   buffers_N_ = N;
 }

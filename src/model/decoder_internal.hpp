@@ -1,10 +1,20 @@
 #pragma once
 // Buffers private to the decoder implementation (decoder.cpp, decoder_layer.cpp).
 #include <array>
+#include <vector>
 
 #include "trlhpc/model/decoder.hpp"
 
 namespace trlhpc {
+
+// Where the decoder's buffers come from: the backend (Ops::allocate) when training, a byte counter
+// when planning memory (Decoder::planned_activation_bytes). One allocation routine serves both, so the
+// memory plan cannot drift from what a step allocates.
+class BufferSource {
+ public:
+  virtual ~BufferSource() = default;
+  virtual Tensor allocate(const Shape& shape, DType dtype = DType::F32) = 0;
+};
 
 // What one layer keeps from its forward for its backward. Shapes for N tokens, of which this rank
 // holds Nl outside the tp regions (Nl = N/tp under tp sequence parallel, else N).
@@ -63,8 +73,8 @@ struct Decoder::Scratch {
   LayerActivations recompute;  // checkpointing: the layer being recomputed
   Tensor x_recompute_out;      // (Nl, C) checkpointing: output of the recomputed layer (unused)
 
-  // Nl < N: tp sequence parallel (the alias pairs become distinct tensors).
-  void allocate(Ops& ops, const ModelConfig& c, int64_t N, int64_t Nl, bool checkpointing);
+  // Nl < N: tp sequence parallel (the alias pairs become distinct tensors). `compute`: Ops::compute_dtype().
+  void allocate(BufferSource& source, DType compute, const ModelConfig& c, int64_t N, int64_t Nl, bool checkpointing);
 };
 
 // One layer's parameters (or their gradients, `grads`) in the store; biases and the q/k norms (qn, kn)
@@ -80,7 +90,15 @@ LayerTensors layer_tensors(const ParameterStore& store, const ModelConfig& c, in
 // y = x W^T (+ b), with beta scaling what y held.
 void linear(Ops& ops, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, float beta = 0.0f);
 
-// Allocates every LayerActivations buffer but x_in.
-void allocate_layer_activations(Ops& ops, const ModelConfig& c, int64_t N, int64_t Nl, Decoder::LayerActivations& act);
+// Allocates every LayerActivations buffer but x_in (and the LoRA ones).
+void allocate_layer_activations(BufferSource& source, DType compute, const ModelConfig& c, int64_t N, int64_t Nl,
+                                Decoder::LayerActivations& act);
+
+// Every base-model buffer of a step over N tokens (Nl outside the tp regions) of the tp-local config `c`:
+// each layer's x_in, the other saved activations of every layer (of none under checkpointing, where
+// scratch.recompute holds the layer being recomputed) and the scratch. The LoRA buffers are the
+// decoder's own (decoder_lora.cpp).
+void allocate_decoder_buffers(BufferSource& source, DType compute, const ModelConfig& c, int64_t N, int64_t Nl,
+                              bool checkpointing, std::vector<Decoder::LayerActivations>& acts, Decoder::Scratch& scratch);
 
 }  // namespace trlhpc

@@ -101,72 +101,84 @@ void linear_weight_grad(Ops& ops, const Tensor& dy, const Tensor& x, const Tenso
 
 }  // namespace
 
-void allocate_layer_activations(Ops& ops, const ModelConfig& c, int64_t N, int64_t Nl, Decoder::LayerActivations& a) {
+void allocate_layer_activations(BufferSource& source, DType compute, const ModelConfig& c, int64_t N, int64_t Nl,
+                                Decoder::LayerActivations& a) {
   const int64_t C = c.hidden_size, F = c.intermediate_size, QD = c.num_attention_heads * c.head_dim,
                 KD = c.num_key_value_heads * c.head_dim;
-  const DType cd = ops.compute_dtype();  // the GEMM inputs; statistics and the residual stream stay F32
-  a.h1 = ops.allocate({Nl, C}, cd);
-  a.rstd1 = ops.allocate({Nl});
-  a.q = ops.allocate({N, QD}, cd);
-  a.k = ops.allocate({N, KD}, cd);
-  a.v = ops.allocate({N, KD}, cd);
-  a.attn = ops.allocate({N, QD}, cd);
-  a.lse = ops.allocate({N * c.num_attention_heads});
+  const DType cd = compute;  // the GEMM inputs; statistics and the residual stream stay F32
+  a.h1 = source.allocate({Nl, C}, cd);
+  a.rstd1 = source.allocate({Nl});
+  a.q = source.allocate({N, QD}, cd);
+  a.k = source.allocate({N, KD}, cd);
+  a.v = source.allocate({N, KD}, cd);
+  a.attn = source.allocate({N, QD}, cd);
+  a.lse = source.allocate({N * c.num_attention_heads});
   if (c.qk_norm) {  // the norm inputs are GEMM outputs stored like q/k; their statistics F32
-    a.q_pre = ops.allocate({N, QD}, cd);
-    a.k_pre = ops.allocate({N, KD}, cd);
-    a.q_rstd = ops.allocate({N * c.num_attention_heads});
-    a.k_rstd = ops.allocate({N * c.num_key_value_heads});
+    a.q_pre = source.allocate({N, QD}, cd);
+    a.k_pre = source.allocate({N, KD}, cd);
+    a.q_rstd = source.allocate({N * c.num_attention_heads});
+    a.k_rstd = source.allocate({N * c.num_key_value_heads});
   }
-  a.x_mid = ops.allocate({Nl, C});
+  a.x_mid = source.allocate({Nl, C});
   if (c.sandwich_norms) {  // the residual branches before their norms: F32 like the residual stream
-    a.attn_out = ops.allocate({Nl, C});
-    a.rstd_attn_out = ops.allocate({Nl});
-    a.mlp_out = ops.allocate({Nl, C});
-    a.rstd_mlp_out = ops.allocate({Nl});
+    a.attn_out = source.allocate({Nl, C});
+    a.rstd_attn_out = source.allocate({Nl});
+    a.mlp_out = source.allocate({Nl, C});
+    a.rstd_mlp_out = source.allocate({Nl});
   }
-  a.h2 = ops.allocate({Nl, C}, cd);
-  a.rstd2 = ops.allocate({Nl});
-  a.gate = ops.allocate({N, F}, cd);
-  a.up = ops.allocate({N, F}, cd);
-  a.act = ops.allocate({N, F}, cd);
+  a.h2 = source.allocate({Nl, C}, cd);
+  a.rstd2 = source.allocate({Nl});
+  a.gate = source.allocate({N, F}, cd);
+  a.up = source.allocate({N, F}, cd);
+  a.act = source.allocate({N, F}, cd);
 }
 
-void Decoder::Scratch::allocate(Ops& ops, const ModelConfig& c, int64_t N, int64_t Nl, bool checkpointing) {
+void Decoder::Scratch::allocate(BufferSource& source, DType compute, const ModelConfig& c, int64_t N, int64_t Nl,
+                                bool checkpointing) {
   const int64_t C = c.hidden_size, F = c.intermediate_size, QD = c.num_attention_heads * c.head_dim,
                 KD = c.num_key_value_heads * c.head_dim;
   const bool sharded = Nl < N;
-  const DType cd = ops.compute_dtype();
+  const DType cd = compute;
   const bool mixed = cd != DType::F32;
-  x_final = ops.allocate({Nl, C});
-  h_final = ops.allocate({N, C}, cd);
-  h_final_local = sharded ? ops.allocate({Nl, C}, cd) : h_final;
-  rstd_final = ops.allocate({Nl});
-  dx = ops.allocate({Nl, C});
-  dx_compute = mixed ? ops.allocate({Nl, C}, cd) : dx;
-  dh = ops.allocate({N, C});
-  dh_local = sharded ? ops.allocate({Nl, C}) : dh;
-  dtmp = ops.allocate({Nl, C});
-  dbranch = c.sandwich_norms ? ops.allocate({Nl, C}) : Tensor();
+  x_final = source.allocate({Nl, C});
+  h_final = source.allocate({N, C}, cd);
+  h_final_local = sharded ? source.allocate({Nl, C}, cd) : h_final;
+  rstd_final = source.allocate({Nl});
+  dx = source.allocate({Nl, C});
+  dx_compute = mixed ? source.allocate({Nl, C}, cd) : dx;
+  dh = source.allocate({N, C});
+  dh_local = sharded ? source.allocate({Nl, C}) : dh;
+  dtmp = source.allocate({Nl, C});
+  dbranch = c.sandwich_norms ? source.allocate({Nl, C}) : Tensor();
   // Never live at the same time (each is consumed before the next gather or row-parallel product);
   // the gathered GEMM inputs are in the compute dtype, the partial sums F32.
-  row_out = sharded ? ops.allocate({N, C}) : Tensor();
-  h_full = dx_full = sharded ? (mixed ? ops.allocate({N, C}, cd) : row_out) : Tensor();
-  dq = ops.allocate({N, QD});  // F32: attention_bwd accumulates into them (ring attention: per K/V block)
-  dk = ops.allocate({N, KD});
-  dv = ops.allocate({N, KD});
-  dq_pre = c.qk_norm ? ops.allocate({N, QD}) : Tensor();
-  dk_pre = c.qk_norm ? ops.allocate({N, KD}) : Tensor();
-  dattn = ops.allocate({N, QD}, cd);
-  dact = ops.allocate({N, F}, cd);
-  dgate = ops.allocate({N, F}, cd);
-  dup = ops.allocate({N, F}, cd);
+  row_out = sharded ? source.allocate({N, C}) : Tensor();
+  h_full = dx_full = sharded ? (mixed ? source.allocate({N, C}, cd) : row_out) : Tensor();
+  dq = source.allocate({N, QD});  // F32: attention_bwd accumulates into them (ring attention: per K/V block)
+  dk = source.allocate({N, KD});
+  dv = source.allocate({N, KD});
+  dq_pre = c.qk_norm ? source.allocate({N, QD}) : Tensor();
+  dk_pre = c.qk_norm ? source.allocate({N, KD}) : Tensor();
+  dattn = source.allocate({N, QD}, cd);
+  dact = source.allocate({N, F}, cd);
+  dgate = source.allocate({N, F}, cd);
+  dup = source.allocate({N, F}, cd);
   recompute = LayerActivations();
   x_recompute_out = Tensor();
   if (checkpointing) {
-    allocate_layer_activations(ops, c, N, Nl, recompute);
-    x_recompute_out = ops.allocate({Nl, C});
+    allocate_layer_activations(source, compute, c, N, Nl, recompute);
+    x_recompute_out = source.allocate({Nl, C});
   }
+}
+
+void allocate_decoder_buffers(BufferSource& source, DType compute, const ModelConfig& c, int64_t N, int64_t Nl,
+                              bool checkpointing, std::vector<Decoder::LayerActivations>& acts, Decoder::Scratch& scratch) {
+  for (Decoder::LayerActivations& act : acts) {
+    act = Decoder::LayerActivations();
+    act.x_in = source.allocate({Nl, c.hidden_size});
+    if (!checkpointing) allocate_layer_activations(source, compute, c, N, Nl, act);
+  }
+  scratch.allocate(source, compute, c, N, Nl, checkpointing);
 }
 
 Tensor Decoder::compute_param(const Tensor& p) {

@@ -1,5 +1,7 @@
-// Decoder::activation_bytes: what the decoder's own buffers hold for the current micro-batch shape.
+// Decoder::activation_bytes: what the decoder's own buffers hold for the current micro-batch shape;
+// Decoder::planned_activation_bytes: the same without a decoder, by counting what the allocation asks for.
 #include <set>
+#include <vector>
 
 #include "src/model/decoder_internal.hpp"
 
@@ -32,6 +34,23 @@ int64_t Decoder::activation_bytes() const {
                           &s.dact, &s.dgate, &s.dup, &s.x_recompute_out})
     if (counted.insert(t->data()).second) n += bytes_of(*t);
   return n + layer_bytes(s.recompute);
+}
+
+int64_t Decoder::planned_activation_bytes(const ModelConfig& local_config, int64_t N, int64_t Nl, bool checkpointing,
+                                          DType compute) {
+  // Each allocation request counted and answered with an empty tensor: the aliases (h_final_local =
+  // h_final without tp sequence parallel, ...) are assignments, not requests, so each buffer counts once.
+  struct ByteCounter final : BufferSource {
+    Tensor allocate(const Shape& shape, DType dtype) override {
+      bytes += shape_numel(shape) * static_cast<int64_t>(dtype_size(dtype));
+      return Tensor();
+    }
+    int64_t bytes = 0;
+  } counter;
+  std::vector<LayerActivations> acts(static_cast<size_t>(local_config.num_hidden_layers));
+  Scratch scratch;
+  allocate_decoder_buffers(counter, compute, local_config, N, Nl, checkpointing, acts, scratch);
+  return counter.bytes;
 }
 
 }  // namespace trlhpc

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "src/model/config_field_reader.hpp"
+#include "src/model/family/model_family.hpp"
 #include "trlhpc/core/error.hpp"
 
 namespace trlhpc {
@@ -13,94 +14,48 @@ namespace {
 using nlohmann::json;
 using model_config_detail::FieldReader;
 
-// The supported architectures: (architectures[0], model_type).
-struct ArchitectureName {
-  ModelArchitecture architecture;
-  const char *class_name, *model_type;
-};
-constexpr ArchitectureName kArchitectures[] = {
-    {ModelArchitecture::Llama, "LlamaForCausalLM", "llama"},
-    {ModelArchitecture::Qwen2, "Qwen2ForCausalLM", "qwen2"},
-    {ModelArchitecture::Qwen3, "Qwen3ForCausalLM", "qwen3"},
-    {ModelArchitecture::Mistral, "MistralForCausalLM", "mistral"},
-    {ModelArchitecture::SmolLM3, "SmolLM3ForCausalLM", "smollm3"},
-    {ModelArchitecture::Gemma3, "Gemma3ForCausalLM", "gemma3_text"},
-};
-constexpr const char* kSupportedClasses =
-    "LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, SmolLM3ForCausalLM and "
-    "Gemma3ForCausalLM";
-constexpr const char* kSupportedTypes =
-    "\"llama\", \"qwen2\", \"qwen3\", \"mistral\", \"smollm3\" and \"gemma3_text\"";
+using model_family_detail::ModelFamily;
+using model_family_detail::model_families;
+using model_family_detail::model_family;
 
-const ArchitectureName& name_of(ModelArchitecture a) {
-  for (const ArchitectureName& n : kArchitectures)
-    if (n.architecture == a) return n;
-  return kArchitectures[0];
+// "A, B and C" of the families' class names or quoted model types, for error messages.
+std::string supported_list(bool model_types) {
+  std::string list;
+  const auto families = model_families();
+  for (size_t i = 0; i < families.size(); ++i) {
+    if (i) list += i + 1 == families.size() ? " and " : ", ";
+    list += model_types ? "\"" + std::string(families[i]->model_type) + "\"" : families[i]->class_name;
+  }
+  return list;
 }
 
-ModelArchitecture parse_architecture(const FieldReader& r) {
-  std::optional<ModelArchitecture> from_architectures, from_model_type;
+const ModelFamily& parse_family(const FieldReader& r) {
+  const ModelFamily *from_architectures = nullptr, *from_model_type = nullptr;
   if (r.has("architectures")) {
     const json& list = r.at("architectures");
     if (!list.is_array() || list.empty() || !list[0].is_string())
       r.fail("architectures", "expected a list like [\"LlamaForCausalLM\"]");
     const std::string name = list[0].get<std::string>();
-    for (const ArchitectureName& n : kArchitectures)
-      if (name == n.class_name) from_architectures = n.architecture;
+    for (const ModelFamily* family : model_families())
+      if (name == family->class_name) from_architectures = family;
     if (!from_architectures)
-      r.fail("architectures", std::string("unsupported architecture; trlhpc trains ") + kSupportedClasses);
+      r.fail("architectures", "unsupported architecture; trlhpc trains " + supported_list(false));
   }
   if (r.has("model_type")) {
     const std::string type = r.string("model_type", "");
-    for (const ArchitectureName& n : kArchitectures)
-      if (type == n.model_type) from_model_type = n.architecture;
-    if (!from_model_type) r.fail("model_type", std::string("unsupported model type; trlhpc trains ") + kSupportedTypes);
+    for (const ModelFamily* family : model_families())
+      if (type == family->model_type) from_model_type = family;
+    if (!from_model_type) r.fail("model_type", "unsupported model type; trlhpc trains " + supported_list(true));
   }
-  if (from_architectures && from_model_type && *from_architectures != *from_model_type)
+  if (from_architectures && from_model_type && from_architectures != from_model_type)
     r.fail("model_type", "does not match the architectures field; make them agree");
   if (from_architectures) return *from_architectures;
   if (from_model_type) return *from_model_type;
-  r.fail("architectures", std::string("neither architectures nor model_type is given; add \"model_type\": one of ") +
-                              kSupportedTypes);
-}
-
-// rope_scaling (transformers 4) or rope_parameters (transformers 5): null, "default" or "llama3".
-void parse_rope(const json& root, const std::string& source, ModelConfig& config) {
-  const FieldReader top(root, source);
-  config.rope_theta = top.number("rope_theta", 10000.0);
-  if (top.has("partial_rotary_factor") && top.number("partial_rotary_factor", 1.0) != 1.0)
-    top.fail("partial_rotary_factor", "partial rotary embeddings are not supported; remove it or set 1.0");
-  for (const char* key : {"rope_scaling", "rope_parameters"}) {
-    if (!top.has(key)) continue;
-    const json& object = root.at(key);
-    if (!object.is_object()) top.fail(key, "expected an object or null");
-    const FieldReader r(object, source, std::string(key) + ".");
-    if (r.has("rope_theta")) config.rope_theta = r.number("rope_theta", config.rope_theta);
-    if (r.has("partial_rotary_factor") && r.number("partial_rotary_factor", 1.0) != 1.0)
-      r.fail("partial_rotary_factor", "partial rotary embeddings are not supported; remove it or set 1.0");
-    const char* type_field = r.has("rope_type") ? "rope_type" : "type";
-    const std::string type = r.string(type_field, "default");
-    if (type == "default") continue;
-    if (type != "llama3")
-      r.fail(type_field, "unsupported RoPE scaling; trlhpc implements \"default\" and \"llama3\"");
-    RopeScaling& s = config.rope_scaling;
-    s.enabled = true;
-    s.factor = r.number("factor", 0.0);
-    s.low_freq_factor = r.number("low_freq_factor", 0.0);
-    s.high_freq_factor = r.number("high_freq_factor", 0.0);
-    s.original_max_position_embeddings = r.positive("original_max_position_embeddings");
-    if (!(s.factor > 0)) r.fail("factor", "llama3 rope scaling needs a positive factor");
-    if (!(s.low_freq_factor > 0)) r.fail("low_freq_factor", "llama3 rope scaling needs a positive low_freq_factor");
-    if (!(s.high_freq_factor > s.low_freq_factor))
-      r.fail("high_freq_factor", "llama3 rope scaling needs high_freq_factor > low_freq_factor");
-  }
-  if (!(config.rope_theta > 0)) top.fail("rope_theta", "must be positive");
+  r.fail("architectures", "neither architectures nor model_type is given; add \"model_type\": one of " +
+                              supported_list(true));
 }
 
 void reject_unsupported(const FieldReader& r, const ModelConfig& config) {
-  // Gemma 3 reads hidden_activation instead (model_config_gemma.cpp); its hidden_act is unused.
-  if (config.architecture != ModelArchitecture::Gemma3 && r.string("hidden_act", "silu") != "silu")
-    r.fail("hidden_act", "unsupported activation; trlhpc implements SwiGLU with \"silu\"");
   if (r.number("attention_dropout", 0.0) != 0.0)
     r.fail("attention_dropout", "dropout is not implemented; set it to 0.0");
   if (r.number("mlp_dropout", 0.0) != 0.0) r.fail("mlp_dropout", "dropout is not implemented; set it to 0.0");
@@ -125,45 +80,6 @@ std::vector<int64_t> parse_eos(const FieldReader& r) {
   return ids;
 }
 
-// The fields only some architectures have, as their configuration classes name them, so that
-// transformers derives the same layers back (the sliding window is written as read: 0 = null).
-void write_architecture_fields(const ModelConfig& c, json& j) {
-  const json window = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
-  switch (c.architecture) {
-    case ModelArchitecture::Llama:
-      j["attention_bias"] = c.qkv_bias;
-      j["mlp_bias"] = c.mlp_bias;
-      break;
-    case ModelArchitecture::Qwen2:
-    case ModelArchitecture::Qwen3:
-      if (c.architecture == ModelArchitecture::Qwen3) j["attention_bias"] = c.qkv_bias;
-      j["use_sliding_window"] = c.use_sliding_window;
-      j["sliding_window"] = window;
-      // Before sliding layers existed trlhpc wrote max_window_layers = L; kept when there is no window.
-      j["max_window_layers"] = c.sliding_window > 0 ? c.max_window_layers : c.num_hidden_layers;
-      if (c.sliding_window > 0) j["layer_types"] = c.layer_types();  // as read or derived; exact either way
-      break;
-    case ModelArchitecture::Mistral:
-      j["sliding_window"] = window;
-      break;
-    case ModelArchitecture::Gemma3:
-      model_config_detail::write_gemma3_fields(c, j);
-      break;
-    case ModelArchitecture::SmolLM3: {
-      j["attention_bias"] = c.qkv_bias;
-      j["mlp_bias"] = c.mlp_bias;
-      j["use_sliding_window"] = c.use_sliding_window;
-      j["sliding_window"] = window;
-      json no_rope = json::array();
-      for (int64_t i = 0; i < c.num_hidden_layers; ++i) no_rope.push_back(c.layer_uses_rope(i) ? 1 : 0);
-      j["no_rope_layers"] = no_rope;
-      j["no_rope_layer_interval"] = c.no_rope_layer_interval;
-      j["layer_types"] = c.layer_types();
-      break;
-    }
-  }
-}
-
 }  // namespace
 
 ModelConfig ModelConfig::from_file(const std::string& path) {
@@ -182,62 +98,42 @@ ModelConfig ModelConfig::from_json(const json& root, const std::string& source) 
   if (!root.is_object()) throw UserError(source + ": expected a JSON object (a Hugging Face config.json)");
   const FieldReader r(root, source);
   ModelConfig c;
-  c.architecture = parse_architecture(r);
+  const ModelFamily& family = parse_family(r);
+  c.architecture = family.architecture;
   c.hidden_size = r.positive("hidden_size");
   c.intermediate_size = r.positive("intermediate_size");
   c.num_hidden_layers = r.positive("num_hidden_layers");
   c.num_attention_heads = r.positive("num_attention_heads");
   c.num_key_value_heads = r.positive("num_key_value_heads", c.num_attention_heads);
-  const bool qwen3 = c.architecture == ModelArchitecture::Qwen3;
-  const bool gemma3 = c.architecture == ModelArchitecture::Gemma3;
-  if (!qwen3 && !r.has("head_dim") && c.hidden_size % c.num_attention_heads != 0)
+  if (!family.default_head_dim && !r.has("head_dim") && c.hidden_size % c.num_attention_heads != 0)
     r.fail("num_attention_heads", "must divide hidden_size (" + std::to_string(c.hidden_size) +
                                       ") when head_dim is not given");
-  // Qwen3Config's head_dim defaults to 128 whatever hidden_size / num_attention_heads is.
-  // Gemma3TextConfig's is 256.
-  c.head_dim = r.positive("head_dim", qwen3 ? 128 : gemma3 ? 256 : c.hidden_size / c.num_attention_heads);
+  c.head_dim = r.positive("head_dim", family.default_head_dim.value_or(c.hidden_size / c.num_attention_heads));
   c.vocab_size = r.positive("vocab_size");
-  // The configuration classes' defaults (LlamaConfig 2048, MistralConfig 4096 * 32, Qwen / SmolLM3 32768).
-  // (Gemma3TextConfig 131072.)
-  const int64_t default_max_positions = c.architecture == ModelArchitecture::Llama ? 2048
-                                        : c.architecture == ModelArchitecture::Mistral || gemma3 ? 131072
-                                                                                                 : 32768;
-  c.max_position_embeddings = r.positive("max_position_embeddings", default_max_positions);
+  c.max_position_embeddings = r.positive("max_position_embeddings", family.default_max_position_embeddings);
   c.rms_norm_eps = r.number("rms_norm_eps", 1e-6);
   c.initializer_range = r.number("initializer_range", 0.02);
-  if (gemma3) model_config_detail::parse_gemma3_rope(root, source, c);
-  else parse_rope(root, source, c);
-  if (gemma3) {
-    model_config_detail::parse_gemma3_structure(r, c);  // biases, q/k norms, the Gemma flags
-  } else if (c.architecture == ModelArchitecture::Qwen2) {
-    c.qkv_bias = true;  // Qwen2Attention: q/k/v Linear(bias=True), o_proj bias=False; Qwen2MLP no bias
-    c.o_bias = false;
-    c.mlp_bias = false;
-  } else if (qwen3) {
-    // Qwen3Attention: q/k/v/o Linear(bias=attention_bias); Qwen3MLP no bias; q_norm/k_norm always.
-    c.qkv_bias = c.o_bias = r.boolean("attention_bias", false);
-    c.mlp_bias = false;
-    c.qk_norm = true;
-  } else if (c.architecture == ModelArchitecture::Mistral) {
-    c.qkv_bias = c.o_bias = c.mlp_bias = false;  // MistralAttention / MistralMLP: Linear(bias=False)
-  } else {  // llama, smollm3: attention_bias on q/k/v/o, mlp_bias on gate/up/down
-    c.qkv_bias = c.o_bias = r.boolean("attention_bias", false);
-    c.mlp_bias = r.boolean("mlp_bias", false);
-  }
-  // SmolLM3Config and Gemma3TextConfig tie the embeddings by default; the others do not.
-  c.tie_word_embeddings = r.boolean("tie_word_embeddings", c.architecture == ModelArchitecture::SmolLM3 || gemma3);
+  c.tie_word_embeddings = r.boolean("tie_word_embeddings", family.default_tie_word_embeddings);
   c.bos_token_id = r.optional_integer("bos_token_id");
   c.eos_token_ids = parse_eos(r);
   c.pad_token_id = r.optional_integer("pad_token_id");
   c.torch_dtype = r.string("torch_dtype", r.string("dtype", "float32"));
   reject_unsupported(r, c);
-  model_config_detail::parse_layer_pattern(r, c);
+  // The family's structure and layer pattern, from every layer full-attention with RoPE.
+  c.rope_layers.assign(static_cast<size_t>(c.num_hidden_layers), true);
+  c.sliding_layers.assign(static_cast<size_t>(c.num_hidden_layers), false);
+  model_family_detail::read_window(r);  // a non-positive sliding_window is refused whatever the family
+  family.read(root, r, c);
+  for (bool sliding : c.sliding_layers)
+    if (sliding && c.sliding_window <= 0)
+      r.fail("sliding_window", "layer_types names sliding_attention layers but there is no window (null, or "
+                               "use_sliding_window is false); set sliding_window and use_sliding_window");
   return c;
 }
 
-const char* ModelConfig::model_type() const { return name_of(architecture).model_type; }
+const char* ModelConfig::model_type() const { return model_family(architecture).model_type; }
 
-const char* ModelConfig::architecture_name() const { return name_of(architecture).class_name; }
+const char* ModelConfig::architecture_name() const { return model_family(architecture).class_name; }
 
 json ModelConfig::to_json() const {
   json j;
@@ -264,8 +160,8 @@ json ModelConfig::to_json() const {
   } else {
     j["rope_scaling"] = nullptr;
   }
-  if (architecture != ModelArchitecture::Gemma3) j["hidden_act"] = "silu";
-  write_architecture_fields(*this, j);
+  if (mlp_activation == MlpActivation::Silu) j["hidden_act"] = "silu";
+  model_family(architecture).write(*this, j);
   j["attention_dropout"] = 0.0;
   j["tie_word_embeddings"] = tie_word_embeddings;
   j["initializer_range"] = initializer_range;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "trlhpc/model/decoder.hpp"
 #include "trlhpc/model/parameter_names.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
 
@@ -48,40 +49,6 @@ MemoryAccount plan_memory(const ModelConfig& config, const ParallelDims& dims, S
   return m;
 }
 
-// Mirrors Decoder::ensure_buffers (allocate_layer_activations, Scratch::allocate): the same buffers,
-// counted once each (tests/mpi/test_zero3_memory.cpp compares the two).
-// f: elements kept in F32, h: elements in the compute dtype (h bytes each).
-int64_t plan_activation_bytes(const ModelConfig& c, int64_t N, int64_t Nl, bool gradient_checkpointing,
-                              DType compute_dtype) {
-  const int64_t C = c.hidden_size, F = c.intermediate_size, QD = c.num_attention_heads * c.head_dim,
-                KD = c.num_key_value_heads * c.head_dim, L = c.num_hidden_layers;
-  const bool sharded = Nl < N, mixed = compute_dtype != DType::F32;
-  // One layer's saved forward (LayerActivations without x_in): x_mid, rstd1/2, lse in F32; h1, h2, q,
-  // k, v, attn, gate, up, act in the compute dtype.
-  // qk_norm (Qwen3) adds q_pre, k_pre in the compute dtype and their per-head rstd in F32.
-  const int64_t qk = c.qk_norm ? 1 : 0;
-  // sandwich_norms (Gemma) adds attn_out, mlp_out (Nl, C) and their rstd in F32, and the dbranch scratch.
-  const int64_t sw = c.sandwich_norms ? 1 : 0;
-  const int64_t layer_f = Nl * C + 2 * Nl + N * c.num_attention_heads +
-                          qk * N * (c.num_attention_heads + c.num_key_value_heads) + sw * 2 * (Nl * C + Nl);
-  const int64_t layer_h = 2 * Nl * C + 2 * N * QD + 2 * N * KD + 3 * N * F + qk * N * (QD + KD);
-  int64_t f = L * Nl * C, h = 0;  // x_in of every layer
-  const int64_t copies = gradient_checkpointing ? 1 : L;  // the recomputed layer, or all of them
-  f += copies * layer_f + (gradient_checkpointing ? Nl * C : 0);  // + the recomputed layer's output
-  h += copies * layer_h;
-  f += Nl * C + Nl;                                    // x_final, rstd_final
-  h += N * C + (sharded ? Nl * C : 0);                 // h_final, h_final_local
-  f += Nl * C + N * C + (sharded ? Nl * C : 0) + Nl * C;  // dx, dh, dh_local, dtmp
-  f += sw * Nl * C;                                    // dbranch
-  h += mixed ? Nl * C : 0;                             // dx_compute (= dx in fp32)
-  f += sharded ? N * C : 0;                            // row_out (= h_full = dx_full in fp32)
-  h += sharded && mixed ? N * C : 0;                   // h_full = dx_full in the compute dtype
-  f += N * QD + 2 * N * KD;                            // dq, dk, dv
-  f += qk * N * (QD + KD);                             // dq_pre, dk_pre
-  h += N * QD + 3 * N * F;                             // dattn, dact, dgate, dup
-  return kF32 * f + static_cast<int64_t>(dtype_size(compute_dtype)) * h;
-}
-
 StepMemoryPlan plan_step_memory(const ModelConfig& config, const ParallelDims& dims, ShardingKind sharding,
                                 const MicroBatchShape& batch, Offload offload) {
   StepMemoryPlan plan;
@@ -105,7 +72,8 @@ StepMemoryPlan plan_step_memory(const ModelConfig& config, const ParallelDims& d
   const int64_t T = (batch.seq_len + multiple - 1) / multiple * multiple;
   const int64_t N = batch.rows * T / (int64_t{dims.cp} * dims.sp);  // this rank's tokens
   const int64_t Nl = dims.tp_sequence_parallel ? N / dims.tp : N;
-  plan.activation_bytes = plan_activation_bytes(local, N, Nl, batch.gradient_checkpointing, batch.compute_dtype);
+  plan.activation_bytes =
+      Decoder::planned_activation_bytes(local, N, Nl, batch.gradient_checkpointing, batch.compute_dtype);
   // The head sees every token of the rank (gathered over tp under tp sequence parallel).
   const int64_t chunk = std::max<int64_t>(1, std::min(batch.loss_chunk_tokens, N));
   plan.loss_bytes = kF32 * chunk * (local.vocab_size + 2 * local.hidden_size);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Gemma 3 text end to end:
-#  1. `trlhpc env --model` names Gemma3ForCausalLM and its layer pattern (sliding / full).
+#  1. `trlhpc env --model` names Gemma3ForCausalLM, its structure and its layer pattern (sliding / full).
 #  2. `trlhpc sft` trains a randomly initialised Gemma 3 (the shape of tests/golden/gemma3_tiny with the
 #     tiny-chat tokenizer's vocabulary) for 4 steps on 2 ranks, tp 2, and saves a Hugging Face directory
 #     whose config.json is a gemma3_text one; `trlhpc generate` continues a prompt from it.
@@ -26,6 +26,8 @@ check "env runs" $?
 grep -q "Gemma3ForCausalLM" "$WORK/env.txt"; check "env names Gemma3ForCausalLM" $?
 grep -q "Layers (S = sliding window 3, F = full attention, N = no RoPE): S F S" "$WORK/env.txt"
 check "env prints the layer pattern" $?
+grep -q "Family gemma3_text: q/k norms, norms on the attention and MLP outputs, (1 + w) RMSNorm, GeGLU (tanh GELU), embeddings x sqrt(hidden)" "$WORK/env.txt"
+check "env prints the family's structure" $?
 
 # 2. train with tp 2 and save
 python3 - tests/golden/gemma3_tiny/model/config.json examples/tiny-chat/config.json "$WORK/config.json" <<'PY'

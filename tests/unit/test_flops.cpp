@@ -44,5 +44,18 @@ TEST(Flops, Qwen3CountsHeadDimAndQkNorms) {
   EXPECT_DOUBLE_EQ(training_flops_per_token(c, 64), 6.0 * n + attention * 64.0);
 }
 
+// Sliding-window layers (Mistral, Gemma 3's local layers) attend over min(window, T) positions: layer 0
+// sliding with window 16, layer 1 full. The parameters are those of PalmCountPerToken's untied model.
+TEST(Flops, SlidingLayersCountTheirWindow) {
+  ModelConfig c = small(false);
+  c.sliding_window = 16;
+  c.sliding_layers = {true, false};
+  const double layer = 32 * 32 + 2 * 16 * 32 + 32 * 32 + 3 * 64 * 32 + 2 * 32;
+  const double n = 2 * layer + 32 + 100 * 32;
+  const double per_position = 12.0 * 4 * 8;  // 12 H Q, per layer and attended position
+  EXPECT_DOUBLE_EQ(training_flops_per_token(c, 512), 6.0 * n + per_position * (16 + 512));
+  EXPECT_DOUBLE_EQ(training_flops_per_token(c, 7), 6.0 * n + per_position * (7 + 7));  // T below the window
+}
+
 }  // namespace
 }  // namespace trlhpc

@@ -217,6 +217,57 @@ TEST(ModelConfig, RejectsUnsupportedValuesNamingTheField) {
   expect_user_error(j, {"model_type", "qwen2"});
 }
 
+// Every family (src/model/family/, one file each): found by its class name and by its model type alone,
+// the configuration class's defaults (head_dim, max_position_embeddings, tied head; from the
+// transformers 5 configuration classes), written back under its own names, read back equal, and the
+// SwiGLU families refusing another hidden_act (each family checks its own activation field).
+TEST(ModelConfig, EveryFamilyIsFoundByNameAndTypeAndRoundTrips) {
+  struct Family {
+    const char *class_name, *model_type;
+    int64_t head_dim, max_positions;
+    bool tied, swiglu;
+  };
+  const Family families[] = {
+      {"LlamaForCausalLM", "llama", 8, 2048, false, true},
+      {"Qwen2ForCausalLM", "qwen2", 8, 32768, false, true},
+      {"Qwen3ForCausalLM", "qwen3", 128, 32768, false, true},
+      {"MistralForCausalLM", "mistral", 8, 131072, false, true},
+      {"SmolLM3ForCausalLM", "smollm3", 8, 32768, true, true},
+      {"Gemma3ForCausalLM", "gemma3_text", 256, 131072, true, false},
+  };
+  for (const Family& f : families) {
+    SCOPED_TRACE(f.class_name);
+    const json sizes = {{"hidden_size", 32}, {"intermediate_size", 48}, {"num_hidden_layers", 2},
+                        {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"vocab_size", 64}};
+    json by_class = sizes, by_type = sizes;
+    by_class["architectures"] = {f.class_name};
+    by_type["model_type"] = f.model_type;
+    for (const json& j : {by_class, by_type}) {
+      const ModelConfig c = ModelConfig::from_json(j, "/some/config.json");
+      EXPECT_STREQ(c.architecture_name(), f.class_name);
+      EXPECT_STREQ(c.model_type(), f.model_type);
+      EXPECT_EQ(c.head_dim, f.head_dim);
+      EXPECT_EQ(c.max_position_embeddings, f.max_positions);
+      EXPECT_EQ(c.tie_word_embeddings, f.tied);
+      const json written = c.to_json();
+      EXPECT_EQ(written["architectures"][0], f.class_name);
+      EXPECT_EQ(written["model_type"], f.model_type);
+      const ModelConfig back = ModelConfig::from_json(written, "written");
+      EXPECT_EQ(back.to_json(), written);
+      EXPECT_EQ(back.parameter_count(), c.parameter_count());
+    }
+    json gelu = by_class;
+    gelu[f.swiglu ? "hidden_act" : "hidden_activation"] = "relu";
+    expect_user_error(gelu, {f.swiglu ? "hidden_act" : "hidden_activation", "relu"});
+  }
+  // The refusal lists every family.
+  json unknown = qwen2_config();
+  unknown["architectures"] = {"FalconForCausalLM"};
+  unknown.erase("model_type");
+  expect_user_error(unknown, {"FalconForCausalLM", "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+                              "MistralForCausalLM", "SmolLM3ForCausalLM", "Gemma3ForCausalLM"});
+}
+
 TEST(ModelConfig, MissingOrCorruptFileNamesTheFile) {
   const std::string dir = ::trlhpc::testing::make_temp_dir("config-bad");
   try {

@@ -1,4 +1,4 @@
-// Gemma 3 text configs (src/model/model_config_gemma.cpp): google/gemma-3-1b-pt's config.json as
+// Gemma 3 text configs (src/model/family/gemma3.cpp): google/gemma-3-1b-pt's config.json as
 // published (transformers 4 spelling) parses to the structure transformers builds and counts its
 // parameters as transformers does; transformers 5's rope_parameters spelling gives the same model;
 // defaults follow Gemma3TextConfig; what trlhpc does not compute is refused naming the field.

@@ -1,7 +1,8 @@
-// ModelConfig's per-layer pattern (src/model/model_config_layers.cpp): sliding windows and RoPE-less
-// layers derived from config.json as transformers 5's Qwen2/Qwen3/Mistral/SmolLM3 configuration classes
-// derive them (their __post_init__; the expected patterns below are what those classes compute for the
-// same fields, checked by hand against transformers 5.25), the fields written back, and the refusals.
+// ModelConfig's per-layer pattern (src/model/family/: qwen2.cpp, mistral.cpp, smollm3.cpp): sliding
+// windows and RoPE-less layers derived from config.json as transformers 5's Qwen2/Qwen3/Mistral/SmolLM3
+// configuration classes derive them (their __post_init__; the expected patterns below are what those
+// classes compute for the same fields, checked by hand against transformers 5.25), the fields written
+// back, and the refusals.
 #include <string>
 #include <vector>
 

@@ -158,6 +158,11 @@ class Decoder {
   // Bytes of the activation and work buffers allocated for the last micro-batch shape (every layer's
   // saved activations plus the shared scratch), for memory reports. Grows linearly with B*T.
   int64_t activation_bytes() const;
+  // What activation_bytes() reports after a step of N tokens on this rank (Nl of them outside the tp
+  // regions: N/tp under tp sequence parallel, else N) of the tp-local `local_config`: the decoder's own
+  // allocation routine run against a byte counter, allocating nothing (parallel/memory_plan.hpp).
+  static int64_t planned_activation_bytes(const ModelConfig& local_config, int64_t N, int64_t Nl, bool checkpointing,
+                                          DType compute);
 
  public:
   struct LayerActivations;  // defined in src/model/decoder_internal.hpp

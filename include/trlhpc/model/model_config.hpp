@@ -4,31 +4,22 @@
 // `Qwen3ForCausalLM` ("qwen3"), `MistralForCausalLM` ("mistral"), `SmolLM3ForCausalLM` ("smollm3") and
 // `Gemma3ForCausalLM` ("gemma3_text").
 //
-// All are the same pre-norm decoder (RMSNorm -> GQA attention with rotate-half RoPE -> RMSNorm ->
-// SwiGLU MLP); they differ in which projections carry a bias and in Qwen3's q/k norms:
-//   llama: q/k/v/o bias = attention_bias (default false); gate/up/down bias = mlp_bias (default false)
-//   qwen2: q/k/v always biased, o never; no MLP bias
-//   qwen3: q/k/v/o bias = attention_bias (default false); no MLP bias; a per-head RMSNorm over head_dim
-//          on q and on k (self_attn.q_norm / k_norm, shape (head_dim)) after the projections and
-//          before RoPE; head_dim defaults to 128 (Qwen3Config), not hidden_size / heads
-//   mistral: no biases (Llama layout), head_dim field (default hidden_size / heads)
-//   smollm3: q/k/v/o bias = attention_bias, gate/up/down bias = mlp_bias (both default false); RoPE
-//          skipped on the layers whose no_rope_layers entry is 0
-//   gemma3_text (model_config_gemma.cpp): embeddings times sqrt(hidden_size); every RMSNorm scales by
-//          (1 + w) in fp32 (weights are offsets); input_layernorm before attention, post_attention_layernorm
-//          on the attention output, pre_/post_feedforward_layernorm around a GeGLU MLP with tanh GELU;
-//          q/k norms as qwen3; attention scale query_pre_attn_scalar^-0.5; sliding layers rotate with
-//          rope_local_base_freq and no scaling, full layers with rope_theta and rope_scaling
-// Sliding-window attention (per layer; transformers 5's config derivations, model_config_layers.cpp):
-//   qwen2/qwen3: window = sliding_window if use_sliding_window else none; layer_types, or when absent
-//            "sliding_attention" for layers i >= max_window_layers when a window is set
-//   mistral: window = sliding_window (null = none) on every layer
-//   smollm3: no_rope_layers, or when absent [int((i + 1) % no_rope_layer_interval != 0)];
-//            layer_types, or when absent "sliding_attention" where use_sliding_window, a window and no RoPE
+// All are one pre-norm decoder (RMSNorm -> GQA attention with rotate-half RoPE -> RMSNorm -> gated MLP)
+// whose variations are the structure fields below. Each family lives in one file of src/model/family/
+// (its config.json fields in the transformers 4 and 5 spellings, its configuration class's defaults and
+// derivations of layer_types / no_rope_layers, the fields written back; the header there says what
+// follows from the structure, and where). In short:
+//   llama:   q/k/v/o bias = attention_bias, gate/up/down bias = mlp_bias (both default false)
+//   qwen2:   q/k/v always biased, o never; no MLP bias; optional sliding layers
+//   qwen3:   q/k/v/o bias = attention_bias; per-head RMSNorm of q and k before RoPE; head_dim default 128
+//   mistral: no biases; head_dim field; sliding_window on every layer
+//   smollm3: llama's biases; RoPE skipped where no_rope_layers[i] is 0; optional sliding layers
+//   gemma3_text: scaled embeddings, (1 + w) norms, sandwich norms, GeGLU (tanh GELU), q/k norms,
+//          query_pre_attn_scalar, sliding layers with their own RoPE base
 // A sliding layer attends, per document, to itself and the window - 1 tokens before it.
-// Anything trlhpc does not compute (other architectures, rope scaling other than llama3, an activation
-// other than silu, attention dropout, partial rotary) is rejected with a UserError that names the
-// file, the field and the value, rather than trained silently wrong.
+// Anything trlhpc does not compute (other architectures, rope scaling other than llama3 / Gemma's
+// linear, another activation, attention dropout, partial rotary, softcapping) is rejected with a
+// UserError that names the file, the field and the value, rather than trained silently wrong.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -123,6 +114,9 @@ struct ModelConfig {
   bool layer_uses_local_rope(int64_t layer) const;
   // "full_attention" / "sliding_attention" per layer, as transformers' layer_types.
   std::vector<std::string> layer_types() const;
+  // The structure its family gave it, as short phrases for `trlhpc env` ("q/k/v bias", "q/k norms",
+  // "GeGLU (tanh GELU)", "tied head", ...); the sizes and the layer pattern are reported separately.
+  std::vector<std::string> structure() const;
   // Number of trainable parameters (a tied head counted once), as transformers' num_parameters().
   int64_t parameter_count() const;
 };

@@ -10,7 +10,8 @@
 //                - the largest gathered unit and its gradient: ZeRO-3 gathers a unit's full parameters
 //                  and gives it a full gradient buffer during its backward (ZeRO-2: the gradient only;
 //                  DDP / ZeRO-1 keep those buffers persistently, already counted above)
-//                - activations: the decoder's buffers for one micro-batch (Decoder::activation_bytes)
+//                - activations: the decoder's buffers for one micro-batch, from the decoder itself
+//                  (Decoder::planned_activation_bytes: its allocation routine against a byte counter)
 //                - the loss chunk: loss_chunk_tokens rows of logits (this tp rank's vocabulary) and the
 //                  chunk's hidden rows and their gradient, alive during the fused loss
 //   offload      CPU offload (DataParallelOptions::offload) moves state to pinned host memory, counted
@@ -60,10 +61,5 @@ struct StepMemoryPlan {
 
 StepMemoryPlan plan_step_memory(const ModelConfig& config, const ParallelDims& dims, ShardingKind sharding,
                                 const MicroBatchShape& batch, Offload offload = Offload::None);
-
-// Decoder::activation_bytes for N tokens on this rank (Nl of them outside the tp regions: N/tp under tp
-// sequence parallel, else N) of a tp-local config.
-int64_t plan_activation_bytes(const ModelConfig& local_config, int64_t N, int64_t Nl, bool gradient_checkpointing,
-                              DType compute_dtype = DType::F32);
 
 }  // namespace trlhpc

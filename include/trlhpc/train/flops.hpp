@@ -4,7 +4,9 @@
 // input embedding lookup does not), L layers, H heads, Q head size, T the sequence length attended.
 // The attention term counts every (query, key) pair of the row, as PaLM does, although a causal mask
 // computes about half and document masking of packed rows less still: a packed run of short
-// documents (the bundled tiny-chat job) can therefore print MFU above 100 %.
+// documents (the bundled tiny-chat job) can therefore print MFU above 100 %. A sliding-window layer
+// (ModelConfig::attention_window) attends over min(window, T) positions instead: its kernels skip the
+// key blocks outside the window, so counting T there would credit work never done.
 #include <cstdint>
 
 #include "trlhpc/model/model_config.hpp"

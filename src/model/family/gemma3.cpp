@@ -1,21 +1,22 @@
-// Gemma 3 text (Gemma3ForCausalLM, model_type "gemma3_text"): its config.json fields, read as
-// transformers 5's Gemma3TextConfig derives them (and written back in the spelling transformers 4 and
-// 5 both read). The decoder's Gemma structure is a set of ModelConfig flags (model_config.hpp).
-#include <bit>
+// Gemma 3 text (Gemma3ForCausalLM, model_type "gemma3_text"), read as transformers 5's Gemma3TextConfig
+// derives its fields (and written back in the spelling transformers 4 and 5 both read):
+// embeddings times sqrt(hidden_size); every RMSNorm scales by (1 + w) in fp32 (weights are offsets);
+// input_layernorm before attention, post_attention_layernorm on the attention output,
+// pre_/post_feedforward_layernorm around a GeGLU MLP with tanh GELU; q/k norms as Qwen3; attention
+// scale query_pre_attn_scalar^-0.5; sliding layers (every layer but each sliding_window_pattern-th,
+// or layer_types) rotate with rope_local_base_freq and no scaling, full layers with rope_theta and
+// linear rope_scaling. Softcapping (Gemma 2) and bidirectional attention are refused.
 #include <cmath>
-#include <cstdint>
 #include <string>
 #include <vector>
 
-#include "src/model/config_field_reader.hpp"
-#include "trlhpc/model/model_config.hpp"
+#include "src/model/family/model_family.hpp"
 
-namespace trlhpc {
-namespace model_config_detail {
+namespace trlhpc::model_family_detail {
 namespace {
 
 // One rope object (rope_parameters.<layer type> or rope_scaling): "default", or "linear" when
-// `scaling_allowed` (the full-attention layers).
+// `scaling` is given (the full-attention layers).
 void read_rope_object(const FieldReader& r, double& theta, RopeScaling* scaling) {
   if (r.has("rope_theta")) theta = r.number("rope_theta", theta);
   if (r.has("partial_rotary_factor") && r.number("partial_rotary_factor", 1.0) != 1.0)
@@ -31,29 +32,27 @@ void read_rope_object(const FieldReader& r, double& theta, RopeScaling* scaling)
   if (!(scaling->factor > 0)) r.fail("factor", "linear rope scaling needs a positive factor");
 }
 
-}  // namespace
-
 // rope_theta (global layers, default 1e6), rope_local_base_freq (sliding layers, default 1e4) and
 // rope_scaling (global layers) in transformers 4; rope_parameters {full_attention, sliding_attention}
 // in transformers 5.
-void parse_gemma3_rope(const json& root, const std::string& source, ModelConfig& c) {
-  const FieldReader top(root, source);
+void read_gemma3_rope(const json& root, const FieldReader& top, ModelConfig& c) {
   c.rope_theta = top.number("rope_theta", 1000000.0);
   c.rope_local_theta = top.number("rope_local_base_freq", 10000.0);
   if (top.has("rope_scaling")) {
     if (!root.at("rope_scaling").is_object()) top.fail("rope_scaling", "expected an object or null");
-    read_rope_object(FieldReader(root.at("rope_scaling"), source, "rope_scaling."), c.rope_theta, &c.rope_scaling);
+    read_rope_object(FieldReader(root.at("rope_scaling"), top.source(), "rope_scaling."), c.rope_theta,
+                     &c.rope_scaling);
   }
   if (top.has("rope_parameters")) {
     const json& params = root.at("rope_parameters");
     if (!params.is_object()) top.fail("rope_parameters", "expected an object or null");
-    const FieldReader p(params, source, "rope_parameters.");
+    const FieldReader p(params, top.source(), "rope_parameters.");
     for (const char* key : {"full_attention", "sliding_attention"}) {
       if (!p.has(key)) continue;
       if (!params.at(key).is_object())
         p.fail(key, "expected an object per layer type, as transformers 5 writes Gemma 3's rope_parameters");
       const bool full = std::string(key) == "full_attention";
-      read_rope_object(FieldReader(params.at(key), source, std::string("rope_parameters.") + key + "."),
+      read_rope_object(FieldReader(params.at(key), top.source(), std::string("rope_parameters.") + key + "."),
                        full ? c.rope_theta : c.rope_local_theta, full ? &c.rope_scaling : nullptr);
     }
   }
@@ -61,13 +60,14 @@ void parse_gemma3_rope(const json& root, const std::string& source, ModelConfig&
   if (!(c.rope_local_theta > 0)) top.fail("rope_local_base_freq", "must be positive");
 }
 
-// The structure fields and the refusals of what trlhpc does not compute for Gemma 3.
-void parse_gemma3_structure(const FieldReader& r, ModelConfig& c) {
+// The structure flags, and the refusals of what trlhpc does not compute for Gemma.
+void read_gemma3_structure(const FieldReader& r, ModelConfig& c) {
   c.qkv_bias = c.o_bias = r.boolean("attention_bias", false);  // Gemma3Attention: Linear(bias=attention_bias)
   c.mlp_bias = false;
   c.qk_norm = c.norm_weight_offset = c.sandwich_norms = c.scale_embeddings = true;
   c.mlp_activation = MlpActivation::GeluTanh;
   c.embedding_padding_idx = true;  // Gemma3TextScaledWordEmbedding(padding_idx=pad_token_id)
+  // Gemma reads hidden_activation; its hidden_act is unused.
   if (r.string("hidden_activation", "gelu_pytorch_tanh") != "gelu_pytorch_tanh")
     r.fail("hidden_activation", "unsupported activation; trlhpc implements Gemma's \"gelu_pytorch_tanh\"");
   c.query_pre_attn_scalar = r.number("query_pre_attn_scalar", 256.0);
@@ -84,19 +84,25 @@ void parse_gemma3_structure(const FieldReader& r, ModelConfig& c) {
 
 // layer_types, or when absent "sliding_attention" unless (i + 1) % sliding_window_pattern == 0
 // (Gemma3TextConfig.__post_init__, pattern default 6); sliding_window defaults to 4096.
-void parse_gemma3_layers(const FieldReader& r, ModelConfig& c, const std::vector<bool>* layer_types) {
-  const int64_t L = c.num_hidden_layers;
-  const std::optional<int64_t> window = r.optional_integer("sliding_window");
+void read_gemma3_layers(const FieldReader& r, ModelConfig& c) {
+  const std::optional<int64_t> window = read_window(r);
   c.sliding_window = r.present("sliding_window") ? window.value_or(0) : 4096;
   c.sliding_window_pattern = r.positive("sliding_window_pattern", r.positive("_sliding_window_pattern", 6));
-  if (layer_types) {
-    c.sliding_layers = *layer_types;
+  if (r.has("layer_types")) {
+    c.sliding_layers = read_layer_types(r, c.num_hidden_layers);
   } else {
-    for (int64_t i = 0; i < L; ++i) c.sliding_layers[static_cast<size_t>(i)] = (i + 1) % c.sliding_window_pattern != 0;
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+      c.sliding_layers[static_cast<size_t>(i)] = (i + 1) % c.sliding_window_pattern != 0;
   }
 }
 
-void write_gemma3_fields(const ModelConfig& c, json& j) {
+void read(const json& root, const FieldReader& r, ModelConfig& c) {
+  read_gemma3_rope(root, r, c);
+  read_gemma3_structure(r, c);
+  read_gemma3_layers(r, c);
+}
+
+void write(const ModelConfig& c, json& j) {
   j["hidden_activation"] = "gelu_pytorch_tanh";
   j["attention_bias"] = c.qkv_bias;
   // Gemma3TextConfig declares it an int (transformers 5's strict config refuses 24.0).
@@ -111,25 +117,10 @@ void write_gemma3_fields(const ModelConfig& c, json& j) {
   j["use_bidirectional_attention"] = false;
 }
 
-}  // namespace model_config_detail
+}  // namespace
 
-float ModelConfig::attention_scale() const {
-  // transformers: query_pre_attn_scalar**-0.5 (a python float) or head_dim**-0.5, rounded to fp32 where
-  // it meets the fp32 scores.
-  if (query_pre_attn_scalar > 0) return static_cast<float>(std::pow(query_pre_attn_scalar, -0.5));
-  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
-}
+// Gemma3TextConfig: head_dim 256, max_position_embeddings 131072, tied head.
+const ModelFamily kGemma3Family{ModelArchitecture::Gemma3, "Gemma3ForCausalLM", "gemma3_text", 256, 131072, true,
+                                read, write};
 
-float ModelConfig::embedding_scale(bool bf16) const {
-  const float scale = static_cast<float>(std::sqrt(static_cast<double>(hidden_size)));  // torch.tensor(C**0.5)
-  if (!bf16) return scale;
-  const uint32_t bits = std::bit_cast<uint32_t>(scale);  // round to nearest even (finite, positive)
-  const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
-  return std::bit_cast<float>(rounded);
-}
-
-bool ModelConfig::layer_uses_local_rope(int64_t layer) const {
-  return rope_local_theta > 0 && attention_window(layer) > 0;
-}
-
-}  // namespace trlhpc
+}  // namespace trlhpc::model_family_detail
