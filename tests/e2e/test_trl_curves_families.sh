@@ -9,11 +9,12 @@
 #     post-processor that chat rows must not use twice, the shipped template);
 #  3. `trlhpc sft` on 1 rank against TRL's curve within the bounds of tests/e2e/test_trl_curves.sh (loss,
 #     entropy 1e-6 relative, grad_norm 2e-5, accuracy one argmax flip; learning_rate, num_tokens, epoch
-#     exact). Measured on 2 cores (AVX-512 GEMM, 1 thread): loss <= 1.0e-7, entropy <= 9.1e-8,
-#     grad_norm <= 2.2e-6 over the four families, accuracy within 1.6e-8: the fp32 summation-order noise
-#     test_trl_curves.sh measured for Qwen2, so its bounds hold unchanged (the issue's bound is 2e-4);
+#     exact). Measured on 2 cores (AVX-512 GEMM, 1 thread), worst over the four families and 10 steps:
+#     loss 1.3e-7, entropy 8.8e-8, grad_norm 2.2e-6, accuracy no flip (2.3e-8: rounding of the logged mean).
+#     That is the fp32 summation-order noise test_trl_curves.sh measured for Qwen2, so its bounds hold
+#     unchanged here (the issue asks for 2e-4);
 #  4. `trlhpc sft` at tp 2 x cp 2 on 4 ranks against the 1-rank run: loss, entropy and grad_norm within 1e-5
-#     relative at every step. Measured: loss <= 8.2e-9, entropy <= 1.9e-9, grad_norm <= 4.7e-7, accuracy
+#     relative at every step. Measured: loss 6.8e-9, entropy 3.3e-9, grad_norm 4.7e-7, accuracy
 #     equal: the sliding-window families (window 3) too, at every step, so the 1e-3 that
 #     tests/mpi/test_sequence_parallel_training.cpp allows the later cp steps of mistral_tiny and
 #     qwen3_sliding_tiny is not needed on these fixtures;
