@@ -21,53 +21,16 @@ CONVERSATIONS=tests/fixtures/trl_curves/conversations.jsonl
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 cd "$ROOT"
-failures=0
-fail() { echo "FAIL $*"; failures=$((failures + 1)); }
-export OMP_NUM_THREADS=1
-
-SETTINGS=(--max_length=192 --packing=false --assistant_only_loss=false --per_device_train_batch_size=2
-  --gradient_accumulation_steps=2 --num_train_epochs=1 --learning_rate=3e-3 --lr_scheduler_type=cosine
-  --warmup_steps=2 --weight_decay=0.01 --adam_beta1=0.9 --adam_beta2=0.999 --adam_epsilon=1e-8
-  --max_grad_norm=1.0 --seed=42 --logging_steps=1)
-BOUNDS="loss=1e-6 entropy=1e-6 grad_norm=2e-5 mean_token_accuracy=one_flip"
+source tests/e2e/trl_curves_lib.sh  # fail, SETTINGS, BOUNDS, check_settings, tokenize, sft, compare_curve
 NO_THINKING='{"enable_thinking": false}'
 
 echo "1. the fixture's settings are the flags used here"
-python3 - "$FIXTURE/curves.json" "${SETTINGS[@]}" <<'PY' || fail "curves.json settings differ from this test's flags"
-import json, sys
-settings = json.load(open(sys.argv[1]))["settings"]
-flags = dict(a[2:].split("=", 1) for a in sys.argv[2:])
-assert set(flags) == set(settings), (sorted(flags), sorted(settings))
-for key, value in settings.items():
-    same = flags[key] == str(value).lower() if isinstance(value, bool) else float(flags[key]) == float(value) \
-        if isinstance(value, (int, float)) else flags[key] == value
-    assert same, (key, flags[key], value)
-print(f"    {len(flags)} settings")
-PY
+check_settings || fail "curves.json settings differ from this test's flags"
 
 echo "2. trlhpc tokenizes the rows as TRL did"
-tokenize() {  # tokenize NAME DATA_FILE TRL_RUN [FLAGS...]
-  local name=$1 data=$2 run=$3
-  shift 3
-  "$TRLHPC" tokenize --tokenizer "$FIXTURE/model" --dataset_name "$data" --max_length 192 "$@" >"$WORK/$name.tokens" \
-    2>"$WORK/$name.tokens.err" || { fail "tokenize $name"; cat "$WORK/$name.tokens.err"; }
-  python3 tests/e2e/trl_curve_compare.py tokens "$FIXTURE/trl_tokenized_$run.jsonl" "$WORK/$name.tokens" ||
-    fail "$name: tokens differ from TRL's $run run"
-}
 tokenize messages "$CONVERSATIONS" messages
 tokenize no_thinking_column "$FIXTURE/prompt_completion_no_thinking.jsonl" no_thinking
 tokenize no_thinking_flag "$FIXTURE/prompt_completion.jsonl" no_thinking --chat_template_kwargs "$NO_THINKING"
-
-sft() {  # sft NAME DATA_FILE [FLAGS...]: 1 rank, rows in file order; metrics in $WORK/NAME/metrics.jsonl
-  local name=$1 data=$2
-  shift 2
-  timeout 300 "$TRLHPC" sft --model_name_or_path "$FIXTURE/model" --dataset_name "$data" "${SETTINGS[@]}" \
-    --shuffle_dataset false --dataset_cache_dir none --output_dir "$WORK/$name" "$@" >"$WORK/$name.log" 2>&1 ||
-    { fail "$name: exit $?"; tail -5 "$WORK/$name.log"; }
-}
-compare_curve() {  # compare_curve METRICS TRL_RUN
-  python3 tests/e2e/trl_curve_compare.py curve "$FIXTURE/curves.json" "$1" "$2" $BOUNDS
-}
 
 echo "3. trlhpc fp32 against TRL fp32"
 sft messages "$CONVERSATIONS"
