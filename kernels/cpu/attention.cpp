@@ -27,6 +27,9 @@
 //   kt, vt (B, KVH, k_tiles, HS, kKeyTile): k^T and v^T tile by tile (for q k^T and do v^T)
 //   kp, vp (B, KVH, Tkp, HS): k and v per kv head;  backward: qh, doh (B, NH, Tq, HS) per head
 // Tkp = Tk rounded up to kKeyTile, with zero padding (padded keys are always masked).
+// Under --bf16, q, k, v, o and dout are bf16 bits: the templates read them where the repacking (or the
+// scaled query tile) reads them and write o where it is stored (element_io.hpp), so no widened copy of a
+// whole tensor is made and the fp32 arithmetic is that of the fp32 instantiation.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -38,6 +41,7 @@
 #include <vector>
 
 #include "trlhpc/core/error.hpp"
+#include "kernels/cpu/element_io.hpp"
 #include "kernels/cpu/fast_exp.hpp"
 #include "kernels/cpu/scratch.hpp"
 #include "trlhpc/kernels/cpu.hpp"
@@ -203,7 +207,8 @@ void check_heads(int64_t NH, int64_t KVH) {
                                                std::to_string(KVH) + " key/value heads (GQA needs whole groups)");
 }
 
-PackedKV pack_kv(const float* k, const float* v, int64_t B, int64_t Tk, int64_t KVH, int64_t HS, bool backward) {
+template <class T>
+PackedKV pack_kv(const T* k, const T* v, int64_t B, int64_t Tk, int64_t KVH, int64_t HS, bool backward) {
   PackedKV p{};
   p.Tkp = (Tk + kKeyTile - 1) / kKeyTile * kKeyTile, p.HS = HS;
   const int64_t size = B * KVH * p.Tkp * HS;
@@ -221,15 +226,16 @@ PackedKV pack_kv(const float* k, const float* v, int64_t B, int64_t Tk, int64_t 
     for (int64_t g = 0; g < KVH; ++g) {
       const int64_t base = (b * KVH + g) * p.Tkp * HS;
       for (int64_t j = 0; j < Tk; ++j) {
-        const float* kj = k + ((b * Tk + j) * KVH + g) * HS;  // (HS)
-        const float* vj = v + ((b * Tk + j) * KVH + g) * HS;  // (HS)
+        const T* kj = k + ((b * Tk + j) * KVH + g) * HS;  // (HS)
+        const T* vj = v + ((b * Tk + j) * KVH + g) * HS;  // (HS)
         const int64_t tile_base = base + j / kKeyTile * HS * kKeyTile + j % kKeyTile;
         for (int64_t d = 0; d < HS; ++d) {
-          p.kt[tile_base + d * kKeyTile] = kj[d];
-          p.vp[base + j * HS + d] = vj[d];
+          const float kd = load_element(kj, d), vd = load_element(vj, d);
+          p.kt[tile_base + d * kKeyTile] = kd;
+          p.vp[base + j * HS + d] = vd;
           if (backward) {
-            p.vt[tile_base + d * kKeyTile] = vj[d];
-            p.kp[base + j * HS + d] = kj[d];
+            p.vt[tile_base + d * kKeyTile] = vd;
+            p.kp[base + j * HS + d] = kd;
           }
         }
       }
@@ -237,11 +243,10 @@ PackedKV pack_kv(const float* k, const float* v, int64_t B, int64_t Tk, int64_t 
   return p;
 }
 
-}  // namespace
-
-void attention_fwd(const float* q, const float* k, const float* v, const int32_t* q_pos, const int32_t* k_pos,
-                   const int32_t* q_doc, const int32_t* k_doc, float* o, float* lse, int64_t B, int64_t Tq, int64_t Tk,
-                   int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window_size) {
+template <class T, class O>
+void attention_fwd_impl(const T* q, const T* k, const T* v, const int32_t* q_pos, const int32_t* k_pos,
+                        const int32_t* q_doc, const int32_t* k_doc, O* o, float* lse, int64_t B, int64_t Tq,
+                        int64_t Tk, int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window_size) {
   check_heads(NH, KVH);
   const int64_t q_tiles = (Tq + kQueryTile - 1) / kQueryTile, k_tiles = (Tk + kKeyTile - 1) / kKeyTile;
   const int64_t group = NH / KVH;                                                        // query heads per kv head
@@ -263,8 +268,8 @@ void attention_fwd(const float* q, const float* k, const float* v, const int32_t
       const int64_t b = item / (NH * q_tiles), h = item / q_tiles % NH, qt = item % q_tiles;
       const int64_t g = h / group, i0 = qt * kQueryTile, rows = std::min(kQueryTile, Tq - i0);
       for (int64_t r = 0; r < rows; ++r) {
-        const float* qi = q + ((b * Tq + i0 + r) * NH + h) * HS;  // (HS)
-        for (int64_t d = 0; d < HS; ++d) q_tile[static_cast<size_t>(r * HS + d)] = qi[d] * scale;
+        const T* qi = q + ((b * Tq + i0 + r) * NH + h) * HS;  // (HS)
+        for (int64_t d = 0; d < HS; ++d) q_tile[static_cast<size_t>(r * HS + d)] = load_element(qi, d) * scale;
       }
       std::fill(o_acc.begin(), o_acc.end(), 0.0f);
       std::fill(row_max, row_max + kQueryTile, kNegInf);
@@ -310,17 +315,15 @@ void attention_fwd(const float* q, const float* k, const float* v, const int32_t
       }
 
       for (int64_t r = 0; r < rows; ++r) {
-        float* oi = o + ((b * Tq + i0 + r) * NH + h) * HS;  // (HS)
+        O* oi = o + ((b * Tq + i0 + r) * NH + h) * HS;  // (HS)
         const float l = row_sum[r];
         const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-        for (int64_t d = 0; d < HS; ++d) oi[d] = o_acc[static_cast<size_t>(r * HS + d)] * inv;
+        for (int64_t d = 0; d < HS; ++d) store_element(oi, d, o_acc[static_cast<size_t>(r * HS + d)] * inv);
         lse[(b * NH + h) * Tq + i0 + r] = l > 0.0f ? row_max[r] + std::log(l) : kNegInf;
       }
     }
   }
 }
-
-namespace {
 
 // Budget for the stored dS tiles of one slab of query tiles (see attention_bwd).
 constexpr int64_t kScoreStoreBytes = int64_t{64} << 20;
@@ -375,12 +378,11 @@ void tile_p_ds(const BackwardArgs& a, TileMask mask, int64_t b, int64_t h, int64
   }
 }
 
-}  // namespace
-
-void attention_bwd(const float* q, const float* k, const float* v, const float* o, const float* lse, const float* dout,
-                   const int32_t* q_pos, const int32_t* k_pos, const int32_t* q_doc, const int32_t* k_doc, float* dq,
-                   float* dk, float* dv, int64_t B, int64_t Tq, int64_t Tk, int64_t NH, int64_t KVH, int64_t HS,
-                   float scale, int64_t window_size) {
+template <class T>
+void attention_bwd_impl(const T* q, const T* k, const T* v, const T* o, const float* lse, const T* dout,
+                        const int32_t* q_pos, const int32_t* k_pos, const int32_t* q_doc, const int32_t* k_doc,
+                        float* dq, float* dk, float* dv, int64_t B, int64_t Tq, int64_t Tk, int64_t NH, int64_t KVH,
+                        int64_t HS, float scale, int64_t window_size) {
   check_heads(NH, KVH);
   if (B == 0 || Tq == 0 || Tk == 0 || NH == 0) return;  // no allowed pair: every gradient term is zero
   const int64_t q_tiles = (Tq + kQueryTile - 1) / kQueryTile, k_tiles = (Tk + kKeyTile - 1) / kKeyTile;
@@ -397,15 +399,17 @@ void attention_bwd(const float* q, const float* k, const float* v, const float* 
   for (int64_t b = 0; b < B; ++b)
     for (int64_t i = 0; i < Tq; ++i)
       for (int64_t h = 0; h < NH; ++h) {
-        const float* qi = q + ((b * Tq + i) * NH + h) * HS;      // (HS)
-        const float* oi = o + ((b * Tq + i) * NH + h) * HS;      // (HS)
-        const float* doi = dout + ((b * Tq + i) * NH + h) * HS;  // (HS)
+        const T* qi = q + ((b * Tq + i) * NH + h) * HS;      // (HS)
+        const T* oi = o + ((b * Tq + i) * NH + h) * HS;      // (HS)
+        const T* doi = dout + ((b * Tq + i) * NH + h) * HS;  // (HS)
         const int64_t row = (b * NH + h) * Tq + i;
         float acc = 0.0f;
-        for (int64_t d = 0; d < HS; ++d) acc += oi[d] * doi[d];
+        for (int64_t d = 0; d < HS; ++d) acc += load_element(oi, d) * load_element(doi, d);
         delta[row] = acc;
-        std::copy(qi, qi + HS, qh + row * HS);
-        std::copy(doi, doi + HS, doh + row * HS);
+        for (int64_t d = 0; d < HS; ++d) {
+          qh[row * HS + d] = load_element(qi, d);
+          doh[row * HS + d] = load_element(doi, d);
+        }
       }
   // clang-format off
   const BackwardArgs args{.qh = qh, .doh = doh, .lse = lse, .delta = delta,
@@ -489,6 +493,38 @@ void attention_bwd(const float* q, const float* k, const float* v, const float* 
       }
     }
   }
+}
+
+}  // namespace
+
+void attention_fwd(const float* q, const float* k, const float* v, const int32_t* q_pos, const int32_t* k_pos,
+                   const int32_t* q_doc, const int32_t* k_doc, float* o, float* lse, int64_t B, int64_t Tq, int64_t Tk,
+                   int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window) {
+  attention_fwd_impl(q, k, v, q_pos, k_pos, q_doc, k_doc, o, lse, B, Tq, Tk, NH, KVH, HS, scale, window);
+}
+void attention_fwd(const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* q_pos, const int32_t* k_pos,
+                   const int32_t* q_doc, const int32_t* k_doc, uint16_t* o, float* lse, int64_t B, int64_t Tq,
+                   int64_t Tk, int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window) {
+  attention_fwd_impl(q, k, v, q_pos, k_pos, q_doc, k_doc, o, lse, B, Tq, Tk, NH, KVH, HS, scale, window);
+}
+void attention_fwd(const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* q_pos, const int32_t* k_pos,
+                   const int32_t* q_doc, const int32_t* k_doc, float* o, float* lse, int64_t B, int64_t Tq,
+                   int64_t Tk, int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window) {
+  attention_fwd_impl(q, k, v, q_pos, k_pos, q_doc, k_doc, o, lse, B, Tq, Tk, NH, KVH, HS, scale, window);
+}
+void attention_bwd(const float* q, const float* k, const float* v, const float* o, const float* lse, const float* dout,
+                   const int32_t* q_pos, const int32_t* k_pos, const int32_t* q_doc, const int32_t* k_doc, float* dq,
+                   float* dk, float* dv, int64_t B, int64_t Tq, int64_t Tk, int64_t NH, int64_t KVH, int64_t HS,
+                   float scale, int64_t window) {
+  attention_bwd_impl(q, k, v, o, lse, dout, q_pos, k_pos, q_doc, k_doc, dq, dk, dv, B, Tq, Tk, NH, KVH, HS, scale,
+                     window);
+}
+void attention_bwd(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* o, const float* lse,
+                   const uint16_t* dout, const int32_t* q_pos, const int32_t* k_pos, const int32_t* q_doc,
+                   const int32_t* k_doc, float* dq, float* dk, float* dv, int64_t B, int64_t Tq, int64_t Tk,
+                   int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window) {
+  attention_bwd_impl(q, k, v, o, lse, dout, q_pos, k_pos, q_doc, k_doc, dq, dk, dv, B, Tq, Tk, NH, KVH, HS, scale,
+                     window);
 }
 
 void attention_merge(float* o_acc, float* lse_acc, const float* o_blk, const float* lse_blk, int64_t B, int64_t T,

@@ -9,36 +9,43 @@
 // The dw sum is split in fixed blocks of kRowsPerBlock rows: each block writes its partial row into a
 // scratch (blocks, C) during the dx pass (x and dy are then still in cache), and the partials are
 // added in block order, so dw does not depend on the thread count.
+// x and y are fp32 or bf16 bits (--bf16); the arithmetic is fp32 either way (element_io.hpp).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/element_io.hpp"
 #include "trlhpc/kernels/cpu.hpp"
 
 namespace trlhpc::cpu {
 
 namespace {
-constexpr int64_t kRowsPerBlock = 32;
-}
 
-void rmsnorm_fwd(const float* x, const float* weight, float* y, float* rstd, int64_t N, int64_t C, float eps) {
+constexpr int64_t kRowsPerBlock = 32;
+
+template <class In, class Out>
+void rmsnorm_fwd_impl(const In* x, const float* weight, Out* y, float* rstd, int64_t N, int64_t C, float eps) {
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; ++n) {
-    const float* xr = x + n * C;  // (C)
-    float* yr = y + n * C;        // (C)
+    const In* xr = x + n * C;  // (C)
+    Out* yr = y + n * C;       // (C)
     double ss = 0.0;
 #pragma omp simd reduction(+ : ss)
-    for (int64_t c = 0; c < C; ++c) ss += static_cast<double>(xr[c]) * xr[c];
+    for (int64_t c = 0; c < C; ++c) {
+      const float xc = load_element(xr, c);
+      ss += static_cast<double>(xc) * xc;
+    }
     const float r = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(C) + static_cast<double>(eps)));
     rstd[n] = r;
 #pragma omp simd
-    for (int64_t c = 0; c < C; ++c) yr[c] = xr[c] * r * weight[c];
+    for (int64_t c = 0; c < C; ++c) store_element(yr, c, load_element(xr, c) * r * weight[c]);
   }
 }
 
-void rmsnorm_bwd(const float* x, const float* weight, const float* rstd, const float* dy, float* dx, float* dweight,
-                 int64_t N, int64_t C) {
+template <class In>
+void rmsnorm_bwd_impl(const In* x, const float* weight, const float* rstd, const float* dy, float* dx, float* dweight,
+                      int64_t N, int64_t C) {
   const int64_t blocks = (N + kRowsPerBlock - 1) / kRowsPerBlock;
   std::vector<float> partial(static_cast<size_t>(blocks * C));  // (blocks, C) per-block sums of dy*xhat
 #pragma omp parallel for schedule(static)
@@ -47,18 +54,19 @@ void rmsnorm_bwd(const float* x, const float* weight, const float* rstd, const f
     std::fill(dw_part, dw_part + C, 0.0f);
     const int64_t n1 = std::min(N, (blk + 1) * kRowsPerBlock);
     for (int64_t n = blk * kRowsPerBlock; n < n1; ++n) {
-      const float* xr = x + n * C;    // (C)
+      const In* xr = x + n * C;       // (C)
       const float* dyr = dy + n * C;  // (C)
       float* dxr = dx + n * C;        // (C)
       const float r = rstd[n];
       double dot = 0.0;  // sum_c dy*w*x  (times rstd gives sum g*xhat)
 #pragma omp simd reduction(+ : dot)
-      for (int64_t c = 0; c < C; ++c) dot += static_cast<double>(dyr[c] * weight[c]) * xr[c];
+      for (int64_t c = 0; c < C; ++c) dot += static_cast<double>(dyr[c] * weight[c]) * load_element(xr, c);
       const float k = static_cast<float>(dot * r * r / static_cast<double>(C));  // mean(g*xhat) * rstd
 #pragma omp simd
       for (int64_t c = 0; c < C; ++c) {
-        dxr[c] = r * (dyr[c] * weight[c] - xr[c] * k);
-        dw_part[c] += dyr[c] * (xr[c] * r);
+        const float xc = load_element(xr, c);
+        dxr[c] = r * (dyr[c] * weight[c] - xc * k);
+        dw_part[c] += dyr[c] * (xc * r);
       }
     }
   }
@@ -76,6 +84,26 @@ void rmsnorm_bwd(const float* x, const float* weight, const float* rstd, const f
     }
     for (int64_t c = 0; c < width; ++c) dweight[c0 + c] += static_cast<float>(acc[c]);
   }
+}
+
+}  // namespace
+
+void rmsnorm_fwd(const float* x, const float* weight, float* y, float* rstd, int64_t N, int64_t C, float eps) {
+  rmsnorm_fwd_impl(x, weight, y, rstd, N, C, eps);
+}
+void rmsnorm_fwd(const float* x, const float* weight, uint16_t* y, float* rstd, int64_t N, int64_t C, float eps) {
+  rmsnorm_fwd_impl(x, weight, y, rstd, N, C, eps);
+}
+void rmsnorm_fwd(const uint16_t* x, const float* weight, uint16_t* y, float* rstd, int64_t N, int64_t C, float eps) {
+  rmsnorm_fwd_impl(x, weight, y, rstd, N, C, eps);
+}
+void rmsnorm_bwd(const float* x, const float* weight, const float* rstd, const float* dy, float* dx, float* dweight,
+                 int64_t N, int64_t C) {
+  rmsnorm_bwd_impl(x, weight, rstd, dy, dx, dweight, N, C);
+}
+void rmsnorm_bwd(const uint16_t* x, const float* weight, const float* rstd, const float* dy, float* dx,
+                 float* dweight, int64_t N, int64_t C) {
+  rmsnorm_bwd_impl(x, weight, rstd, dy, dx, dweight, N, C);
 }
 
 }  // namespace trlhpc::cpu

@@ -8,11 +8,13 @@
 // The angle is the fp32 product pos * inv_freq, exactly as transformers forms it (inv_freq @ position_ids
 // in fp32); at positions in the thousands a double-precision angle would differ from it by ~1e-4 rad.
 // cos/sin of that fp32 angle are then taken in double and cast to fp32, once per token, for all heads.
+// x is fp32 or bf16 bits (--bf16 q and k, rotated in place); the rotation is fp32 either way.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/element_io.hpp"
 #include "trlhpc/kernels/cpu.hpp"
 
 namespace trlhpc::cpu {
@@ -28,16 +30,17 @@ void angles(int32_t pos, const float* inv_freq, int64_t half, double sign, float
   }
 }
 
-void rotate_token(float* x, int64_t H, int64_t HS, const float* cs, const float* sn) {
+template <class T>
+void rotate_token(T* x, int64_t H, int64_t HS, const float* cs, const float* sn) {
   const int64_t half = HS / 2;
   for (int64_t h = 0; h < H; ++h) {
-    float* x1 = x + h * HS;  // (HS/2) first half
-    float* x2 = x1 + half;   // (HS/2) second half
+    T* x1 = x + h * HS;  // (HS/2) first half
+    T* x2 = x1 + half;   // (HS/2) second half
 #pragma omp simd
     for (int64_t i = 0; i < half; ++i) {
-      const float a = x1[i], b = x2[i];
-      x1[i] = a * cs[i] - b * sn[i];
-      x2[i] = b * cs[i] + a * sn[i];
+      const float a = load_element(x1, i), b = load_element(x2, i);
+      store_element(x1, i, a * cs[i] - b * sn[i]);
+      store_element(x2, i, b * cs[i] + a * sn[i]);
     }
   }
 }
@@ -46,7 +49,8 @@ void rotate_token(float* x, int64_t H, int64_t HS, const float* cs, const float*
 // Rows of a batch repeat the same positions (0..T-1 in every row), so when the positions are few next
 // to the tokens, cos/sin are taken once per position (a (P, HS/2) table) rather than once per token:
 // the same values, 1/B of the cos/sin calls (they were ~1.4% of a step at hidden 384).
-void rotate(float* x, const int32_t* pos, const float* inv_freq, int64_t N, int64_t H, int64_t HS, double sign) {
+template <class T>
+void rotate(T* x, const int32_t* pos, const float* inv_freq, int64_t N, int64_t H, int64_t HS, double sign) {
   const int64_t half = HS / 2;
   int32_t max_pos = -1;
   bool non_negative = true;
@@ -83,6 +87,14 @@ void rope_fwd(float* x, const int32_t* pos, const float* inv_freq, int64_t N, in
 }
 
 void rope_bwd(float* dx, const int32_t* pos, const float* inv_freq, int64_t N, int64_t H, int64_t HS) {
+  rotate(dx, pos, inv_freq, N, H, HS, -1.0);
+}
+
+void rope_fwd(uint16_t* x, const int32_t* pos, const float* inv_freq, int64_t N, int64_t H, int64_t HS) {
+  rotate(x, pos, inv_freq, N, H, HS, +1.0);
+}
+
+void rope_bwd(uint16_t* dx, const int32_t* pos, const float* inv_freq, int64_t N, int64_t H, int64_t HS) {
   rotate(dx, pos, inv_freq, N, H, HS, -1.0);
 }
 

@@ -1,5 +1,7 @@
 // The CPU implementation of Ops: checks shapes/dtypes, then calls the kernels in kernels/cpu.
-// BF16 activations (--bf16) reach the fp32 kernels through Fp32Window (src/ops/fp32_window.hpp).
+// BF16 activations (--bf16): RMSNorm, RoPE, attention and SwiGLU/GeGLU have kernels that read and write
+// bf16 in place (computing in fp32 registers); every other op, and any dtype mix those kernels do not
+// take, reaches the fp32 kernels through Fp32Window (src/ops/fp32_window.hpp). Both give the same bits.
 #include <cstring>
 
 #include "trlhpc/core/error.hpp"
@@ -14,11 +16,15 @@ const int32_t* ids_of(const Tensor& t) { return t.i32(); }
 
 using W = Fp32Window;
 
-bool all_bf16(std::initializer_list<const Tensor*> tensors) {
+bool all_of_dtype(DType dtype, std::initializer_list<const Tensor*> tensors) {
   for (const Tensor* t : tensors)
-    if (t->dtype() != DType::BF16) return false;
+    if (t->dtype() != dtype) return false;
   return true;
 }
+bool all_bf16(std::initializer_list<const Tensor*> tensors) { return all_of_dtype(DType::BF16, tensors); }
+bool all_f32(std::initializer_list<const Tensor*> tensors) { return all_of_dtype(DType::F32, tensors); }
+const uint16_t* bf16_in(const Tensor& t) { return t.ptr<const uint16_t>(); }
+uint16_t* bf16_out(const Tensor& t) { return t.ptr<uint16_t>(); }
 
 class CpuOps final : public Ops {
  public:
@@ -119,28 +125,50 @@ class CpuOps final : public Ops {
     cpu::embedding_bwd(ids_of(ids), doutw.get(), dtable.f32(), ids.numel(), dtable.dim(1), dtable.dim(0), vocab_start);
   }
   void rmsnorm_fwd(const Tensor& x, const Tensor& weight, const Tensor& y, const Tensor& rstd, float eps) override {
-    W xw(x, W::In), ww(weight, W::In), yw(y, W::Out);
-    cpu::rmsnorm_fwd(xw.get(), ww.get(), yw.get(), rstd.f32(), x.numel() / weight.numel(), weight.numel(), eps);
+    // The weight (C) goes through a window either way (bf16-rounded norm weights under --bf16): it is
+    // the (N, C) activations that the bf16 kernels keep from being copied.
+    const int64_t C = weight.numel(), N = x.numel() / C;
+    W ww(weight, W::In);
+    if (x.dtype() == DType::F32 && y.dtype() == DType::BF16)  // the residual stream into a GEMM input
+      return cpu::rmsnorm_fwd(x.f32(), ww.get(), bf16_out(y), rstd.f32(), N, C, eps);
+    if (all_bf16({&x, &y}))  // q/k norms
+      return cpu::rmsnorm_fwd(bf16_in(x), ww.get(), bf16_out(y), rstd.f32(), N, C, eps);
+    W xw(x, W::In), yw(y, W::Out);
+    cpu::rmsnorm_fwd(xw.get(), ww.get(), yw.get(), rstd.f32(), N, C, eps);
   }
   void rmsnorm_bwd(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy, const Tensor& dx,
                    const Tensor& dweight) override {
-    W xw(x, W::In), ww(weight, W::In), dyw(dy, W::In), dxw(dx, W::Out);
-    cpu::rmsnorm_bwd(xw.get(), ww.get(), rstd.f32(), dyw.get(), dxw.get(), dweight.f32(), x.numel() / weight.numel(),
-                     weight.numel());
+    const int64_t C = weight.numel(), N = x.numel() / C;
+    W ww(weight, W::In);
+    if (x.dtype() == DType::BF16 && all_f32({&dy, &dx}))  // q/k norms: their input is bf16
+      return cpu::rmsnorm_bwd(bf16_in(x), ww.get(), rstd.f32(), dy.f32(), dx.f32(), dweight.f32(), N, C);
+    W xw(x, W::In), dyw(dy, W::In), dxw(dx, W::Out);
+    cpu::rmsnorm_bwd(xw.get(), ww.get(), rstd.f32(), dyw.get(), dxw.get(), dweight.f32(), N, C);
   }
   void rope_fwd(const Tensor& x, const Tensor& pos, const Tensor& inv_freq) override {
     const int64_t HS = inv_freq.numel() * 2, N = pos.numel();
+    if (x.dtype() == DType::BF16)
+      return cpu::rope_fwd(bf16_out(x), ids_of(pos), inv_freq.f32(), N, x.numel() / (N * HS), HS);
     W xw(x, W::InOut);
     cpu::rope_fwd(xw.get(), ids_of(pos), inv_freq.f32(), N, x.numel() / (N * HS), HS);
   }
   void rope_bwd(const Tensor& dx, const Tensor& pos, const Tensor& inv_freq) override {
     const int64_t HS = inv_freq.numel() * 2, N = pos.numel();
+    if (dx.dtype() == DType::BF16)
+      return cpu::rope_bwd(bf16_out(dx), ids_of(pos), inv_freq.f32(), N, dx.numel() / (N * HS), HS);
     W dxw(dx, W::InOut);
     cpu::rope_bwd(dxw.get(), ids_of(pos), inv_freq.f32(), N, dx.numel() / (N * HS), HS);
   }
   void attention_fwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos, const Tensor& k_pos,
                      const Tensor& q_doc, const Tensor& k_doc, const Tensor& o, const Tensor& lse,
                      const AttentionShape& s) override {
+    if (all_bf16({&q, &k, &v}) && (o.dtype() == DType::BF16 || o.dtype() == DType::F32)) {
+      const auto call = [&](auto* out) {
+        cpu::attention_fwd(bf16_in(q), bf16_in(k), bf16_in(v), ids_of(q_pos), ids_of(k_pos), ids_of(q_doc),
+                           ids_of(k_doc), out, lse.f32(), s.B, s.Tq, s.Tk, s.NH, s.KVH, s.HS, s.scale, s.window);
+      };
+      return o.dtype() == DType::BF16 ? call(bf16_out(o)) : call(o.f32());
+    }
     W qw(q, W::In), kw(k, W::In), vw(v, W::In), ow(o, W::Out);
     cpu::attention_fwd(qw.get(), kw.get(), vw.get(), ids_of(q_pos), ids_of(k_pos), ids_of(q_doc), ids_of(k_doc),
                        ow.get(), lse.f32(), s.B, s.Tq, s.Tk, s.NH, s.KVH, s.HS, s.scale, s.window);
@@ -149,6 +177,10 @@ class CpuOps final : public Ops {
                      const Tensor& dout, const Tensor& q_pos, const Tensor& k_pos, const Tensor& q_doc,
                      const Tensor& k_doc, const Tensor& dq, const Tensor& dk, const Tensor& dv,
                      const AttentionShape& s) override {
+    if (all_bf16({&q, &k, &v, &o, &dout}) && all_f32({&dq, &dk, &dv}))  // the decoder's --bf16 backward
+      return cpu::attention_bwd(bf16_in(q), bf16_in(k), bf16_in(v), bf16_in(o), lse.f32(), bf16_in(dout),
+                                ids_of(q_pos), ids_of(k_pos), ids_of(q_doc), ids_of(k_doc), dq.f32(), dk.f32(),
+                                dv.f32(), s.B, s.Tq, s.Tk, s.NH, s.KVH, s.HS, s.scale, s.window);
     W qw(q, W::In), kw(k, W::In), vw(v, W::In), ow(o, W::In), doutw(dout, W::In);
     W dqw(dq, W::InOut), dkw(dk, W::InOut), dvw(dv, W::InOut);
     cpu::attention_bwd(qw.get(), kw.get(), vw.get(), ow.get(), lse.f32(), doutw.get(), ids_of(q_pos), ids_of(k_pos),

@@ -17,6 +17,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "test_support.hpp"
@@ -123,6 +125,41 @@ TEST(CpuOpsBf16, RmsNormForwardStoresOneRoundingOfTheFp32Kernel) {
   expect_output("rmsnorm rstd", get(*r.bf16, rstd16), get(*r.f32, rstd32), get(*r.f32, rstd32), false);
 }
 
+// The q/k norms under --bf16 (Qwen3, Gemma 3): a bf16 projection normalised into bf16 with the bf16-rounded
+// weight, and the backward from that bf16 input into fp32 gradients; also the residual stream (fp32)
+// normalised with a bf16 weight, as input_layernorm is. Each read and written in place by the bf16
+// kernels (kernels/cpu/element_io.hpp): bit for bit the fp32 kernel on the rounded values.
+TEST(CpuOpsBf16, RmsNormOnBf16InputsAndWeights) {
+  Runs r;
+  const int64_t N = 53, C = 80;
+  const std::vector<float> x = random_floats(N * C, 31), w = random_floats(C, 32), dy = random_floats(N * C, 33);
+  for (const DType x_dtype : {DType::BF16, DType::F32}) {
+    const char* what = x_dtype == DType::BF16 ? "q/k norm" : "layer norm";
+    // mixed: the BF16 backend, weight in bf16; exact: fp32 on round(x) (bf16 input only) and round(w).
+    const std::vector<float> x_exact = x_dtype == DType::BF16 ? rounded(x) : x;
+    const Tensor x16 = put(*r.bf16, x, {N, C}, x_dtype), w16 = put(*r.bf16, w, {C}, DType::BF16);
+    const Tensor y16 = r.bf16->allocate({N, C}, DType::BF16), rstd16 = r.bf16->allocate({N});
+    r.bf16->rmsnorm_fwd(x16, w16, y16, rstd16, 1e-6f);
+    const Tensor x32 = put(*r.f32, x_exact, {N, C}, DType::F32), w32 = put(*r.f32, rounded(w), {C}, DType::F32);
+    const Tensor y32 = r.f32->allocate({N, C}), rstd32 = r.f32->allocate({N});
+    r.f32->rmsnorm_fwd(x32, w32, y32, rstd32, 1e-6f);
+    const Tensor xf = put(*r.f32, x, {N, C}, DType::F32), wf = put(*r.f32, w, {C}, DType::F32);
+    const Tensor yf = r.f32->allocate({N, C}), rstdf = r.f32->allocate({N});
+    r.f32->rmsnorm_fwd(xf, wf, yf, rstdf, 1e-6f);
+    expect_output((std::string(what) + " y").c_str(), get(*r.bf16, y16), get(*r.f32, y32), get(*r.f32, yf), true);
+    // Backward: dy and dx fp32 (the decoder's dq / dq_pre), dweight accumulated in fp32.
+    const Tensor dy16 = put(*r.bf16, dy, {N, C}, DType::F32), dx16 = r.bf16->allocate({N, C}), dw16 = r.bf16->zeros({C});
+    r.bf16->rmsnorm_bwd(x16, w16, rstd16, dy16, dx16, dw16);
+    const Tensor dy32 = put(*r.f32, dy, {N, C}, DType::F32), dx32 = r.f32->allocate({N, C}), dw32 = r.f32->zeros({C});
+    r.f32->rmsnorm_bwd(x32, w32, rstd32, dy32, dx32, dw32);
+    const Tensor dxf = r.f32->allocate({N, C}), dwf = r.f32->zeros({C});
+    r.f32->rmsnorm_bwd(xf, wf, rstdf, dy32, dxf, dwf);
+    expect_output((std::string(what) + " dx").c_str(), get(*r.bf16, dx16), get(*r.f32, dx32), get(*r.f32, dxf), false);
+    expect_output((std::string(what) + " dweight").c_str(), get(*r.bf16, dw16), get(*r.f32, dw32), get(*r.f32, dwf),
+                  false);
+  }
+}
+
 TEST(CpuOpsBf16, RopeRotatesBf16InPlace) {
   Runs r;
   const int64_t N = 21, H = 3, HS = 16;
@@ -224,6 +261,57 @@ TEST(CpuOpsBf16, AttentionForwardBackwardOnPackedRows) {
     expect_output("attention dk", m.dk, get(*f32, dk), f.dk, false);
     expect_output("attention dv", m.dv, get(*f32, dv), f.dv, false);
   }
+}
+
+// Rows longer than one 64-token tile (several query and key tiles: skipped, full and partial pairs), a
+// sliding window, GQA, and the forward into an fp32 o (ring attention's block results): bf16 q/k/v read
+// in place where the kernel packs them, bit for bit the fp32 kernel on the rounded inputs.
+TEST(CpuOpsBf16, AttentionOnMultiTileRowsWithAWindow) {
+  Runs r;
+  const int64_t B = 2, T = 150, NH = 4, KVH = 1, HS = 8;
+  // Row 0: one document of 150 tokens; row 1: documents of 100 and 50 (the window and the tiles matter).
+  Batch batch;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      const bool second = b == 1 && t >= 100;
+      batch.positions.push_back(static_cast<int32_t>(second ? t - 100 : t));
+      batch.doc_ids.push_back(second ? 1 : 0);
+    }
+  const std::vector<float> q = random_floats(B * T * NH * HS, 41), k = random_floats(B * T * KVH * HS, 42),
+                           v = random_floats(B * T * KVH * HS, 43), dout = random_floats(B * T * NH * HS, 44);
+  AttentionShape s{B, T, T, NH, KVH, HS, 0.35f};
+  s.window = 40;
+  auto forward = [&](Ops& ops, bool round_inputs, DType in, DType out) {
+    auto put_in = [&](const std::vector<float>& x, const Shape& sh) { return put(ops, round_inputs ? rounded(x) : x, sh, in); };
+    const Tensor pos = put_ids(ops, batch.positions), doc = put_ids(ops, batch.doc_ids);
+    const Tensor o = ops.allocate({B, T, NH, HS}, out), lse = ops.allocate({B, NH, T});
+    ops.attention_fwd(put_in(q, {B, T, NH, HS}), put_in(k, {B, T, KVH, HS}), put_in(v, {B, T, KVH, HS}), pos, pos, doc,
+                      doc, o, lse, s);
+    return std::pair{get(ops, o), get(ops, lse)};
+  };
+  const auto exact = forward(*r.f32, true, DType::F32, DType::F32), reference = forward(*r.f32, false, DType::F32, DType::F32);
+  for (const DType out : {DType::BF16, DType::F32}) {
+    const auto mixed = forward(*r.bf16, false, DType::BF16, out);
+    expect_output(out == DType::BF16 ? "window attention o" : "window attention o f32", mixed.first, exact.first,
+                  reference.first, out == DType::BF16);
+    expect_output("window attention lse", mixed.second, exact.second, reference.second, false);
+  }
+  // Backward from a bf16 o: against fp32 on round(q, k, v, dout) and round(o).
+  const std::vector<float> o_rounded = rounded(exact.first);
+  auto backward = [&](Ops& ops, DType in, const std::vector<float>& qv, const std::vector<float>& kv,
+                      const std::vector<float>& vv, const std::vector<float>& ov, const std::vector<float>& dov) {
+    const Tensor pos = put_ids(ops, batch.positions), doc = put_ids(ops, batch.doc_ids);
+    const Tensor dq = ops.zeros({B, T, NH, HS}), dk = ops.zeros({B, T, KVH, HS}), dv = ops.zeros({B, T, KVH, HS});
+    ops.attention_bwd(put(ops, qv, {B, T, NH, HS}, in), put(ops, kv, {B, T, KVH, HS}, in), put(ops, vv, {B, T, KVH, HS}, in),
+                      put(ops, ov, {B, T, NH, HS}, in), put(ops, exact.second, {B, NH, T}, DType::F32),
+                      put(ops, dov, {B, T, NH, HS}, in), pos, pos, doc, doc, dq, dk, dv, s);
+    return std::vector<std::vector<float>>{get(ops, dq), get(ops, dk), get(ops, dv)};
+  };
+  const auto m = backward(*r.bf16, DType::BF16, q, k, v, o_rounded, dout);
+  const auto e = backward(*r.f32, DType::F32, rounded(q), rounded(k), rounded(v), o_rounded, rounded(dout));
+  const auto f = backward(*r.f32, DType::F32, q, k, v, reference.first, dout);
+  const char* names[] = {"window attention dq", "window attention dk", "window attention dv"};
+  for (int i = 0; i < 3; ++i) expect_output(names[i], m[static_cast<size_t>(i)], e[static_cast<size_t>(i)], f[static_cast<size_t>(i)], false);
 }
 
 TEST(CpuOpsBf16, BiasAddAndBackwardOnBf16Rows) {

@@ -83,6 +83,13 @@ void rmsnorm_fwd(const float* x, const float* weight, float* y, float* rstd, int
 // dx (N, C) = (overwrite); dweight (C) += (null: not computed). Uses the rstd saved by the forward.
 void rmsnorm_bwd(const float* x, const float* weight, const float* rstd, const float* dy, float* dx,
                  float* dweight, int64_t N, int64_t C);
+// --bf16 (uint16_t = bf16 bits): the residual stream (fp32) or a q/k projection (bf16) normalised into a
+// bf16 GEMM input, and the q/k norms' backward from their bf16 input. Computed in fp32 registers: bit
+// for bit the fp32 kernel on the widened input, with the bf16 output rounded once (kernels/cpu/element_io.hpp).
+void rmsnorm_fwd(const float* x, const float* weight, uint16_t* y, float* rstd, int64_t N, int64_t C, float eps);
+void rmsnorm_fwd(const uint16_t* x, const float* weight, uint16_t* y, float* rstd, int64_t N, int64_t C, float eps);
+void rmsnorm_bwd(const uint16_t* x, const float* weight, const float* rstd, const float* dy, float* dx,
+                 float* dweight, int64_t N, int64_t C);
 
 // ---- rope.cpp -------------------------------------------------------------------------------------
 // Rotary embedding, Hugging Face rotate-half convention, in place on x (N, H, HS):
@@ -93,6 +100,9 @@ void rmsnorm_bwd(const float* x, const float* weight, const float* rstd, const f
 void rope_fwd(float* x, const int32_t* pos, const float* inv_freq, int64_t N, int64_t H, int64_t HS);
 // Backward = rotation by -angle, in place on dx (N, H, HS).
 void rope_bwd(float* dx, const int32_t* pos, const float* inv_freq, int64_t N, int64_t H, int64_t HS);
+// The same in place on bf16 q/k (--bf16): fp32 arithmetic, one rounding per stored element.
+void rope_fwd(uint16_t* x, const int32_t* pos, const float* inv_freq, int64_t N, int64_t H, int64_t HS);
+void rope_bwd(uint16_t* dx, const int32_t* pos, const float* inv_freq, int64_t N, int64_t H, int64_t HS);
 
 // ---- attention.cpp --------------------------------------------------------------------------------
 // The single masked attention primitive (ARCHITECTURE.md "Attention is one primitive").
@@ -111,6 +121,19 @@ void attention_fwd(const float* q, const float* k, const float* v, const int32_t
 // dv += P^T do. dq (B,Tq,NH,HS), dk/dv (B,Tk,KVH,HS) ACCUMULATE so ring attention can sum K/V blocks.
 void attention_bwd(const float* q, const float* k, const float* v, const float* o, const float* lse,
                    const float* dout, const int32_t* q_pos, const int32_t* k_pos, const int32_t* q_doc,
+                   const int32_t* k_doc, float* dq, float* dk, float* dv, int64_t B, int64_t Tq, int64_t Tk,
+                   int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window = 0);
+// --bf16: q, k, v (and in the backward o and dout) as bf16 bits, read where the kernel packs its tiles
+// (no widened copy of the tensors); o written in bf16, or in fp32 (ring attention's block results);
+// lse, dq, dk, dv fp32. Bit for bit the fp32 kernel on the widened inputs, o rounded once.
+void attention_fwd(const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* q_pos, const int32_t* k_pos,
+                   const int32_t* q_doc, const int32_t* k_doc, uint16_t* o, float* lse, int64_t B, int64_t Tq,
+                   int64_t Tk, int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window = 0);
+void attention_fwd(const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* q_pos, const int32_t* k_pos,
+                   const int32_t* q_doc, const int32_t* k_doc, float* o, float* lse, int64_t B, int64_t Tq,
+                   int64_t Tk, int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window = 0);
+void attention_bwd(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* o, const float* lse,
+                   const uint16_t* dout, const int32_t* q_pos, const int32_t* k_pos, const int32_t* q_doc,
                    const int32_t* k_doc, float* dq, float* dk, float* dv, int64_t B, int64_t Tq, int64_t Tk,
                    int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window = 0);
 // Merge a block result into a running one (ring attention): lse' = logaddexp(lse_acc, lse_blk),
