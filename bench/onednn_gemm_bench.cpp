@@ -11,7 +11,8 @@
 // in alternating order), so a load change on a shared machine hits both; cells print min-max over the
 // rounds, the ratio column the min-max of oneDNN / trlhpc within a round.
 // Before timing, each shape's two bf16 results are compared (the largest difference over the largest
-// |trlhpc result|, and the same for each against trlhpc's fp32 GEMM on the same bf16 values).
+// |trlhpc result|, and the same for each against trlhpc's fp32 GEMM on the same bf16 values; the share
+// of c elements whose stored bits differ between oneDNN and trlhpc).
 // The trlhpc engine is the one --bf16 training uses (cpuid; TRLHPC_CPU_BF16_GEMM overrides). oneDNN
 // runs on the OpenMP threads (OMP_NUM_THREADS); ONEDNN_VERBOSE=1 also prints its per-call lines.
 #include <omp.h>
@@ -191,8 +192,8 @@ int main(int argc, char** argv) {
   };
 
   // Equal work: the two bf16 results against each other and against the fp32 GEMM on the same values.
-  std::printf("%-22s %18s %18s %18s\n", "max |diff| / max |ref|", "oneDNN vs trlhpc", "trlhpc vs fp32",
-              "oneDNN vs fp32");
+  std::printf("%-22s %18s %18s %18s %18s\n", "max |diff| / max |ref|", "oneDNN vs trlhpc", "trlhpc vs fp32",
+              "oneDNN vs fp32", "c bits differing");
   for (int s = 0; s < 3; ++s) {
     if (!only.empty() && only != shapes[s].key) continue;
     run_trlhpc(s);
@@ -213,9 +214,15 @@ int main(int argc, char** argv) {
     };
     const auto fp32 = [&p](size_t i) { return p.c_fp32[i]; };
     const size_t n = p.c_fp32.size();
-    std::printf("%-22s %18.3g %18.3g %18.3g\n", shapes[s].name,
+    size_t differing = 0;  // elements whose stored oneDNN and trlhpc results are not the same bits
+    for (size_t i = 0; i < n; ++i)
+      differing += std::memcmp(p.c_onednn.data() + i * dst_bytes, p.c_trlhpc.data() + i * dst_bytes, dst_bytes) != 0;
+    char share[32];
+    std::snprintf(share, sizeof share, "%.2f%%", 100.0 * static_cast<double>(differing) / static_cast<double>(n));
+    std::printf("%-22s %18.3g %18.3g %18.3g %18s\n", shapes[s].name,
                 normalised_max_error(value(p.c_onednn), value(p.c_trlhpc), n),
-                normalised_max_error(value(p.c_trlhpc), fp32, n), normalised_max_error(value(p.c_onednn), fp32, n));
+                normalised_max_error(value(p.c_trlhpc), fp32, n), normalised_max_error(value(p.c_onednn), fp32, n),
+                share);
   }
 
   // rate[shape][column] min and max over rounds; columns fp32, trlhpc bf16, oneDNN; ratio per round.
