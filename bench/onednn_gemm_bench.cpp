@@ -9,7 +9,7 @@
 // oneDNN's primitive is created once per shape before anything is timed, as a framework would cache it.
 // Each round times every shape's fp32, trlhpc bf16 and oneDNN cells back to back (the two bf16 columns
 // in alternating order), so a load change on a shared machine hits both; cells print min-max over the
-// rounds, the ratio column the min-max of oneDNN / trlhpc within a round.
+// rounds, the ratio column oneDNN / trlhpc within a round: min-max over the rounds and their median.
 // Before timing, each shape's two bf16 results are compared (the largest difference over the largest
 // |trlhpc result|, and the same for each against trlhpc's fp32 GEMM on the same bf16 values; the share
 // of c elements whose stored bits differ between oneDNN and trlhpc).
@@ -226,12 +226,11 @@ int main(int argc, char** argv) {
   }
 
   // rate[shape][column] min and max over rounds; columns fp32, trlhpc bf16, oneDNN; ratio per round.
-  double lo[3][3], hi[3][3], ratio_lo[3], ratio_hi[3];
+  double lo[3][3], hi[3][3];
+  std::vector<double> ratios[3];
   for (int s = 0; s < 3; ++s) {
     std::fill(lo[s], lo[s] + 3, 1e300);
     std::fill(hi[s], hi[s] + 3, -1.0);
-    ratio_lo[s] = 1e300;
-    ratio_hi[s] = -1.0;
   }
   for (int round = 0; round < rounds; ++round)
     for (int s = 0; s < 3; ++s) {
@@ -246,10 +245,9 @@ int main(int argc, char** argv) {
         lo[s][col] = std::min(lo[s][col], rate[col]);
         hi[s][col] = std::max(hi[s][col], rate[col]);
       }
-      ratio_lo[s] = std::min(ratio_lo[s], rate[2] / rate[1]);
-      ratio_hi[s] = std::max(ratio_hi[s], rate[2] / rate[1]);
+      ratios[s].push_back(rate[2] / rate[1]);
     }
-  std::printf("%-22s %14s %14s %14s %16s\n", "GEMM (GFLOP/s)", "fp32", "trlhpc bf16", "oneDNN bf16",
+  std::printf("%-22s %14s %14s %14s %28s\n", "GEMM (GFLOP/s)", "fp32", "trlhpc bf16", "oneDNN bf16",
               "oneDNN / trlhpc");
   for (int s = 0; s < 3; ++s) {
     if (!only.empty() && only != shapes[s].key) continue;
@@ -260,10 +258,13 @@ int main(int argc, char** argv) {
       else std::snprintf(cell, sizeof cell, "%.0f-%.0f", lo[s][col], hi[s][col]);
       std::printf(" %14s", cell);
     }
-    char cell[32];
-    if (rounds == 1) std::snprintf(cell, sizeof cell, "%.2f", ratio_hi[s]);
-    else std::snprintf(cell, sizeof cell, "%.2f-%.2f", ratio_lo[s], ratio_hi[s]);
-    std::printf(" %16s\n", cell);
+    std::vector<double>& r = ratios[s];
+    std::sort(r.begin(), r.end());
+    const double median = r.size() % 2 ? r[r.size() / 2] : 0.5 * (r[r.size() / 2 - 1] + r[r.size() / 2]);
+    char cell[64];
+    if (rounds == 1) std::snprintf(cell, sizeof cell, "%.2f", median);
+    else std::snprintf(cell, sizeof cell, "%.2f-%.2f (median %.2f)", r.front(), r.back(), median);
+    std::printf(" %28s\n", cell);
   }
   return 0;
 }
