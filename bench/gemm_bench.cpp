@@ -12,34 +12,17 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
 
+#include "gemm_bench_common.hpp"
 #include "trlhpc/kernels/cpu.hpp"
 
-namespace {
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
-}
-
-template <class F>
-double seconds_per_call(F&& f, int repeat) {
-  f();  // warm-up: packing buffers, AMX permission, page faults
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int r = 0; r < repeat; ++r) f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / repeat;
-}
-
-}  // namespace
+using trlhpc::bench::cpu_model;
+using trlhpc::bench::seconds_per_call;
 
 int main(int argc, char** argv) {
   int64_t T = 2048, C = 896, F = 4864;
