@@ -242,5 +242,19 @@ TEST(SequenceParallelTraining, Gemma3LayoutsMatchSingleProcessCurves) {
   expect_layouts_match("gemma3_tiny", layouts);  // measured 1.9e-6 at np 4 (10 steps)
 }
 
+// Gemma 2 (attention scores softcapped at 2, final logits at 3; window 3 on layers 0 and 2): ring
+// attention caps each K/V block's scores in the kernel before its log-sum-exp merge and recomputes the
+// cap's derivative from the global lse in the backward; Ulysses hands the cap to the local kernel.
+TEST(SequenceParallelTraining, Gemma2LayoutsMatchSingleProcessCurves) {
+  const std::vector<SpLayout> layouts = {
+      {.cp = 2},
+      {.sp = 2, .packed = false},
+      {.cp = 2, .sp = 2, .checkpointing = true},
+      {.dp_shard = 2, .cp = 2, .sharding = SK::Zero3},
+      {.cp = 4, .checkpointing = true},
+  };
+  expect_layouts_match("gemma2_tiny", layouts);
+}
+
 }  // namespace
 }  // namespace trlhpc

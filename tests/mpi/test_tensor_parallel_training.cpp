@@ -258,6 +258,16 @@ TEST(TensorParallelTraining, Gemma3TinyMatchesTheSingleProcessCurve) {
   expect_tp_layouts_match("gemma3_tiny", dir.config(), [&](TpLayout tp) { return weights_from_hf_dir(dir, tp); });
 }
 
+// Gemma 2: the attention softcap is a property of each rank's heads (the kernel caps its own scores),
+// and the final-logit softcap meets the vocab-parallel loss: each rank caps its slice of the logits before
+// the all-reduced max / sums (and TRL's metrics), and takes its dlogits back through the cap; sandwich
+// norms without q/k norms; alternating sliding (window 3) and full layers.
+TEST(TensorParallelTraining, Gemma2TinyMatchesTheSingleProcessCurve) {
+  HfModelDir dir(testing::tests_dir() + "/golden/gemma2_tiny/model");
+  ASSERT_TRUE(dir.config().attn_logit_softcapping > 0 && dir.config().final_logit_softcapping > 0);
+  expect_tp_layouts_match("gemma2_tiny", dir.config(), [&](TpLayout tp) { return weights_from_hf_dir(dir, tp); });
+}
+
 // --bf16 on the tp layouts (q/k norm inputs/outputs stored in bf16, their gradients fp32 and summed over
 // tp): follows the single-process --bf16 curve within the bounds of kBf16Bound's comment.
 TEST(TensorParallelTraining, Qwen3TinyBf16FollowsTheSingleProcessBf16Curve) {
