@@ -34,8 +34,10 @@ class LogitSoftcapTest : public ::testing::Test {
   void SetUp() override { omp_set_num_threads(2); }
 };
 
-// cap tanh(x / cap) within 2 ulp of the correctly rounded value, over [-60, 60] and beyond; at 0 exactly 0.
-TEST_F(LogitSoftcapTest, TanhIsWithinTwoUlp) {
+// cap tanh(x / cap) within 3 ulp of the exact value, over [-60, 60] and beyond; at 0 exactly 0. Bound:
+// tanh_approx is within 1.2 ulp of tanh (softcap.hpp), which can be up to 2.4 ulp of the product when
+// multiplying by the cap moves it into a binade of half the relative ulp, plus the product's rounding.
+TEST_F(LogitSoftcapTest, TanhIsWithinThreeUlp) {
   for (float cap : {1.0f, 3.0f, 30.0f}) {
     std::vector<float> x;
     for (double v = -60.0; v <= 60.0; v += 1.0 / 1024) x.push_back(static_cast<float>(v * cap / 4));
@@ -55,8 +57,7 @@ TEST_F(LogitSoftcapTest, TanhIsWithinTwoUlp) {
       }
       worst_ulp = std::max(worst_ulp, std::abs(y[i] - want) / ulp);
     }
-    // tanh_approx's ~1.2 ulp and the product's rounding (0.5 ulp).
-    EXPECT_LE(worst_ulp, 2.0) << "cap " << cap;
+    EXPECT_LE(worst_ulp, 3.0) << "cap " << cap;
     std::printf("[ measured ] cap %.0f: softcap within %.2f ulp of cap * tanh(x / cap)\n", cap, worst_ulp);
   }
   std::vector<float> bad = {1.0f};
@@ -279,7 +280,7 @@ TEST_F(LogitSoftcapTest, OpsSeamCapsTheLogitsAndTheLoss) {
     EXPECT_GT(std::abs(loss - fused(p, scale, 0.0f, 3).loss), 0.05 * want.loss);
   }
   auto ops = trlhpc::make_cpu_ops();
-  std::vector<float> x = {-10.0f, -1.0f, 0.0f, 0.5f, 3.0f, 100.0f}, want_x = x;
+  std::vector<float> x = {-100.0f, -1.0f, 0.0f, 0.5f, 3.0f, 100.0f}, want_x = x;  // +-100: saturated to +-cap
   cpu::logit_softcap(want_x.data(), static_cast<int64_t>(want_x.size()), cap);
   trlhpc::Tensor t = ops->allocate({6});
   ops->copy_from_host(t, x.data(), x.size() * sizeof(float));

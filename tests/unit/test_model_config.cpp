@@ -183,9 +183,9 @@ TEST(ModelConfig, JsonRoundTrip) {
 
 TEST(ModelConfig, RejectsUnsupportedValuesNamingTheField) {
   json j = qwen2_config();
-  j["architectures"] = {"Gemma2ForCausalLM"};  // (Gemma 3 trains now: test_model_config_gemma.cpp)
-  j["model_type"] = "gemma2";
-  expect_user_error(j, {"architectures", "Gemma2ForCausalLM"});
+  j["architectures"] = {"Phi3ForCausalLM"};  // (Gemma 2 and 3 train now: test_model_config_gemma.cpp)
+  j["model_type"] = "phi3";
+  expect_user_error(j, {"architectures", "Phi3ForCausalLM"});
 
   j = qwen2_config();
   j["hidden_act"] = "gelu";
