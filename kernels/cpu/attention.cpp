@@ -10,6 +10,9 @@
 // cheap range test (min/max of positions and doc ids of both tiles) proves every pair masked, and
 // takes the no-mask path when it proves every pair allowed (same single document, keys not later).
 //
+// Softcapping (Gemma 2, softcap c > 0): the scaled scores of a tile become c tanh(s / c) before the mask
+// (transformers' order), so lse and P are those of the capped scores; c = 0 skips it entirely.
+//
 // Backward (FlashAttention-2, Dao 2023, Alg. 2), recomputing P from the saved global lse:
 //   P_ij = exp(s_ij - lse_i),  delta_i = do_i . o_i,  dP = do v^T,  dS = P * (dP - delta)
 //   dv_j += sum_i P_ij do_i,   dk_j += scale sum_i dS_ij q_i,   dq_i += scale sum_j dS_ij k_j
@@ -19,6 +22,8 @@
 // order), computing P and dS and storing dS; pass 2 runs over (b, head, query tile), owns those dq rows
 // and multiplies the stored dS by k. The sum order never depends on the thread count. The dS store is
 // bounded (kScoreStoreBytes): the query tiles go through both passes in slabs that fit it.
+// With softcapping, t = tanh(s / c) is recomputed with the scores, P = exp(c t - lse) and
+// dS = P * (dP - delta) * (1 - t^2) (d(c tanh(s / c)) / ds); the rest is unchanged.
 //
 // Tile products use one register-blocked kernel, C += A B with B rows contiguous (kernel form
 // "broadcast a scalar of A, multiply a row of B"), so no BLAS call happens inside a parallel region.
@@ -44,6 +49,7 @@
 #include "kernels/cpu/element_io.hpp"
 #include "kernels/cpu/fast_exp.hpp"
 #include "kernels/cpu/scratch.hpp"
+#include "kernels/cpu/softcap.hpp"
 #include "trlhpc/kernels/cpu.hpp"
 
 namespace trlhpc::cpu {
@@ -128,6 +134,12 @@ int64_t effective_window(int64_t window) {
   return window == 0 ? std::numeric_limits<int64_t>::max() : window;
 }
 
+// A softcap is 0 (none) or a positive finite cap.
+void check_softcap(float softcap) {
+  if (!(softcap >= 0) || !std::isfinite(softcap))
+    throw UserError("attention: softcap " + std::to_string(softcap) + " is not a positive number; use 0 for none");
+}
+
 // Ranges of every tile of pos, doc (B, T): (B, ceil(T / tile)).
 std::vector<TileRange> tile_ranges(const int32_t* pos, const int32_t* doc, int64_t B, int64_t T, int64_t tile) {
   const int64_t tiles = (T + tile - 1) / tile;
@@ -174,6 +186,12 @@ void apply_mask(float* s, int64_t rows, int64_t k_valid, const int32_t* q_pos, c
       sr[j] = (k_doc[j] == qd && k_pos[j] <= qp && k_pos[j] >= oldest) ? sr[j] : kNegInf;
     for (int64_t j = k_valid; j < kKeyTile; ++j) sr[j] = kNegInf;
   }
+}
+
+// Softcaps the first `rows` rows of a score tile s (rows, kKeyTile) in place (before the mask).
+void cap_scores(float* s, int64_t rows, float cap) {
+#pragma omp simd
+  for (int64_t i = 0; i < rows * kKeyTile; ++i) s[i] = softcap(s[i], cap);
 }
 
 // Per (b, kv head) repacked K and V (see the header comment). Transposed ones are only built if asked.
@@ -246,8 +264,10 @@ PackedKV pack_kv(const T* k, const T* v, int64_t B, int64_t Tk, int64_t KVH, int
 template <class T, class O>
 void attention_fwd_impl(const T* q, const T* k, const T* v, const int32_t* q_pos, const int32_t* k_pos,
                         const int32_t* q_doc, const int32_t* k_doc, O* o, float* lse, int64_t B, int64_t Tq,
-                        int64_t Tk, int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window_size) {
+                        int64_t Tk, int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window_size,
+                        float softcap) {
   check_heads(NH, KVH);
+  check_softcap(softcap);
   const int64_t q_tiles = (Tq + kQueryTile - 1) / kQueryTile, k_tiles = (Tk + kKeyTile - 1) / kKeyTile;
   const int64_t group = NH / KVH;                                                        // query heads per kv head
   const std::vector<TileRange> q_ranges = tile_ranges(q_pos, q_doc, B, Tq, kQueryTile);  // (B, q_tiles)
@@ -283,6 +303,7 @@ void attention_fwd_impl(const T* q, const T* k, const T* v, const int32_t* q_pos
         if (mask == TileMask::kSkip) continue;
         std::fill(s.begin(), s.end(), 0.0f);
         gemm_acc(rows, kKeyTile, HS, q_tile.data(), HS, 1, kv.kt_tile(b, KVH, g, kt), kKeyTile, s.data(), kKeyTile);
+        if (softcap > 0) cap_scores(s.data(), rows, softcap);
         if (mask == TileMask::kPartial)
           apply_mask(s.data(), rows, k_valid, q_pos + b * Tq + i0, q_doc + b * Tq + i0, k_pos + b * Tk + j0,
                      k_doc + b * Tk + j0, window);
@@ -335,6 +356,7 @@ struct BackwardArgs {
   int64_t Tq, Tk, NH, KVH, HS, q_tiles, k_tiles;
   float scale;
   int64_t window;  // effective_window
+  float softcap;   // 0: none
   const PackedKV* kv;
   const std::vector<TileRange>*q_ranges, *k_ranges;
 
@@ -346,8 +368,9 @@ struct BackwardArgs {
 
 // For the tile pair (b, h, query tile qt) x (key tile kt), not fully masked, computes
 // p = P and ds = dS, both (kQueryTile, kKeyTile) with rows past the last query left at zero.
+// With softcapping, dtanh (kQueryTile, kKeyTile) is the caller's scratch for 1 - t^2.
 void tile_p_ds(const BackwardArgs& a, TileMask mask, int64_t b, int64_t h, int64_t qt, int64_t kt, float* p,
-               float* ds) {
+               float* ds, float* dtanh) {
   const int64_t i0 = qt * kQueryTile, rows = std::min(kQueryTile, a.Tq - i0);
   const int64_t j0 = kt * kKeyTile, k_valid = std::min(kKeyTile, a.Tk - j0);
   const int64_t g = h / (a.NH / a.KVH);
@@ -357,6 +380,16 @@ void tile_p_ds(const BackwardArgs& a, TileMask mask, int64_t b, int64_t h, int64
   std::fill(ds, ds + kQueryTile * kKeyTile, 0.0f);
   gemm_acc(rows, kKeyTile, a.HS, q_rows, a.HS, 1, a.kv->kt_tile(b, a.KVH, g, kt), kKeyTile, p, kKeyTile);    // q k^T
   gemm_acc(rows, kKeyTile, a.HS, do_rows, a.HS, 1, a.kv->vt_tile(b, a.KVH, g, kt), kKeyTile, ds, kKeyTile);  // do v^T
+  const bool capped = a.softcap > 0;
+  if (capped) {  // p <- c t (the capped scaled scores, before the mask), dtanh <- 1 - t^2
+    const float cap = a.softcap, scale = a.scale;
+#pragma omp simd
+    for (int64_t i = 0; i < rows * kKeyTile; ++i) {
+      const float t = tanh_approx(scale * p[i] / cap);
+      dtanh[i] = 1.0f - t * t;
+      p[i] = t * cap;
+    }
+  }
   if (mask == TileMask::kPartial)
     apply_mask(p, rows, k_valid, a.q_pos + b * a.Tq + i0, a.q_doc + b * a.Tq + i0, a.k_pos + b * a.Tk + j0,
                a.k_doc + b * a.Tk + j0, a.window);
@@ -368,6 +401,15 @@ void tile_p_ds(const BackwardArgs& a, TileMask mask, int64_t b, int64_t h, int64
     if (lse_i == kNegInf) {  // no allowed key anywhere: P = 0
       std::fill(pr, pr + kKeyTile, 0.0f);
       std::fill(dsr, dsr + kKeyTile, 0.0f);
+      continue;
+    }
+    if (capped) {
+      const float* dtr = dtanh + r * kKeyTile;  // (kKeyTile) 1 - t^2, finite also where masked
+#pragma omp simd
+      for (int64_t j = 0; j < kKeyTile; ++j) {
+        pr[j] = exp_approx(pr[j] - lse_i);  // already scaled and capped; masked scores are -inf -> 0
+        dsr[j] = pr[j] * (dsr[j] - delta_i) * dtr[j];
+      }
       continue;
     }
 #pragma omp simd
@@ -382,8 +424,9 @@ template <class T>
 void attention_bwd_impl(const T* q, const T* k, const T* v, const T* o, const float* lse, const T* dout,
                         const int32_t* q_pos, const int32_t* k_pos, const int32_t* q_doc, const int32_t* k_doc,
                         float* dq, float* dk, float* dv, int64_t B, int64_t Tq, int64_t Tk, int64_t NH, int64_t KVH,
-                        int64_t HS, float scale, int64_t window_size) {
+                        int64_t HS, float scale, int64_t window_size, float softcap) {
   check_heads(NH, KVH);
+  check_softcap(softcap);
   if (B == 0 || Tq == 0 || Tk == 0 || NH == 0) return;  // no allowed pair: every gradient term is zero
   const int64_t q_tiles = (Tq + kQueryTile - 1) / kQueryTile, k_tiles = (Tk + kKeyTile - 1) / kKeyTile;
   const int64_t group = NH / KVH;
@@ -416,7 +459,7 @@ void attention_bwd_impl(const T* q, const T* k, const T* v, const T* o, const fl
                           .q_pos = q_pos, .k_pos = k_pos, .q_doc = q_doc, .k_doc = k_doc,
                           .Tq = Tq, .Tk = Tk, .NH = NH, .KVH = KVH, .HS = HS, .q_tiles = q_tiles,
                           .k_tiles = k_tiles, .scale = scale, .window = effective_window(window_size),
-                          .kv = &kv, .q_ranges = &q_ranges, .k_ranges = &k_ranges};
+                          .softcap = softcap, .kv = &kv, .q_ranges = &q_ranges, .k_ranges = &k_ranges};
   // clang-format on
 
   // The query tiles are processed in slabs; pass 1 stores each dS tile of the slab, pass 2 reuses it,
@@ -437,6 +480,7 @@ void attention_bwd_impl(const T* q, const T* k, const T* v, const T* o, const fl
 #pragma omp parallel
     {
       std::vector<float> p(kPairFloats);  // (kQueryTile, kKeyTile)
+      std::vector<float> dtanh(softcap > 0 ? kPairFloats : 0);  // (kQueryTile, kKeyTile) 1 - t^2
       std::vector<float> dk_tile(static_cast<size_t>(kKeyTile * HS)), dv_tile(dk_tile.size());  // (kKeyTile, HS)
 #pragma omp for schedule(dynamic, 1)
       for (int64_t item = 0; item < B * KVH * k_tiles; ++item) {
@@ -451,7 +495,7 @@ void attention_bwd_impl(const T* q, const T* k, const T* v, const T* o, const fl
               std::fill(dk_tile.begin(), dk_tile.end(), 0.0f), std::fill(dv_tile.begin(), dv_tile.end(), 0.0f);
             touched = true;
             float* ds = ds_tile(b, h, qt - qt0, kt);
-            tile_p_ds(args, mask, b, h, qt, kt, p.data(), ds);
+            tile_p_ds(args, mask, b, h, qt, kt, p.data(), ds, dtanh.data());
             const int64_t i0 = qt * kQueryTile, rows = std::min(kQueryTile, Tq - i0);
             const float* q_rows = qh + ((b * NH + h) * Tq + i0) * HS;    // (rows, HS)
             const float* do_rows = doh + ((b * NH + h) * Tq + i0) * HS;  // (rows, HS)
@@ -499,32 +543,32 @@ void attention_bwd_impl(const T* q, const T* k, const T* v, const T* o, const fl
 
 void attention_fwd(const float* q, const float* k, const float* v, const int32_t* q_pos, const int32_t* k_pos,
                    const int32_t* q_doc, const int32_t* k_doc, float* o, float* lse, int64_t B, int64_t Tq, int64_t Tk,
-                   int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window) {
-  attention_fwd_impl(q, k, v, q_pos, k_pos, q_doc, k_doc, o, lse, B, Tq, Tk, NH, KVH, HS, scale, window);
+                   int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window, float softcap) {
+  attention_fwd_impl(q, k, v, q_pos, k_pos, q_doc, k_doc, o, lse, B, Tq, Tk, NH, KVH, HS, scale, window, softcap);
 }
 void attention_fwd(const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* q_pos, const int32_t* k_pos,
                    const int32_t* q_doc, const int32_t* k_doc, uint16_t* o, float* lse, int64_t B, int64_t Tq,
-                   int64_t Tk, int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window) {
-  attention_fwd_impl(q, k, v, q_pos, k_pos, q_doc, k_doc, o, lse, B, Tq, Tk, NH, KVH, HS, scale, window);
+                   int64_t Tk, int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window, float softcap) {
+  attention_fwd_impl(q, k, v, q_pos, k_pos, q_doc, k_doc, o, lse, B, Tq, Tk, NH, KVH, HS, scale, window, softcap);
 }
 void attention_fwd(const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* q_pos, const int32_t* k_pos,
                    const int32_t* q_doc, const int32_t* k_doc, float* o, float* lse, int64_t B, int64_t Tq,
-                   int64_t Tk, int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window) {
-  attention_fwd_impl(q, k, v, q_pos, k_pos, q_doc, k_doc, o, lse, B, Tq, Tk, NH, KVH, HS, scale, window);
+                   int64_t Tk, int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window, float softcap) {
+  attention_fwd_impl(q, k, v, q_pos, k_pos, q_doc, k_doc, o, lse, B, Tq, Tk, NH, KVH, HS, scale, window, softcap);
 }
 void attention_bwd(const float* q, const float* k, const float* v, const float* o, const float* lse, const float* dout,
                    const int32_t* q_pos, const int32_t* k_pos, const int32_t* q_doc, const int32_t* k_doc, float* dq,
                    float* dk, float* dv, int64_t B, int64_t Tq, int64_t Tk, int64_t NH, int64_t KVH, int64_t HS,
-                   float scale, int64_t window) {
+                   float scale, int64_t window, float softcap) {
   attention_bwd_impl(q, k, v, o, lse, dout, q_pos, k_pos, q_doc, k_doc, dq, dk, dv, B, Tq, Tk, NH, KVH, HS, scale,
-                     window);
+                     window, softcap);
 }
 void attention_bwd(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* o, const float* lse,
                    const uint16_t* dout, const int32_t* q_pos, const int32_t* k_pos, const int32_t* q_doc,
                    const int32_t* k_doc, float* dq, float* dk, float* dv, int64_t B, int64_t Tq, int64_t Tk,
-                   int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window) {
+                   int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window, float softcap) {
   attention_bwd_impl(q, k, v, o, lse, dout, q_pos, k_pos, q_doc, k_doc, dq, dk, dv, B, Tq, Tk, NH, KVH, HS, scale,
-                     window);
+                     window, softcap);
 }
 
 void attention_merge(float* o_acc, float* lse_acc, const float* o_blk, const float* lse_blk, int64_t B, int64_t T,

@@ -13,6 +13,9 @@
 // The loss is summed in token order, so it does not depend on the thread count.
 // With metrics (TRL's entropy and is_top1): the exp pass also sums exp(z - max) * (z - max), so
 // entropy_t = log(sum) - that / sum, and one more pass finds the first index of the maximum.
+// With a logit softcap c (Gemma 2): each row is first capped in place, z <- c tanh(z / c), keeping
+// t = tanh(z / c); the row's loss, metrics and softmax gradient are then those of the capped logits, and
+// the gradient is multiplied by 1 - t^2 on its way back to the head's output (capped_row_loss).
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -24,6 +27,7 @@
 
 #include "trlhpc/core/error.hpp"
 #include "kernels/cpu/fast_exp.hpp"
+#include "kernels/cpu/softcap.hpp"
 #include "trlhpc/kernels/cpu.hpp"
 
 namespace trlhpc::cpu {
@@ -76,11 +80,35 @@ double row_loss(float* z, int64_t V, int32_t y, bool want_grad, float grad_scale
   return static_cast<double>(zmax) + std::log(sum) - z_target;
 }
 
+// row_loss of the softcapped row: z (V) <- c tanh(z / c) first, then row_loss; the gradient it leaves
+// (with respect to the capped logits) is multiplied by d(c tanh(z / c)) / dz = 1 - t^2. t: (V) scratch.
+double capped_row_loss(float* z, float* t, int64_t V, int32_t y, bool want_grad, float grad_scale, float cap,
+                       RowMetrics* metrics) {
+#pragma omp simd
+  for (int64_t v = 0; v < V; ++v) {
+    t[v] = tanh_approx(z[v] / cap);
+    z[v] = t[v] * cap;
+  }
+  const double loss = row_loss(z, V, y, want_grad, grad_scale, metrics);
+  if (want_grad) {
+#pragma omp simd
+    for (int64_t v = 0; v < V; ++v) z[v] *= 1.0f - t[v] * t[v];
+  }
+  return loss;
+}
+
 }  // namespace
+
+void logit_softcap(float* x, int64_t n, float cap) {
+  TRLHPC_REQUIRE(cap > 0 && std::isfinite(cap), "logit_softcap: cap " + std::to_string(cap) + " must be positive");
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) x[i] = softcap(x[i], cap);
+}
 
 double cross_entropy_fwd_bwd(const float* hidden, const float* weight, const int32_t* targets, int64_t N, int64_t C,
                              int64_t V, float grad_scale, float* dhidden, float* dweight, int64_t chunk_tokens,
-                             int64_t* valid_tokens, CrossEntropyMetrics* metrics, bool bf16_gemm) {
+                             int64_t* valid_tokens, CrossEntropyMetrics* metrics, bool bf16_gemm,
+                             float logit_softcap) {
   const auto gemm = [bf16_gemm](const float* a, bool ta, const float* b, bool tb, float* c, int64_t M, int64_t Nc,
                                 int64_t K, float beta) {
     if (bf16_gemm) matmul_bf16({a, false}, ta, {b, false}, tb, {c, false}, M, Nc, K, 1.0f, beta);
@@ -88,6 +116,9 @@ double cross_entropy_fwd_bwd(const float* hidden, const float* weight, const int
   };
   TRLHPC_REQUIRE(chunk_tokens > 0,
                  "cross_entropy_fwd_bwd: chunk_tokens must be positive, got " + std::to_string(chunk_tokens));
+  TRLHPC_REQUIRE(logit_softcap >= 0 && std::isfinite(logit_softcap),
+                 "cross_entropy_fwd_bwd: logit softcap " + std::to_string(logit_softcap) +
+                     " is not a positive number; use 0 for none");
   const bool want_grad = dhidden != nullptr;
   // Valid token indices, in order: (n_valid)
   std::vector<int64_t> rows;
@@ -116,6 +147,9 @@ double cross_entropy_fwd_bwd(const float* hidden, const float* weight, const int
   std::vector<float> dh_chunk(want_grad ? static_cast<size_t>(chunk * C) : 0);  // (chunk, C)
   std::vector<double> loss_rows(static_cast<size_t>(chunk));                    // (chunk)
   std::vector<RowMetrics> metric_rows(metrics ? static_cast<size_t>(chunk) : 0);  // (chunk)
+  // (chunk, V) tanh(z / c) of the capped rows, kept for their gradient
+  const auto tanh_rows =
+      std::make_unique_for_overwrite<float[]>(logit_softcap > 0 ? static_cast<size_t>(chunk * V) : 0);
   double total = 0.0;
 
   for (int64_t c0 = 0; c0 < n_valid; c0 += chunk) {
@@ -127,9 +161,15 @@ double cross_entropy_fwd_bwd(const float* hidden, const float* weight, const int
     // logits (cm, V) = h_chunk (cm, C) @ weight^T (C, V)
     gemm(h_chunk.data(), false, weight, true, logits.get(), cm, V, C, 0.0f);
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < cm; ++r)
-      loss_rows[static_cast<size_t>(r)] = row_loss(logits.get() + r * V, V, targets[chunk_rows[r]], want_grad, grad_scale,
-                                                   metrics ? &metric_rows[static_cast<size_t>(r)] : nullptr);
+    for (int64_t r = 0; r < cm; ++r) {
+      RowMetrics* row_metrics = metrics ? &metric_rows[static_cast<size_t>(r)] : nullptr;
+      float* z = logits.get() + r * V;  // (V)
+      const int32_t y = targets[chunk_rows[r]];
+      loss_rows[static_cast<size_t>(r)] =
+          logit_softcap > 0
+              ? capped_row_loss(z, tanh_rows.get() + r * V, V, y, want_grad, grad_scale, logit_softcap, row_metrics)
+              : row_loss(z, V, y, want_grad, grad_scale, row_metrics);
+    }
     for (int64_t r = 0; r < cm; ++r) total += loss_rows[static_cast<size_t>(r)];
     if (metrics)
       for (int64_t r = 0; r < cm; ++r) {

@@ -15,6 +15,9 @@
 //      entropy_t = log(s) - w / s;  is_top1_t = (first == y_t)   (caller)
 // Ignored rows (-100) get zeros in step 2 and a zero gradient in step 3. Sums of exponentials are
 // taken in double, as in the fused kernel (cross_entropy.cpp).
+// Softcapped logits (Gemma 2): the caller caps z in place first (logit_softcap, cross_entropy.cpp), so
+// steps 1, 2 and the metrics see the capped logits as they are; step 3 is given the cap and multiplies
+// dz by 1 - (z / c)^2, the cap's derivative recovered from the capped value.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -78,7 +81,7 @@ void vocab_parallel_ce_metrics(const float* logits, const int32_t* targets, int6
 }
 
 void vocab_parallel_ce_grad(float* logits, const int32_t* targets, int64_t M, int64_t V, int64_t vocab_start,
-                            const float* row_max, const float* sums, float grad_scale) {
+                            const float* row_max, const float* sums, float grad_scale, float logit_softcap) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < M; ++r) {
     float* z = logits + r * V;
@@ -88,6 +91,15 @@ void vocab_parallel_ce_grad(float* logits, const int32_t* targets, int64_t M, in
       continue;
     }
     const double mult = static_cast<double>(grad_scale) / static_cast<double>(sums[2 * r]);
+    if (logit_softcap > 0) {
+      for (int64_t v = 0; v < V; ++v) {
+        const float t = z[v] / logit_softcap;  // tanh of the uncapped logit over the cap
+        float g = static_cast<float>(mult * std::exp(static_cast<double>(z[v] - row_max[r])));
+        if (owns(y, vocab_start, V) && v == y - vocab_start) g -= grad_scale;
+        z[v] = g * (1.0f - t * t);
+      }
+      continue;
+    }
     for (int64_t v = 0; v < V; ++v) z[v] = static_cast<float>(mult * std::exp(static_cast<double>(z[v] - row_max[r])));
     if (owns(y, vocab_start, V)) z[y - vocab_start] -= grad_scale;
   }

@@ -7,6 +7,7 @@
 #include "attention.cuh"
 #include "attention_tiles.cuh"
 #include "device_math.cuh"
+#include "trlhpc/kernels/elementwise_math.hpp"
 #include "trlhpc/core/cuda_check.hpp"
 #include "trlhpc/core/error.hpp"
 
@@ -34,7 +35,13 @@ struct AttentionParams {
   int NH, KVH, HS, Br, Bc, q_tiles, k_tiles;
   float scale;
   int64_t window;  // effective_window(AttentionDims::window)
+  float softcap;   // 0: none
 };
+
+// A scaled score as the softmax sees it: capped when the layer has a softcap (before the mask).
+__device__ inline float capped_score(float s, float softcap) {
+  return softcap > 0.0f ? math::softcap(s, softcap) : s;
+}
 
 // ranges (B, tiles): min/max of pos and doc over each tile of `tile` rows.
 __global__ void tile_ranges_kernel(const int32_t* __restrict__ pos, const int32_t* __restrict__ doc, int64_t B,
@@ -122,7 +129,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_fwd_kernel(const Atten
     for (int c = lane; c < Bc; c += tpr) {
       const bool allowed =
           mask == TileMask::kFull || (kdoc_s[c] == qd && kpos_s[c] <= qp && in_window(qp, kpos_s[c], p.window));
-      const float x = allowed ? s_row[c] * p.scale : kNegInf;
+      const float x = allowed ? capped_score(s_row[c] * p.scale, p.softcap) : kNegInf;
       s_row[c] = x;
       tile_max = fmaxf(tile_max, x);
     }
@@ -205,7 +212,8 @@ __device__ void load_key_side(const AttentionParams<T, G>& p, const AttentionSme
 }
 
 // With q, dout, k, v of one tile pair loaded: S = Q K^T, dP = dO V^T, then P = exp(scale S - lse) on
-// allowed pairs and dS = P (dP - delta), stored as T in p (if want_p) and ds.
+// allowed pairs and dS = P (dP - delta), stored as T in p (if want_p) and ds; with a softcap c,
+// P = exp(c t - lse) and dS = P (dP - delta) (1 - t^2), t = tanh(scale S / c).
 template <class T, class G>
 __device__ void probabilities_and_ds(const AttentionParams<T, G>& p, const AttentionSmem& L, unsigned char* smem,
                                      TileMask mask, bool want_p) {
@@ -229,8 +237,15 @@ __device__ void probabilities_and_ds(const AttentionParams<T, G>& p, const Atten
     const bool allowed =
         lse != kNegInf && (mask == TileMask::kFull || (kdoc_s[c] == qdoc_s[r] && kpos_s[c] <= qpos_s[r] &&
                                                        in_window(qpos_s[r], kpos_s[c], p.window)));
-    const float prob = allowed ? __expf(s_s[r * L.lds + c] * p.scale - lse) : 0.0f;
-    const float ds = prob * (dp_s[r * L.lds + c] - delta_s[r]);
+    float prob, ds;
+    if (p.softcap > 0.0f) {  // P = exp(c t - lse), dS = P (dP - delta) (1 - t^2), t = tanh(s / c)
+      const float t = tanhf(s_s[r * L.lds + c] * p.scale / p.softcap);
+      prob = allowed ? __expf(t * p.softcap - lse) : 0.0f;
+      ds = prob * (dp_s[r * L.lds + c] - delta_s[r]) * (1.0f - t * t);
+    } else {
+      prob = allowed ? __expf(s_s[r * L.lds + c] * p.scale - lse) : 0.0f;
+      ds = prob * (dp_s[r * L.lds + c] - delta_s[r]);
+    }
     if (want_p) p_s[r * L.ldp + c] = from_float<T>(prob);
     ds_s[r * L.ldp + c] = from_float<T>(ds);
   }
@@ -367,6 +382,8 @@ void check_dims(const AttentionDims& d) {
     TRLHPC_REQUIRE(d.HS % 16 == 0, "attention: bf16 attention runs on tensor cores and needs a head size that is a "
                                    "multiple of 16, got " + std::to_string(d.HS) + "; train in fp32");
   TRLHPC_ASSERT(d.B <= 65535 && d.NH <= 65535, "attention grid: B and NH must be <= 65535");
+  TRLHPC_REQUIRE(d.softcap >= 0.0f && std::isfinite(d.softcap),
+                 "attention: softcap " + std::to_string(d.softcap) + " is not a positive number; use 0 for none");
 }
 
 // Tile ranges of q (tile Br) and k (tile Bc) for a launch.
@@ -404,6 +421,7 @@ AttentionParams<T, G> base_params(const AttentionDims& d, const RangeBuffers& r,
   p.Br = t.Br, p.Bc = t.Bc, p.q_tiles = r.q_tiles, p.k_tiles = r.k_tiles;
   p.scale = d.scale;
   p.window = effective_window(d.window);
+  p.softcap = d.softcap;
   return p;
 }
 

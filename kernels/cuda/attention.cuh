@@ -15,6 +15,8 @@
 // tile) pair is skipped when the tiles' position/doc ranges prove every pair masked (causal: half the
 // tiles; packed documents: everything off the block diagonal) and takes the unmasked path when they
 // prove every pair allowed.
+// Softcapping (softcap c > 0, Gemma 2): the scaled scores become c tanh(s / c) before the mask, so P
+// and lse are those of the capped scores, and the backward multiplies dS by 1 - tanh(s / c)^2.
 // Backward (FlashAttention-2, Alg. 2) from the saved lse, with delta_i = rowsum(dO_i * O_i):
 //   P = exp(scale S - lse), dP = dO V^T, dS = P * (dP - delta),
 //   dV += P^T dO,  dK += scale dS^T Q,  dQ += scale dS K          (all three ACCUMULATE, for ring attention)
@@ -37,6 +39,7 @@ struct AttentionDims {
   int NH = 0, KVH = 0, HS = 0;
   float scale = 1.0f;
   int64_t window = 0;  // sliding window (AttentionShape::window); 0 = none
+  float softcap = 0.0f;  // tanh softcapping of the scaled scores (AttentionShape::softcap); 0 = none
 };
 
 using kernels::SmemLimits;

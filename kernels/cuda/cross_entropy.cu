@@ -7,6 +7,7 @@
 
 #include "cross_entropy.cuh"
 #include "device_math.cuh"
+#include "elementwise.cuh"
 #include "trlhpc/core/cuda_check.hpp"
 #include "trlhpc/core/error.hpp"
 
@@ -69,12 +70,13 @@ __global__ void scatter_rows_kernel(const TI* __restrict__ src, const int32_t* _
 // dz row r = grad_scale (softmax - onehot). dz may alias logits (fp32): each element is read before
 // its own thread writes it. With entropy set (TRL's metrics, as the CPU kernel computes them):
 // entropy[r] = log(sum) - sum_v exp(z - max)(z - max) / sum, top1[r] = (first index of the maximum ==
-// target); the index is reduced as a float, exact for V < 2^24 (the caller checks).
+// target); the index is reduced as a float, exact for V < 2^24 (the caller checks). softcap c > 0: the
+// row holds capped logits (c tanh(.)), and dz is multiplied by 1 - (z / c)^2 (the cap's derivative).
 template <class TZ>
 __global__ void __launch_bounds__(kSoftmaxThreads)
     softmax_loss_kernel(const float* logits, const int32_t* __restrict__ rows, const int32_t* __restrict__ targets,
                         int64_t V, bool want_grad, float grad_scale, TZ* dz, double* __restrict__ loss,
-                        double* __restrict__ entropy, int32_t* __restrict__ top1) {
+                        double* __restrict__ entropy, int32_t* __restrict__ top1, float softcap) {
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
   const float* z = logits + r * V;  // (V)
@@ -116,6 +118,14 @@ __global__ void __launch_bounds__(kSoftmaxThreads)
   }
   if (!want_grad) return;
   const float mult = grad_scale / sum;
+  if (softcap > 0.0f) {
+    for (int64_t v = threadIdx.x; v < V; v += kSoftmaxThreads) {
+      const float zv = z[v], t = zv / softcap;  // read before this thread overwrites it (dz may alias z)
+      const float g = __expf(zv - block_max) * mult;
+      dz[r * V + v] = from_float<TZ>((v == y ? g - grad_scale : g) * (1.0f - t * t));
+    }
+    return;
+  }
   for (int64_t v = threadIdx.x; v < V; v += kSoftmaxThreads) {
     const float g = __expf(z[v] - block_max) * mult;
     dz[r * V + v] = from_float<TZ>(v == y ? g - grad_scale : g);
@@ -128,9 +138,12 @@ template <class T, class TD>
 double cross_entropy_fwd_bwd(const T* hidden, const T* weight, const int32_t* targets, int64_t N, int64_t C, int64_t V,
                              float grad_scale, TD* dhidden, float* dweight, int64_t chunk_tokens,
                              int64_t* valid_tokens, Matmul& matmul, DeviceAllocator& allocator, cudaStream_t stream,
-                             LossMetricSums* metrics, const int32_t* host_targets) {
+                             LossMetricSums* metrics, const int32_t* host_targets, float logit_softcap) {
   TRLHPC_REQUIRE(chunk_tokens > 0,
                  "cross_entropy_fwd_bwd: chunk_tokens must be positive, got " + std::to_string(chunk_tokens));
+  TRLHPC_REQUIRE(logit_softcap >= 0.0f && std::isfinite(logit_softcap),
+                 "cross_entropy_fwd_bwd: logit softcap " + std::to_string(logit_softcap) +
+                     " is not a positive number; use 0 for none");
   const bool want_grad = dhidden != nullptr;
   std::vector<int32_t> copied_targets;  // (N) when the caller has no host copy
   if (!host_targets && N > 0) {
@@ -178,9 +191,11 @@ double cross_entropy_fwd_bwd(const T* hidden, const T* weight, const int32_t* ta
     // logits (cm, V) = h_chunk (cm, C) @ weight^T
     matmul.run(h_chunk.get(), false, weight, true, logits.get(), data_type<T>(), CUDA_R_32F, cm, V, C, 1.0f, 0.0f,
                stream);
+    if (logit_softcap > 0.0f) trlhpc::cuda::logit_softcap(logits.get(), cm * V, logit_softcap, stream);
     softmax_loss_kernel<T><<<static_cast<unsigned>(cm), kSoftmaxThreads, 0, stream>>>(
         logits.get(), chunk_rows, targets, V, want_grad, grad_scale, dz, loss_rows.get() + c0,
-        want_metrics ? entropy_rows.get() + c0 : nullptr, want_metrics ? top1_rows.get() + c0 : nullptr);
+        want_metrics ? entropy_rows.get() + c0 : nullptr, want_metrics ? top1_rows.get() + c0 : nullptr,
+        logit_softcap);
     TRLHPC_CHECK_CUDA_LAUNCH("softmax_loss_kernel");
     if (!want_grad) continue;
     // dh_chunk (cm, C) = dz (cm, V) @ weight (V, C), scattered to the token rows
@@ -216,15 +231,15 @@ double cross_entropy_fwd_bwd(const T* hidden, const T* weight, const int32_t* ta
 
 template double cross_entropy_fwd_bwd<float, float>(const float*, const float*, const int32_t*, int64_t, int64_t,
                                                     int64_t, float, float*, float*, int64_t, int64_t*, Matmul&,
-                                                    DeviceAllocator&, cudaStream_t, LossMetricSums*, const int32_t*);
+                                                    DeviceAllocator&, cudaStream_t, LossMetricSums*, const int32_t*, float);
 template double cross_entropy_fwd_bwd<bf16, float>(const bf16*, const bf16*, const int32_t*, int64_t, int64_t, int64_t,
                                                    float, float*, float*, int64_t, int64_t*, Matmul&,
-                                                   DeviceAllocator&, cudaStream_t, LossMetricSums*, const int32_t*);
+                                                   DeviceAllocator&, cudaStream_t, LossMetricSums*, const int32_t*, float);
 template double cross_entropy_fwd_bwd<bf16, bf16>(const bf16*, const bf16*, const int32_t*, int64_t, int64_t, int64_t,
                                                   float, bf16*, float*, int64_t, int64_t*, Matmul&, DeviceAllocator&,
-                                                  cudaStream_t, LossMetricSums*, const int32_t*);
+                                                  cudaStream_t, LossMetricSums*, const int32_t*, float);
 template double cross_entropy_fwd_bwd<float, bf16>(const float*, const float*, const int32_t*, int64_t, int64_t,
                                                    int64_t, float, bf16*, float*, int64_t, int64_t*, Matmul&,
-                                                   DeviceAllocator&, cudaStream_t, LossMetricSums*, const int32_t*);
+                                                   DeviceAllocator&, cudaStream_t, LossMetricSums*, const int32_t*, float);
 
 }  // namespace trlhpc::cuda

@@ -16,6 +16,9 @@
 // does not copy them back, which would wait for all the work queued before it; it then synchronises
 // once, at its end, for the returned loss (CUDA-REVIEW.md defect 6; a lazy loss needs the Ops contract
 // to change, docs/CUDA-REVIEW-FIXES.md). Without host_targets it synchronises at its start too.
+// logit_softcap c > 0 (Gemma 2): the chunk's logits are capped in place (c tanh(z / c)) before the
+// softmax; loss, metrics and dz are those of the capped logits and dz is multiplied by 1 - (z / c)^2
+// (z capped) on its way back to the head's output. 0 = none.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -39,6 +42,7 @@ template <class T, class TD>
 double cross_entropy_fwd_bwd(const T* hidden, const T* weight, const int32_t* targets, int64_t N, int64_t C, int64_t V,
                              float grad_scale, TD* dhidden, float* dweight, int64_t chunk_tokens,
                              int64_t* valid_tokens, Matmul& matmul, DeviceAllocator& allocator, cudaStream_t stream,
-                             LossMetricSums* metrics = nullptr, const int32_t* host_targets = nullptr);
+                             LossMetricSums* metrics = nullptr, const int32_t* host_targets = nullptr,
+                             float logit_softcap = 0.0f);
 
 }  // namespace trlhpc::cuda

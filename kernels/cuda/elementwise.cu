@@ -1,6 +1,7 @@
 // Elementwise ops and the deterministic sum of squares (see elementwise.cuh).
 #include "device_math.cuh"
 #include "elementwise.cuh"
+#include "trlhpc/kernels/elementwise_math.hpp"
 #include "trlhpc/core/cuda_check.hpp"
 
 namespace trlhpc::cuda {
@@ -20,6 +21,11 @@ template <class T>
 __global__ void scale_kernel(T* __restrict__ y, float s, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
     y[i] = from_float<T>(to_float(y[i]) * s);
+}
+
+__global__ void softcap_kernel(float* __restrict__ x, float cap, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    x[i] = math::softcap(x[i], cap);
 }
 
 // Block-wide double sum in a fixed order; valid in thread 0.
@@ -69,6 +75,12 @@ void scale_inplace(T* y, float s, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
   scale_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(y, s, n);
   TRLHPC_CHECK_CUDA_LAUNCH("scale_kernel");
+}
+
+void logit_softcap(float* x, int64_t n, float cap, cudaStream_t stream) {
+  if (n <= 0) return;
+  softcap_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(x, cap, n);
+  TRLHPC_CHECK_CUDA_LAUNCH("softcap_kernel");
 }
 
 template <class T>

@@ -23,6 +23,9 @@ void add_inplace(TY* y, const TX* x, int64_t n, cudaStream_t stream);
 template <class T>
 void scale_inplace(T* y, float s, int64_t n, cudaStream_t stream);
 
+// x (n) = cap tanh(x / cap) in place (Gemma 2's final logits: math::softcap); cap > 0.
+void logit_softcap(float* x, int64_t n, float cap, cudaStream_t stream);
+
 // *out (one double in device memory) = sum x^2 over x (n); queued on `stream`, no synchronisation.
 template <class T>
 void sum_of_squares(const T* x, int64_t n, double* out, DeviceAllocator& allocator, cudaStream_t stream);

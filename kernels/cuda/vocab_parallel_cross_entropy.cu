@@ -51,7 +51,7 @@ __global__ void ce_sums_kernel(const float* __restrict__ logits, const int32_t* 
 
 __global__ void ce_grad_kernel(float* __restrict__ logits, const int32_t* __restrict__ targets, int64_t V,
                                int64_t vocab_start, const float* __restrict__ row_max, const float* __restrict__ sums,
-                               float grad_scale) {
+                               float grad_scale, float softcap) {
   const int64_t r = blockIdx.x;
   float* z = logits + r * V;  // (V)
   const int32_t y = targets[r];
@@ -61,6 +61,14 @@ __global__ void ce_grad_kernel(float* __restrict__ logits, const int32_t* __rest
   }
   const float m = row_max[r], mult = grad_scale / sums[2 * r];
   const bool owned = y >= vocab_start && y < vocab_start + V;
+  if (softcap > 0.0f) {  // z holds capped logits: times the cap's derivative 1 - (z / c)^2
+    for (int64_t v = threadIdx.x; v < V; v += kThreads) {
+      const float zv = z[v], t = zv / softcap;
+      const float g = mult * __expf(zv - m);
+      z[v] = (owned && v == y - vocab_start ? g - grad_scale : g) * (1.0f - t * t);
+    }
+    return;
+  }
   for (int64_t v = threadIdx.x; v < V; v += kThreads) {
     const float g = mult * __expf(z[v] - m);
     z[v] = owned && v == y - vocab_start ? g - grad_scale : g;
@@ -130,10 +138,11 @@ void vocab_parallel_ce_metrics(const float* logits, const int32_t* targets, int6
 }
 
 void vocab_parallel_ce_grad(float* logits, const int32_t* targets, int64_t M, int64_t V, int64_t vocab_start,
-                            const float* row_max, const float* sums, float grad_scale, cudaStream_t stream) {
+                            const float* row_max, const float* sums, float grad_scale, cudaStream_t stream,
+                            float logit_softcap) {
   if (M <= 0) return;
   ce_grad_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(logits, targets, V, vocab_start, row_max, sums,
-                                                                     grad_scale);
+                                                                     grad_scale, logit_softcap);
   TRLHPC_CHECK_CUDA_LAUNCH("ce_grad_kernel");
 }
 

@@ -4,7 +4,9 @@
 // for vocabulary ids [vocab_start, vocab_start + Vl); the caller all-reduces between the steps:
 //   1. max:  row_max[t] = max_v z[t, v]                                   (then all-reduce max)
 //   2. sums: sums[t] = (sum_v exp(z[t,v] - m_t), z[t, y_t] if owned else 0)   (then all-reduce sum)
-//   3. grad: z <- grad_scale (exp(z - m) / s - onehot_local(y))   in place: the dlogits
+//   3. grad: z <- grad_scale (exp(z - m) / s - onehot_local(y))   in place: the dlogits; given the
+//            logit softcap c > 0 the logits were capped in place (logit_softcap, elementwise.cuh) and
+//            the dlogits are multiplied by 1 - (z / c)^2
 //   metrics (TRL's entropy / top-1, after step 1): stats[t] = (sum_v exp(z - m)(z - m), first global id
 //            with z == m, else vocab_size)                         (then all-reduce sum, min)
 // Ignored rows (target -100) get zero sums and a zero gradient. One block per row; the sum of
@@ -23,6 +25,7 @@ void vocab_parallel_ce_sums(const float* logits, const int32_t* targets, int64_t
 void vocab_parallel_ce_metrics(const float* logits, const int32_t* targets, int64_t M, int64_t V, int64_t vocab_start,
                                int64_t vocab_size, const float* row_max, float* stats, cudaStream_t stream);
 void vocab_parallel_ce_grad(float* logits, const int32_t* targets, int64_t M, int64_t V, int64_t vocab_start,
-                            const float* row_max, const float* sums, float grad_scale, cudaStream_t stream);
+                            const float* row_max, const float* sums, float grad_scale, cudaStream_t stream,
+                            float logit_softcap = 0.0f);
 
 }  // namespace trlhpc::cuda

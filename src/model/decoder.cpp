@@ -232,6 +232,7 @@ Tensor Decoder::logits(const DeviceBatch& batch) {
   const int64_t N = batch.B * batch.T;
   Tensor local = ops_.allocate({N, local_.vocab_size});  // this tp rank's vocabulary columns
   ops_.matmul(scratch_->h_final, false, head_weight(), true, local);
+  if (config_.final_logit_softcapping > 0) ops_.logit_softcap(local, config_.final_logit_softcap());  // as the loss
   hooks().after_forward(static_cast<int>(config_.num_hidden_layers + 1));
   return gather_vocab_logits(local);
 }

@@ -108,6 +108,7 @@ std::vector<float> Decoder::forward_incremental(KvCache& cache, std::span<const 
   AttentionShape shape;
   shape.B = 1, shape.Tq = n, shape.NH = NH, shape.KVH = KVH, shape.HS = HS;
   shape.scale = c.attention_scale();
+  shape.softcap = c.attention_softcap();  // the training forward's cap (decoder_layer.cpp attention_shape)
   for (int64_t l = 0; l < L; ++l) {
     hooks().before_forward(static_cast<int>(l + 1));
     const LayerTensors w = norm_scales(layer_tensors(params_, c, static_cast<int>(l), false));
@@ -168,6 +169,9 @@ std::vector<float> Decoder::forward_incremental(KvCache& cache, std::span<const 
   if (config_.tie_word_embeddings) hooks().before_forward(0);  // the head reads unit 0's table
   const Tensor local_logits = ops_.allocate({1, local_.vocab_size});  // (1, V/tp)
   ops_.matmul(h_last, false, head_weight(), true, local_logits);
+  // Gemma 2: generation picks from the capped logits, as transformers' forward returns them (sampling's
+  // temperature and top-p see the capped values; greedy sees the ties where tanh saturates).
+  if (config_.final_logit_softcapping > 0) ops_.logit_softcap(local_logits, config_.final_logit_softcap());
   hooks().after_forward(final_unit);
   const Tensor logits = gather_vocab_logits(local_logits);  // (1, V)
   std::vector<float> out(static_cast<size_t>(config_.vocab_size));

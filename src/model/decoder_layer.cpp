@@ -89,6 +89,7 @@ AttentionShape attention_shape(const ModelConfig& c, const DeviceBatch& batch, i
   s.KVH = c.num_key_value_heads;
   s.HS = c.head_dim;
   s.scale = c.attention_scale();  // head_dim^-0.5, or Gemma's query_pre_attn_scalar^-0.5
+  s.softcap = c.attention_softcap();  // Gemma 2's attn_logit_softcapping; 0 = none
   return s;
 }
 

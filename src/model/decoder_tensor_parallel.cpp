@@ -13,6 +13,9 @@
 //                                                 (all-reduce, or reduce-scatter of the rows under
 //                                                 tp sequence parallel, once after the last chunk)
 //   dW += dz^T h                                  this rank's rows of the head gradient
+// With a final logit softcap c (Gemma 2), z is capped in place right after the GEMM (every statistic
+// and TRL's metrics see the capped logits, as transformers' loss and TRL's outputs.logits do) and dz
+// is multiplied by 1 - (z / c)^2 before it meets W and h.
 #include <cmath>
 #include <span>
 #include <string>
@@ -145,7 +148,8 @@ LossResult Decoder::head_loss(const DeviceBatch& batch, float grad_scale, bool b
   result.loss_sum = ops_.cross_entropy_fwd_bwd(s.h_final, head_weight(), batch.targets, grad_scale,
                                                backward ? s.dh : Tensor(), backward ? head_grad() : Tensor(),
                                                loss_chunk_tokens_, &result.target_tokens, &result.metrics,
-                                               host_copy ? batch.host_targets.data() : nullptr);
+                                               host_copy ? batch.host_targets.data() : nullptr,
+                                               config_.final_logit_softcap());
   return result;
 }
 
@@ -153,6 +157,7 @@ LossResult Decoder::vocab_parallel_loss(const DeviceBatch& batch, float grad_sca
   Scratch& s = *scratch_;
   const int64_t N = batch.B * batch.T, C = config_.hidden_size, Vl = local_.vocab_size, V = config_.vocab_size;
   const int64_t vocab_start = tp_.rank * Vl;
+  const float logit_cap = config_.final_logit_softcap();  // 0: none
   std::vector<int32_t> copied;  // (N) host copy for the loss and the count, unless the batch kept one
   if (static_cast<int64_t>(batch.host_targets.size()) != N) {
     copied.resize(static_cast<size_t>(N));
@@ -184,6 +189,7 @@ LossResult Decoder::vocab_parallel_loss(const DeviceBatch& batch, float grad_sca
     const Tensor y = batch.targets.view({cm}, n0);
     const Tensor z = logits.view({cm, Vl}), m = row_max.view({cm}), st = sums.view({cm, 2});
     ops_.matmul(h, false, W, true, z);
+    if (logit_cap > 0) ops_.logit_softcap(z, logit_cap);
     ops_.vocab_parallel_ce_max(z, m);
     tp_all_reduce_max(m);
     ops_.vocab_parallel_ce_sums(z, y, vocab_start, m, st);
@@ -216,7 +222,7 @@ LossResult Decoder::vocab_parallel_loss(const DeviceBatch& batch, float grad_sca
       result.metrics.top1 += static_cast<int64_t>(first_max[static_cast<size_t>(r)]) == target;
     }
     if (!backward) continue;
-    ops_.vocab_parallel_ce_grad(z, y, vocab_start, m, st, grad_scale);
+    ops_.vocab_parallel_ce_grad(z, y, vocab_start, m, st, grad_scale, logit_cap);
     const Tensor dh = s.dh.view({cm, C}, n0 * C);
     ops_.matmul(z, false, W, false, dh);  // dh (cm, C) = dz (cm, Vl) W (Vl, C): this slice's share
     if (dW.data()) ops_.matmul(z, true, h, false, dW, 1.0f, 1.0f);  // dW (Vl, C) += dz^T h (none when frozen)

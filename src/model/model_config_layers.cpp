@@ -3,6 +3,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,10 @@ float ModelConfig::attention_scale() const {
   return static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
 }
 
+float ModelConfig::attention_softcap() const { return static_cast<float>(attn_logit_softcapping); }
+
+float ModelConfig::final_logit_softcap() const { return static_cast<float>(final_logit_softcapping); }
+
 float ModelConfig::embedding_scale(bool bf16) const {
   const float scale = static_cast<float>(std::sqrt(static_cast<double>(hidden_size)));  // torch.tensor(C**0.5)
   if (!bf16) return scale;
@@ -59,6 +64,16 @@ std::vector<std::string> ModelConfig::structure() const {
   add(rope_scaling.enabled && rope_scaling.linear, "linear RoPE scaling");
   add(rope_scaling.enabled && !rope_scaling.linear, "llama3 RoPE scaling");
   add(rope_local_theta > 0, "sliding layers with their own RoPE base");
+  if (attn_logit_softcapping > 0) {
+    std::ostringstream phrase;
+    phrase << "attention scores softcapped at " << attn_logit_softcapping;
+    parts.push_back(phrase.str());
+  }
+  if (final_logit_softcapping > 0) {
+    std::ostringstream phrase;
+    phrase << "final logits softcapped at " << final_logit_softcapping;
+    parts.push_back(phrase.str());
+  }
   parts.emplace_back(tie_word_embeddings ? "tied head" : "untied head");
   parts.push_back("head_dim " + std::to_string(head_dim));
   return parts;

@@ -165,13 +165,14 @@ class CpuOps final : public Ops {
     if (all_bf16({&q, &k, &v}) && (o.dtype() == DType::BF16 || o.dtype() == DType::F32)) {
       const auto call = [&](auto* out) {
         cpu::attention_fwd(bf16_in(q), bf16_in(k), bf16_in(v), ids_of(q_pos), ids_of(k_pos), ids_of(q_doc),
-                           ids_of(k_doc), out, lse.f32(), s.B, s.Tq, s.Tk, s.NH, s.KVH, s.HS, s.scale, s.window);
+                           ids_of(k_doc), out, lse.f32(), s.B, s.Tq, s.Tk, s.NH, s.KVH, s.HS, s.scale, s.window,
+                           s.softcap);
       };
       return o.dtype() == DType::BF16 ? call(bf16_out(o)) : call(o.f32());
     }
     W qw(q, W::In), kw(k, W::In), vw(v, W::In), ow(o, W::Out);
     cpu::attention_fwd(qw.get(), kw.get(), vw.get(), ids_of(q_pos), ids_of(k_pos), ids_of(q_doc), ids_of(k_doc),
-                       ow.get(), lse.f32(), s.B, s.Tq, s.Tk, s.NH, s.KVH, s.HS, s.scale, s.window);
+                       ow.get(), lse.f32(), s.B, s.Tq, s.Tk, s.NH, s.KVH, s.HS, s.scale, s.window, s.softcap);
   }
   void attention_bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& lse,
                      const Tensor& dout, const Tensor& q_pos, const Tensor& k_pos, const Tensor& q_doc,
@@ -180,12 +181,12 @@ class CpuOps final : public Ops {
     if (all_bf16({&q, &k, &v, &o, &dout}) && all_f32({&dq, &dk, &dv}))  // the decoder's --bf16 backward
       return cpu::attention_bwd(bf16_in(q), bf16_in(k), bf16_in(v), bf16_in(o), lse.f32(), bf16_in(dout),
                                 ids_of(q_pos), ids_of(k_pos), ids_of(q_doc), ids_of(k_doc), dq.f32(), dk.f32(),
-                                dv.f32(), s.B, s.Tq, s.Tk, s.NH, s.KVH, s.HS, s.scale, s.window);
+                                dv.f32(), s.B, s.Tq, s.Tk, s.NH, s.KVH, s.HS, s.scale, s.window, s.softcap);
     W qw(q, W::In), kw(k, W::In), vw(v, W::In), ow(o, W::In), doutw(dout, W::In);
     W dqw(dq, W::InOut), dkw(dk, W::InOut), dvw(dv, W::InOut);
     cpu::attention_bwd(qw.get(), kw.get(), vw.get(), ow.get(), lse.f32(), doutw.get(), ids_of(q_pos), ids_of(k_pos),
                        ids_of(q_doc), ids_of(k_doc), dqw.get(), dkw.get(), dvw.get(), s.B, s.Tq, s.Tk, s.NH, s.KVH,
-                       s.HS, s.scale, s.window);
+                       s.HS, s.scale, s.window, s.softcap);
   }
   void attention_merge(const Tensor& o_acc, const Tensor& lse_acc, const Tensor& o_blk, const Tensor& lse_blk,
                        const AttentionShape& s) override {
@@ -258,14 +259,18 @@ class CpuOps final : public Ops {
     return true;
   }
   void vocab_parallel_ce_grad(const Tensor& logits, const Tensor& targets, int64_t vocab_start, const Tensor& row_max,
-                              const Tensor& sums, float grad_scale) override {
+                              const Tensor& sums, float grad_scale, float logit_softcap = 0.0f) override {
     cpu::vocab_parallel_ce_grad(logits.f32(), ids_of(targets), logits.dim(0), logits.dim(1), vocab_start, row_max.f32(),
-                                sums.f32(), grad_scale);
+                                sums.f32(), grad_scale, logit_softcap);
+  }
+  void logit_softcap(const Tensor& logits, float cap) override {
+    cpu::logit_softcap(logits.f32(), logits.numel(), cap);
   }
   double cross_entropy_fwd_bwd(const Tensor& hidden, const Tensor& weight, const Tensor& targets, float grad_scale,
                                const Tensor& dhidden, const Tensor& dweight, int64_t chunk_tokens,
                                int64_t* valid_tokens, TokenMetrics* metrics = nullptr,
-                               const int32_t* /*host_targets: `targets` is host memory already*/ = nullptr) override {
+                               const int32_t* /*host_targets: `targets` is host memory already*/ = nullptr,
+                               float logit_softcap = 0.0f) override {
     const bool backward = dhidden.data() != nullptr;
     cpu::CrossEntropyMetrics m;
     W hw(hidden, W::In);
@@ -274,7 +279,7 @@ class CpuOps final : public Ops {
                                                    weight.dim(1), weight.dim(0), grad_scale,
                                                    backward ? dhw->get() : nullptr, backward ? dweight.f32() : nullptr,
                                                    chunk_tokens, valid_tokens, metrics ? &m : nullptr,
-                                                   compute_dtype_ == DType::BF16);
+                                                   compute_dtype_ == DType::BF16, logit_softcap);
     if (metrics) *metrics = TokenMetrics{true, m.entropy_sum, m.top1};
     return loss;
   }

@@ -103,14 +103,15 @@ class CudaOpsImpl final : public CudaOps {
   double cross_entropy_fwd_bwd(const Tensor& hidden, const Tensor& weight, const Tensor& targets, float grad_scale,
                                const Tensor& dhidden, const Tensor& dweight, int64_t chunk_tokens,
                                int64_t* valid_tokens, TokenMetrics* metrics = nullptr,
-                               const int32_t* host_targets = nullptr) override;
+                               const int32_t* host_targets = nullptr, float logit_softcap = 0.0f) override;
+  void logit_softcap(const Tensor& logits, float cap) override;
   void vocab_parallel_ce_max(const Tensor& logits, const Tensor& row_max) override;
   void vocab_parallel_ce_sums(const Tensor& logits, const Tensor& targets, int64_t vocab_start, const Tensor& row_max,
                               const Tensor& sums) override;
   bool vocab_parallel_ce_metrics(const Tensor& logits, const Tensor& targets, int64_t vocab_start, int64_t vocab_size,
                                  const Tensor& row_max, const Tensor& stats) override;
   void vocab_parallel_ce_grad(const Tensor& logits, const Tensor& targets, int64_t vocab_start, const Tensor& row_max,
-                              const Tensor& sums, float grad_scale) override;
+                              const Tensor& sums, float grad_scale, float logit_softcap = 0.0f) override;
   void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                   const AdamWHyper& h) override;
 

@@ -1,11 +1,13 @@
 // The CUDA implementation of Ops, part 2: the model's layer ops (embedding, RMSNorm, RoPE, attention,
 // SwiGLU, the fused and the vocab-parallel cross-entropy). Part 1 is cuda_ops.cu.
+#include <cmath>
 #include <string>
 #include <type_traits>
 
 #include "attention.cuh"
 #include "cross_entropy.cuh"
 #include "cuda_ops_impl.cuh"
+#include "elementwise.cuh"
 #include "embedding.cuh"
 #include "rmsnorm.cuh"
 #include "rope.cuh"
@@ -127,7 +129,7 @@ cuda::AttentionDims attention_dims(const AttentionShape& s) {
                 "attention: head counts out of range");
   TRLHPC_ASSERT(s.window >= 0, "attention: sliding window " + std::to_string(s.window) + " is negative (0 = none)");
   return cuda::AttentionDims{s.B, s.Tq, s.Tk, static_cast<int>(s.NH), static_cast<int>(s.KVH),
-                             static_cast<int>(s.HS), s.scale, s.window};
+                             static_cast<int>(s.HS), s.scale, s.window, s.softcap};
 }
 
 // The outputs' element type of an attention op on inputs T: T itself, or float (fp32 accumulators of
@@ -294,7 +296,7 @@ void CudaOpsImpl::geglu_tanh_bwd(const Tensor& gate, const Tensor& up, const Ten
 double CudaOpsImpl::cross_entropy_fwd_bwd(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
                                           float grad_scale, const Tensor& dhidden, const Tensor& dweight,
                                           int64_t chunk_tokens, int64_t* valid_tokens, TokenMetrics* metrics,
-                                          const int32_t* host_targets) {
+                                          const int32_t* host_targets, float logit_softcap) {
   TRLHPC_ASSERT(weight.rank() == 2, "cross_entropy_fwd_bwd: weight must be (V, C)");
   TRLHPC_ASSERT(hidden.dtype() == weight.dtype(), "cross_entropy_fwd_bwd: hidden and weight must share a dtype");
   expect_dtype(targets, DType::I32, "cross_entropy_fwd_bwd targets");
@@ -322,7 +324,7 @@ double CudaOpsImpl::cross_entropy_fwd_bwd(const Tensor& hidden, const Tensor& we
                                          grad_scale, backward ? data_of<TD>(dhidden) : nullptr,
                                          backward && dweight.data() ? data_of<float>(dweight) : nullptr, chunk_tokens,
                                          valid_tokens, *matmul_, *allocator_, stream(), metrics ? &sums : nullptr,
-                                         host_targets);
+                                         host_targets, logit_softcap);
     });
   });
   if (metrics) *metrics = TokenMetrics{sums.computed, sums.entropy_sum, sums.top1};
@@ -370,11 +372,21 @@ bool CudaOpsImpl::vocab_parallel_ce_metrics(const Tensor& logits, const Tensor& 
 }
 
 void CudaOpsImpl::vocab_parallel_ce_grad(const Tensor& logits, const Tensor& targets, int64_t vocab_start,
-                                         const Tensor& row_max, const Tensor& sums, float grad_scale) {
+                                         const Tensor& row_max, const Tensor& sums, float grad_scale,
+                                         float logit_softcap) {
   check_vocab_parallel(logits, &targets, row_max, &sums, "vocab_parallel_ce_grad");
   const auto timing = timed("vocab_parallel_ce");
   cuda::vocab_parallel_ce_grad(data_of<float>(logits), data_of<int32_t>(targets), logits.dim(0), logits.dim(1),
-                               vocab_start, data_of<float>(row_max), data_of<float>(sums), grad_scale, stream());
+                               vocab_start, data_of<float>(row_max), data_of<float>(sums), grad_scale, stream(),
+                               logit_softcap);
+}
+
+void CudaOpsImpl::logit_softcap(const Tensor& logits, float cap) {
+  expect_dtype(logits, DType::F32, "logit_softcap");
+  expect_cuda(logits, "logit_softcap");
+  TRLHPC_ASSERT(cap > 0.0f && std::isfinite(cap), "logit_softcap: cap " + std::to_string(cap) + " must be positive");
+  const auto timing = timed("logit_softcap");
+  cuda::logit_softcap(data_of<float>(logits), logits.numel(), cap, stream());
 }
 
 }  // namespace trlhpc::cuda_backend

@@ -41,7 +41,7 @@ void Ops::vocab_parallel_ce_sums(const Tensor&, const Tensor&, int64_t, const Te
 bool Ops::vocab_parallel_ce_metrics(const Tensor&, const Tensor&, int64_t, int64_t, const Tensor&, const Tensor&) {
   return false;
 }
-void Ops::vocab_parallel_ce_grad(const Tensor&, const Tensor&, int64_t, const Tensor&, const Tensor&, float) {
+void Ops::vocab_parallel_ce_grad(const Tensor&, const Tensor&, int64_t, const Tensor&, const Tensor&, float, float) {
   missing(device(), "vocab_parallel_ce_grad");
 }
 

@@ -1,7 +1,7 @@
 // CUDA flash attention against the CPU primitive: plain causal, packed documents, GQA, ring-attention
 // blocks (Tq != Tk, offset positions), queries with no allowed key, odd lengths that straddle the
-// tiles, sliding windows, head sizes 24 (fp32 only), 64 and 128, fp32 and bf16; forward (o, lse) and backward (dq, dk, dv
-// accumulate), the log-sum-exp merge, and bitwise reproducibility of the backward.
+// tiles, sliding windows, softcapped scores (Gemma 2), head sizes 24 (fp32 only), 64 and 128, fp32 and bf16; forward
+// (o, lse) and backward (dq, dk, dv accumulate), the log-sum-exp merge, and bitwise reproducibility of the backward.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,6 +19,7 @@ struct Layout {
   int64_t B, Tq, Tk, NH, KVH, HS;
   enum Kind { kCausal, kPacked, kRingBlock, kOrphanQueries } kind;
   int64_t window = 0;  // sliding window (AttentionShape::window), 0 = none
+  float softcap = 0.0f;  // tanh softcapping of the scores (AttentionShape::softcap), 0 = none
 };
 
 struct Ids {
@@ -55,7 +56,7 @@ Ids make_ids(const Layout& l, uint64_t seed) {
 
 AttentionShape shape_of(const Layout& l) {
   return AttentionShape{l.B, l.Tq, l.Tk, l.NH, l.KVH, l.HS, static_cast<float>(1.0 / std::sqrt(double(l.HS))),
-                        l.window};
+                        l.window, l.softcap};
 }
 
 void check_layout(Backends& be, const Layout& l, DType dtype, uint64_t seed) {
@@ -127,6 +128,14 @@ TEST(CudaAttention, MatchesCpuOnEveryLayout) {
     }
   for (int64_t window : {1, 40})
     check_layout(be, {2, 64, 100, 4, 4, 64, Layout::kRingBlock, window}, DType::F32, seed += 10);
+  // Softcapping (scores of standard deviation ~1.5 here: cap 1 saturates most of them, cap 50 hardly any),
+  // with and without a window, and a ring block.
+  for (float cap : {1.0f, 50.0f})
+    for (DType dtype : {DType::F32, DType::BF16}) {
+      check_layout(be, {2, 130, 130, 4, 2, 64, Layout::kCausal, 0, cap}, dtype, seed += 10);
+      check_layout(be, {2, 200, 200, 6, 2, 64, Layout::kPacked, 37, cap}, dtype, seed += 10);
+      check_layout(be, {2, 64, 100, 4, 4, 64, Layout::kRingBlock, 40, cap}, dtype, seed += 10);
+    }
 }
 
 TEST(CudaAttention, Bf16NeedsHeadSizeMultipleOf16) {

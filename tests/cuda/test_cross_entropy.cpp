@@ -2,7 +2,8 @@
 // and do not divide the valid tokens, forward only, fp32 and bf16 hidden/weight, fp32 and bf16
 // dhidden (dweight accumulates in fp32), no valid token at all, and a bad target; TRL's entropy and
 // top-1 metrics of the fused and the vocab-parallel loss (ties resolved to the first index, as on the CPU);
-// the targets' host copy instead of a copy back (CUDA-REVIEW.md defect 6).
+// the targets' host copy instead of a copy back (CUDA-REVIEW.md defect 6); Gemma 2's final-logit softcap in
+// the fused loss, the vocab-parallel gradient and the logit_softcap op.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -147,6 +148,50 @@ TEST(CudaCrossEntropy, VocabParallelPiecesMatchCpu) {
   be.cpu->vocab_parallel_ce_grad(logits.cpu, targets.cpu, vocab_start, row_max.cpu, sums.cpu, 0.01f);
   be.gpu->vocab_parallel_ce_grad(logits.gpu, targets.gpu, vocab_start, row_max.gpu, sums.gpu, 0.01f);
   EXPECT_TRUE(matches(be, logits, kF32Tolerance));
+}
+
+// Softcapped logits (cap 3 on logits of standard deviation ~4: most of them where tanh bends): the fused
+// loss with its metrics and gradients, the logits op, and the vocab-parallel pieces on capped logits with
+// the cap's derivative in the gradient, all against the CPU backend.
+TEST(CudaCrossEntropy, SoftcappedLogitsMatchCpu) {
+  TRLHPC_REQUIRE_GPU();
+  Backends be;
+  const float cap = 3.0f;
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    const int64_t N = 200, C = 64, V = 3001;
+    const Pair hidden = both(be, random_floats(static_cast<size_t>(N * C), 21, 2.0f), {N, C}, dtype);
+    const Pair weight = both(be, random_floats(static_cast<size_t>(V * C), 22), {V, C}, dtype);
+    const Pair targets = both_i32(be, random_targets(N, V, 23), {N});
+    const Pair dhidden = both_poisoned(be, {N, C}, DType::F32);
+    const Pair dweight = both(be, std::vector<float>(static_cast<size_t>(V * C), 0.0f), {V, C});
+    int64_t valid_cpu = -1, valid_gpu = -2;
+    TokenMetrics m_cpu, m_gpu;
+    const double loss_cpu = be.cpu->cross_entropy_fwd_bwd(hidden.cpu, weight.cpu, targets.cpu, 0.01f, dhidden.cpu,
+                                                          dweight.cpu, 64, &valid_cpu, &m_cpu, nullptr, cap);
+    const double loss_gpu = be.gpu->cross_entropy_fwd_bwd(hidden.gpu, weight.gpu, targets.gpu, 0.01f, dhidden.gpu,
+                                                          dweight.gpu, 64, &valid_gpu, &m_gpu, nullptr, cap);
+    EXPECT_EQ(valid_gpu, valid_cpu);
+    EXPECT_NEAR(loss_gpu, loss_cpu, 1e-5 * std::fabs(loss_cpu)) << dtype_name(dtype);
+    EXPECT_NEAR(m_gpu.entropy_sum, m_cpu.entropy_sum, 1e-5 * m_cpu.entropy_sum) << dtype_name(dtype);
+    EXPECT_EQ(m_gpu.top1, m_cpu.top1) << dtype_name(dtype);
+    const double tol = dtype == DType::BF16 ? kBf16Tolerance : kF32Tolerance;
+    EXPECT_TRUE(matches(be, dhidden, tol)) << "dhidden, " << dtype_name(dtype);
+    EXPECT_TRUE(matches(be, dweight, tol)) << "dweight, " << dtype_name(dtype);
+  }
+  const int64_t M = 67, V = 1003, vocab_start = 500;
+  const Pair targets = both_i32(be, random_targets(M, 3000, 24), {M});
+  const Pair logits = both(be, random_floats(static_cast<size_t>(M * V), 25, 8.0f), {M, V});
+  be.cpu->logit_softcap(logits.cpu, cap);
+  be.gpu->logit_softcap(logits.gpu, cap);
+  EXPECT_TRUE(matches(be, logits, kF32Tolerance)) << "logit_softcap";
+  const Pair row_max = both_poisoned(be, {M}), sums = both_poisoned(be, {M, 2});
+  be.cpu->vocab_parallel_ce_max(logits.cpu, row_max.cpu);
+  be.gpu->vocab_parallel_ce_max(logits.gpu, row_max.gpu);
+  be.cpu->vocab_parallel_ce_sums(logits.cpu, targets.cpu, vocab_start, row_max.cpu, sums.cpu);
+  be.gpu->vocab_parallel_ce_sums(logits.gpu, targets.gpu, vocab_start, row_max.gpu, sums.gpu);
+  be.cpu->vocab_parallel_ce_grad(logits.cpu, targets.cpu, vocab_start, row_max.cpu, sums.cpu, 0.01f, cap);
+  be.gpu->vocab_parallel_ce_grad(logits.gpu, targets.gpu, vocab_start, row_max.gpu, sums.gpu, 0.01f, cap);
+  EXPECT_TRUE(matches(be, logits, kF32Tolerance)) << "vocab-parallel dlogits through the cap";
 }
 
 // CUDA-REVIEW.md defect 6: with the targets' host copy (the decoder keeps the batch it uploaded) the

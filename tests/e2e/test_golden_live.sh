@@ -17,6 +17,7 @@ python3 "$ROOT/tests/golden/make_golden.py" --out "$WORK" 2>&1 | grep -E "loss" 
 python3 "$ROOT/tests/golden/make_qwen3_golden.py" --out "$WORK" 2>&1 | grep -E "loss" || true
 python3 "$ROOT/tests/golden/make_sliding_golden.py" --out "$WORK" 2>&1 | grep -E "loss" || true
 python3 "$ROOT/tests/golden/make_gemma3_golden.py" --out "$WORK" 2>&1 | grep -E "loss" || true
+python3 "$ROOT/tests/golden/make_gemma2_golden.py" --out "$WORK" 2>&1 | grep -E "loss" || true
 export TRLHPC_GOLDEN_DIR=$WORK
 "$TESTS/test_golden_transformers"
 "$MPIRUN" --oversubscribe -np 2 "$TESTS/mpi_test_golden_training"

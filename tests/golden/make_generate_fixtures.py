@@ -13,8 +13,8 @@ they are those a full run draws):
       "text" (output_ids decoded, special tokens skipped), "min_margin" (smallest gap between the
       chosen and the runner-up logit over the steps: how far greedy is from a tie)}]}
 Models: the real pretrained stories260K (Llama, with its tokenizer; text prompts encoded with BOS as
-`tokenizer(prompt)` does), and the tiny random Qwen2, Llama, Qwen3, Mistral, sliding Qwen3, SmolLM3 and Gemma 3 of
-tests/golden (token-id prompts; 5 or 9 prompt tokens + 40 new ones run far past the sliding windows of 3 and 4,
+`tokenizer(prompt)` does), and the tiny random Qwen2, Llama, Qwen3, Mistral, sliding Qwen3, SmolLM3, Gemma 3 and
+Gemma 2 (softcapped logits: greedy picks among the capped values) of tests/golden (token-id prompts; 5 or 9 prompt tokens + 40 new ones run far past the sliding windows of 3 and 4,
 so transformers' sliding-window caches drop keys that trlhpc keeps and masks).
 The models run in float32, as `generate` does by default for these fp32 checkpoints.
 """
@@ -29,7 +29,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 TINY_MODELS = ["qwen2_tiny", "llama_tiny", "qwen3_tiny",  # appended in this order: prompts stay reproducible
-               "mistral_tiny", "qwen3_sliding_tiny", "smollm3_tiny", "gemma3_tiny"]
+               "mistral_tiny", "qwen3_sliding_tiny", "smollm3_tiny", "gemma3_tiny", "gemma2_tiny"]
 
 
 def run(model, input_ids, max_new_tokens, eos):

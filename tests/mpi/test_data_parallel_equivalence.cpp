@@ -4,7 +4,8 @@
 // 8x1x2 = 2x4x2 = 1x8x2 = 1x4x4 on 8 ranks, smaller dp on sub-groups of the world), train 10
 // AdamW steps (clipping and weight decay active) on qwen2_tiny (untied head), qwen3_tiny (q/k norms,
 // tied), qwen3_sliding_tiny (sliding-window layers), gemma3_tiny (Gemma 3: (1 + w) norms around
-// attention and MLP, GeGLU, scaled embeddings) and llama_tiny (tied embeddings) and must
+// attention and MLP, GeGLU, scaled embeddings), gemma2_tiny (Gemma 2: softcapped attention scores and
+// logits) and llama_tiny (tied embeddings) and must
 // reproduce the loss and grad-norm curve of a single-process run that each rank computes itself on MPI_COMM_SELF.
 //
 // After the steps, Trainer::evaluate (forward only: ZeRO-3 gathers and frees without a backward) on a
@@ -116,7 +117,8 @@ TEST_P(DataParallelEquivalence, EveryLayoutMatchesTheSingleProcessCurve) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, DataParallelEquivalence, ::testing::Values("qwen2_tiny", "llama_tiny", "qwen3_tiny",
-                                                                              "qwen3_sliding_tiny", "gemma3_tiny"));
+                                                                              "qwen3_sliding_tiny", "gemma3_tiny",
+                                                                              "gemma2_tiny"));
 
 }  // namespace
 }  // namespace trlhpc

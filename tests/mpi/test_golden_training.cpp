@@ -58,7 +58,8 @@ TEST_P(GoldenTraining, FiveAdamWStepsMatchTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenTraining, ::testing::Values("qwen2_tiny", "llama_tiny", "qwen3_tiny", "mistral_tiny",
-                                                                 "qwen3_sliding_tiny", "smollm3_tiny", "gemma3_tiny"));
+                                                                 "qwen3_sliding_tiny", "smollm3_tiny", "gemma3_tiny",
+                                                                 "gemma2_tiny"));
 
 }  // namespace
 }  // namespace trlhpc

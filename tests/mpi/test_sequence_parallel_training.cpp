@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <memory>
 #include <random>
 
@@ -131,7 +132,7 @@ void expect_layouts_match(const std::string& model, const std::vector<SpLayout>&
   // The single-process curves, packed and unpacked (LocalAttention, no sharding).
   const std::vector<StepResult> reference[2] = {train_curve(config, weights, SpLayout{.packed = false}, MPI_COMM_SELF),
                                                 train_curve(config, weights, SpLayout{.packed = true}, MPI_COMM_SELF)};
-  double worst_loss = 0, worst_norm = 0;
+  double worst_loss = 0, worst_norm = 0, worst_first = 0;
   for (const SpLayout& layout : layouts) {
     if (world % layout.size() != 0) continue;
     SCOPED_TRACE(layout.name());
@@ -149,15 +150,17 @@ void expect_layouts_match(const std::string& model, const std::vector<SpLayout>&
                                                              << ref.grad_norm;
       worst_loss = std::max(worst_loss, relative(got.loss, ref.loss));
       worst_norm = std::max(worst_norm, relative(got.grad_norm, ref.grad_norm));
+      if (s == 0)
+        worst_first = std::max({worst_first, relative(got.loss, ref.loss), relative(got.grad_norm, ref.grad_norm)});
     }
   }
   // The curve must actually move (the test would be vacuous on a constant loss).
   EXPECT_LT(reference[1].back().loss, reference[1].front().loss);
-  double worst[2] = {worst_loss, worst_norm};
-  MPI_Allreduce(MPI_IN_PLACE, worst, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  double worst[3] = {worst_loss, worst_norm, worst_first};
+  MPI_Allreduce(MPI_IN_PLACE, worst, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   if (rank == 0)
     std::printf("[ measured ] %s: worst relative difference over all layouts and steps: loss %.3g, "
-                "grad norm %.3g\n", model.c_str(), worst[0], worst[1]);
+                "grad norm %.3g (step 0: %.3g)\n", model.c_str(), worst[0], worst[1], worst[2]);
 }
 
 using SK = ShardingKind;
@@ -240,6 +243,24 @@ TEST(SequenceParallelTraining, Gemma3LayoutsMatchSingleProcessCurves) {
       {.dp_shard = 2, .cp = 2, .sharding = SK::Zero3},
   };
   expect_layouts_match("gemma3_tiny", layouts);  // measured 1.9e-6 at np 4 (10 steps)
+}
+
+// Gemma 2 (attention scores softcapped at 2, final logits at 3; window 3 on layers 0 and 2): ring
+// attention caps each K/V block's scores in the kernel before its log-sum-exp merge and recomputes the
+// cap's derivative from the global lse in the backward; Ulysses hands the cap to the local kernel.
+// Step 0 is held to kBound (measured 1.7e-8 at np 2 and 4); the later steps to 1e-3 as the sliding models
+// above: this fixture amplifies fp32 rounding through AdamW (measured up to 8.3e-5 on the grad norm at
+// np 4, 4.2e-6 at np 2; the same weights without the caps drift further, see
+// TensorParallelTraining.Gemma2TinyMatchesTheSingleProcessCurve).
+TEST(SequenceParallelTraining, Gemma2LayoutsMatchSingleProcessCurves) {
+  const std::vector<SpLayout> layouts = {
+      {.cp = 2},
+      {.sp = 2, .packed = false},
+      {.cp = 2, .sp = 2, .checkpointing = true},
+      {.dp_shard = 2, .cp = 2, .sharding = SK::Zero3},
+      {.cp = 4, .checkpointing = true},
+  };
+  expect_layouts_match("gemma2_tiny", layouts, 1e-3);
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 // lr-sized steps). Rank 0 prints the worst deviations measured.
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -174,8 +175,11 @@ testing::Curve train_tp_curve(const ModelConfig& config, const std::function<Uni
 // grad norm and eval loss, 5e-2 on the parameters (measured 8.1e-4, 6.0e-3, 4.1e-4, 5.5e-3).
 constexpr double kBf16FirstStepBound = 5e-4, kBf16Bound = 2e-2, kBf16ParamBound = 5e-2;
 
+// later_bound (fp32 only): the bound on the steps after the first and on the eval loss, 1e-5 unless a
+// model's curve amplifies rounding (see its test); step 0 is always held to 1e-5.
 void expect_tp_layouts_match(const std::string& model, const ModelConfig& config,
-                             const std::function<UnitRangeSource(TpLayout)>& weights, DType compute = DType::F32) {
+                             const std::function<UnitRangeSource(TpLayout)>& weights, DType compute = DType::F32,
+                             double later_bound = 1e-5) {
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -183,9 +187,9 @@ void expect_tp_layouts_match(const std::string& model, const ModelConfig& config
   options.seq_len = 16;  // divisible by 2*cp = 4
   options.compute = compute;
   const bool bf16 = compute == DType::BF16;
-  const double bound = bf16 ? kBf16Bound : 1e-5, param_bound = bf16 ? kBf16ParamBound : 1e-3;
+  const double bound = bf16 ? kBf16Bound : later_bound, param_bound = bf16 ? kBf16ParamBound : 1e-3;
   const testing::Curve reference = testing::reference_curve(config, weights(TpLayout{}), options);
-  double worst_loss = 0, worst_norm = 0, worst_eval = 0, worst_param = 0;
+  double worst_loss = 0, worst_norm = 0, worst_eval = 0, worst_param = 0, worst_first = 0;
   for (const TpCase& tc : cases_for(world, config)) {
     ProcessGroups groups(Mesh(tc.dims), MPI_COMM_WORLD);
     const testing::Curve curve = train_tp_curve(config, weights, groups, tc, options);
@@ -194,8 +198,9 @@ void expect_tp_layouts_match(const std::string& model, const ModelConfig& config
       const double dn = testing::relative_difference(curve.steps[s].grad_norm, reference.steps[s].grad_norm);
       worst_loss = std::max(worst_loss, dl);
       worst_norm = std::max(worst_norm, dn);
+      if (s == 0) worst_first = std::max({worst_first, dl, dn});
       if (rank == 0 && std::getenv("TP_TEST_VERBOSE")) std::printf("  step %zu loss %.3g norm %.3g\n", s, dl, dn);
-      const double step_bound = bf16 && s == 0 ? kBf16FirstStepBound : bound;
+      const double step_bound = s > 0 ? bound : bf16 ? kBf16FirstStepBound : 1e-5;
       EXPECT_LE(dl, step_bound) << model << " " << tc.name() << " step " << s << ": loss " << curve.steps[s].loss
                                 << " vs " << reference.steps[s].loss;
       EXPECT_LE(dn, step_bound) << model << " " << tc.name() << " step " << s << ": grad norm "
@@ -213,8 +218,9 @@ void expect_tp_layouts_match(const std::string& model, const ModelConfig& config
     if (rank == 0) std::printf("[tp] %s %s ok\n", model.c_str(), tc.name().c_str());
   }
   if (rank == 0)
-    std::printf("[tp] %s%s np %d worst relative: loss %.3g, grad norm %.3g, eval %.3g; params normalised %.3g\n",
-                model.c_str(), bf16 ? " --bf16" : "", world, worst_loss, worst_norm, worst_eval, worst_param);
+    std::printf("[tp] %s%s np %d worst relative: loss %.3g, grad norm %.3g (step 0: %.3g), eval %.3g; params "
+                "normalised %.3g\n", model.c_str(), bf16 ? " --bf16" : "", world, worst_loss, worst_norm, worst_first,
+                worst_eval, worst_param);
 }
 
 TEST(TensorParallelTraining, Qwen2TinyMatchesTheSingleProcessCurve) {
@@ -256,6 +262,24 @@ TEST(TensorParallelTraining, Gemma3TinyMatchesTheSingleProcessCurve) {
   HfModelDir dir(testing::tests_dir() + "/golden/gemma3_tiny/model");
   ASSERT_TRUE(dir.config().sandwich_norms && dir.config().qk_norm);
   expect_tp_layouts_match("gemma3_tiny", dir.config(), [&](TpLayout tp) { return weights_from_hf_dir(dir, tp); });
+}
+
+// Gemma 2: the attention softcap is a property of each rank's heads (the kernel caps its own scores),
+// and the final-logit softcap meets the vocab-parallel loss: each rank caps its slice of the logits before
+// the all-reduced max / sums (and TRL's metrics), and takes its dlogits back through the cap; sandwich
+// norms without q/k norms; alternating sliding (window 3) and full layers.
+// Step 0 (before any update) is held to 1e-5: measured <= 1.3e-7 at np 2 and 4, where
+// leaving out either cap moves the loss by 1e-2 or more (unit.test_golden_transformers). Later steps:
+// this 4-layer fixture amplifies fp32 rounding through AdamW (1.1e-6 after one step, up to 1.0e-4 on the
+// grad norm by step 9 at np 4). The amplification is the model's, not the caps': the same weights with
+// both caps removed (only code every other family runs) drift further, 2.7e-4 at np 4, while removing
+// only one cap gives 1.9e-6 and 2.5e-6 at np 2. Held to 1e-3 after step 0, as the sliding-window
+// models of tests/mpi/test_sequence_parallel_training.cpp are.
+TEST(TensorParallelTraining, Gemma2TinyMatchesTheSingleProcessCurve) {
+  HfModelDir dir(testing::tests_dir() + "/golden/gemma2_tiny/model");
+  ASSERT_TRUE(dir.config().attn_logit_softcapping > 0 && dir.config().final_logit_softcapping > 0);
+  expect_tp_layouts_match("gemma2_tiny", dir.config(), [&](TpLayout tp) { return weights_from_hf_dir(dir, tp); },
+                          DType::F32, 1e-3);
 }
 
 // --bf16 on the tp layouts (q/k norm inputs/outputs stored in bf16, their gradients fp32 and summed over

@@ -3,6 +3,8 @@
 // (test_cpu_attention.cpp, test_cpu_attention_window.cpp): a Problem (shapes, inputs, mask metadata),
 // the reference forward/backward, the kernel runners and the tolerances (reasoned below).
 // Mask: same document, key not later than the query, and with window W > 0 also pos_q - pos_k < W.
+// Softcap c > 0 (Gemma 2): each scaled score s becomes c tanh(s / c) before the mask (transformers'
+// eager_attention_forward), and the backward multiplies dS by 1 - tanh(s / c)^2.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -29,6 +31,7 @@ struct Problem {
   std::vector<float> q, k, v, dout;                 // (B,Tq,NH,HS), (B,Tk,KVH,HS) x2, (B,Tq,NH,HS)
   std::vector<int32_t> q_pos, q_doc, k_pos, k_doc;  // (B,Tq), (B,Tq), (B,Tk), (B,Tk)
   int64_t window = 0;                                // sliding window, 0 = none
+  float softcap = 0.0f;                              // tanh softcapping of the scaled scores, 0 = none
 };
 
 inline Problem make_problem(int64_t B, int64_t Tq, int64_t Tk, int64_t NH, int64_t KVH, int64_t HS, uint64_t seed) {
@@ -76,7 +79,7 @@ inline Reference reference(const Problem& p, const std::vector<double>& q, const
   Reference r;
   r.o.assign(p.q.size(), 0.0), r.lse.assign(p.B * p.NH * p.Tq, kNegInf);
   if (want_grad) r.dq.assign(q.size(), 0.0), r.dk.assign(k.size(), 0.0), r.dv.assign(v.size(), 0.0);
-  std::vector<double> s(p.Tk), dp(p.Tk);
+  std::vector<double> s(p.Tk), dp(p.Tk), dcap(p.Tk, 1.0);  // scores, dP, d(capped score) / d(score)
   for (int64_t b = 0; b < p.B; ++b)
     for (int64_t h = 0; h < p.NH; ++h)
       for (int64_t i = 0; i < p.Tq; ++i) {
@@ -87,7 +90,12 @@ inline Reference reference(const Problem& p, const std::vector<double>& q, const
           if (!allowed(p, b, i, j)) continue;
           double dot = 0;
           for (int64_t d = 0; d < p.HS; ++d) dot += q[qi + d] * k[((b * p.Tk + j) * p.KVH + g) * p.HS + d];
-          s[j] = p.scale * dot, mx = std::max(mx, s[j]);
+          s[j] = p.scale * dot;
+          if (p.softcap > 0) {
+            const double t = std::tanh(s[j] / p.softcap);
+            s[j] = p.softcap * t, dcap[j] = 1.0 - t * t;
+          }
+          mx = std::max(mx, s[j]);
         }
         if (mx == kNegInf) continue;
         double sum = 0;
@@ -107,7 +115,7 @@ inline Reference reference(const Problem& p, const std::vector<double>& q, const
           const int64_t kj = ((b * p.Tk + j) * p.KVH + g) * p.HS;
           double dpj = 0;
           for (int64_t d = 0; d < p.HS; ++d) dpj += p.dout[qi + d] * v[kj + d];
-          const double ds = s[j] * (dpj - delta);
+          const double ds = s[j] * (dpj - delta) * dcap[j];
           for (int64_t d = 0; d < p.HS; ++d) {
             r.dv[kj + d] += s[j] * p.dout[qi + d];
             r.dq[qi + d] += p.scale * ds * k[kj + d];
@@ -133,7 +141,7 @@ inline Result run_forward(const Problem& p) {
   r.o.assign(p.q.size(), kNaN), r.lse.assign(p.B * p.NH * p.Tq, kNaN);
   trlhpc::cpu::attention_fwd(p.q.data(), p.k.data(), p.v.data(), p.q_pos.data(), p.k_pos.data(), p.q_doc.data(),
                              p.k_doc.data(), r.o.data(), r.lse.data(), p.B, p.Tq, p.Tk, p.NH, p.KVH, p.HS, p.scale,
-                             p.window);
+                             p.window, p.softcap);
   return r;
 }
 
@@ -141,7 +149,7 @@ inline Result run_forward(const Problem& p) {
 inline void run_backward(const Problem& p, const std::vector<float>& o, const std::vector<float>& lse, Result& r) {
   trlhpc::cpu::attention_bwd(p.q.data(), p.k.data(), p.v.data(), o.data(), lse.data(), p.dout.data(), p.q_pos.data(),
                              p.k_pos.data(), p.q_doc.data(), p.k_doc.data(), r.dq.data(), r.dk.data(), r.dv.data(), p.B,
-                             p.Tq, p.Tk, p.NH, p.KVH, p.HS, p.scale, p.window);
+                             p.Tq, p.Tk, p.NH, p.KVH, p.HS, p.scale, p.window, p.softcap);
 }
 
 inline Result run_both(const Problem& p) {

@@ -266,7 +266,8 @@ TEST(CpuOpsBf16, AttentionForwardBackwardOnPackedRows) {
 // Rows longer than one 64-token tile (several query and key tiles: skipped, full and partial pairs), a
 // sliding window, GQA, and the forward into an fp32 o (ring attention's block results): bf16 q/k/v read
 // in place where the kernel packs them, bit for bit the fp32 kernel on the rounded inputs.
-TEST(CpuOpsBf16, AttentionOnMultiTileRowsWithAWindow) {
+// softcap > 0: Gemma 2's capped scores (AttentionShape::softcap), the same exactness under bf16.
+void expect_windowed_attention(float softcap) {
   Runs r;
   const int64_t B = 2, T = 150, NH = 4, KVH = 1, HS = 8;
   // Row 0: one document of 150 tokens; row 1: documents of 100 and 50 (the window and the tiles matter).
@@ -281,6 +282,7 @@ TEST(CpuOpsBf16, AttentionOnMultiTileRowsWithAWindow) {
                            v = random_floats(B * T * KVH * HS, 43), dout = random_floats(B * T * NH * HS, 44);
   AttentionShape s{B, T, T, NH, KVH, HS, 0.35f};
   s.window = 40;
+  s.softcap = softcap;
   auto forward = [&](Ops& ops, bool round_inputs, DType in, DType out) {
     auto put_in = [&](const std::vector<float>& x, const Shape& sh) { return put(ops, round_inputs ? rounded(x) : x, sh, in); };
     const Tensor pos = put_ids(ops, batch.positions), doc = put_ids(ops, batch.doc_ids);
@@ -313,6 +315,11 @@ TEST(CpuOpsBf16, AttentionOnMultiTileRowsWithAWindow) {
   const char* names[] = {"window attention dq", "window attention dk", "window attention dv"};
   for (int i = 0; i < 3; ++i) expect_output(names[i], m[static_cast<size_t>(i)], e[static_cast<size_t>(i)], f[static_cast<size_t>(i)], false);
 }
+
+TEST(CpuOpsBf16, AttentionOnMultiTileRowsWithAWindow) { expect_windowed_attention(0.0f); }
+
+// Cap 0.5 on scaled scores of standard deviation ~0.33: about 1 in 8 beyond half the cap, where tanh bends.
+TEST(CpuOpsBf16, SoftcappedAttentionOnMultiTileRowsWithAWindow) { expect_windowed_attention(0.5f); }
 
 TEST(CpuOpsBf16, BiasAddAndBackwardOnBf16Rows) {
   Runs r;

@@ -2,8 +2,9 @@
 //  - transformers' greedy `generate` (tests/golden/make_generate_fixtures.py): the real pretrained
 //    stories260K from text prompts, and the tiny random Qwen2, Llama (llama3 RoPE scaling, biases,
 //    tied head), Qwen3 (q/k norms, head_dim 16 != hidden/heads), Mistral (sliding window 3 on every
-//    layer), sliding Qwen3 (window 4 on layers 1-2) and SmolLM3 (no-RoPE layers, window 3 on them) from
-//    token prompts: the same new tokens. The prompts plus 40 new tokens run far past the windows;
+//    layer), sliding Qwen3 (window 4 on layers 1-2), SmolLM3 (no-RoPE layers, window 3 on them), Gemma 3
+//    and Gemma 2 (softcapped attention scores and logits, window 3 on alternate layers) from token
+//    prompts: the same new tokens. The prompts plus 40 new tokens run far past the windows;
 //    both caches drop the keys older than a sliding layer's window (SlidingLayersKeepOnlyTheirWindow);
 //  - trlhpc's own full-sequence forward (Decoder::logits, the training path): the logits of every
 //    position, prefilled in chunks of several tokens and then one token at a time, agree to fp32
@@ -67,7 +68,7 @@ TEST(GenerateGolden, GreedyEqualsTransformers) {
     }
     ++cases;
   }
-  EXPECT_EQ(cases, 17);
+  EXPECT_EQ(cases, 19);
 }
 
 // Full-sequence logits of `ids` through the training path's forward.
@@ -91,7 +92,7 @@ TEST(GenerateGolden, IncrementalLogitsEqualTheFullForward) {
   for (const std::string name : {"shared:stories260K", "tests/golden/qwen2_tiny/model", "tests/golden/llama_tiny/model",
                                  "tests/golden/qwen3_tiny/model", "tests/golden/mistral_tiny/model",
                                  "tests/golden/qwen3_sliding_tiny/model", "tests/golden/smollm3_tiny/model",
-                                 "tests/golden/gemma3_tiny/model"}) {
+                                 "tests/golden/gemma3_tiny/model", "tests/golden/gemma2_tiny/model"}) {
     LoadedModel model(model_dir(name));
     const int64_t V = model.hf.config().vocab_size;
     std::vector<int32_t> ids;
@@ -119,7 +120,7 @@ TEST(GenerateGolden, IncrementalLogitsEqualTheFullForward) {
 // a global layer's holds the whole sequence. Prefills longer than the window, then single tokens.
 TEST(GenerateGolden, SlidingLayersKeepOnlyTheirWindow) {
   for (const std::string name : {"tests/golden/mistral_tiny/model", "tests/golden/qwen3_sliding_tiny/model",
-                                 "tests/golden/smollm3_tiny/model"}) {
+                                 "tests/golden/smollm3_tiny/model", "tests/golden/gemma2_tiny/model"}) {
     LoadedModel model(model_dir(name));
     const ModelConfig& config = model.hf.config();
     const int64_t capacity = 60, V = config.vocab_size;

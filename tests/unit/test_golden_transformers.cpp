@@ -134,7 +134,53 @@ TEST_P(GoldenTransformers, Bf16FollowsTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenTransformers, ::testing::Values("qwen2_tiny", "llama_tiny", "qwen3_tiny", "mistral_tiny",
-                                                                    "qwen3_sliding_tiny", "smollm3_tiny", "gemma3_tiny"));
+                                                                    "qwen3_sliding_tiny", "smollm3_tiny", "gemma3_tiny",
+                                                                    "gemma2_tiny"));
+
+// The softcaps are what makes gemma2_tiny match (tests/golden/make_gemma2_golden.py: attention cap 2 with
+// 431 of 1136 scaled scores beyond half of it, final cap 3 with 413 of 1764 logits beyond half of it):
+// the same weights with either cap removed from trlhpc's config must miss transformers' loss by far more
+// than the 1e-5 the golden test allows, and its logits by far more than 1e-4.
+TEST(GoldenTransformersSoftcap, RemovingEitherCapMissesTheReference) {
+  const GoldenFixture fx = GoldenFixture::load("gemma2_tiny");
+  HfModelDir dir(fx.model_dir);
+  ASSERT_GT(dir.config().attn_logit_softcapping, 0);
+  ASSERT_GT(dir.config().final_logit_softcapping, 0);
+  SafetensorsReader expected(fx.expected_tensors);
+  struct Variant {
+    const char* name;
+    bool attention, final;
+  };
+  for (const Variant v : {Variant{"no attention cap", false, true}, Variant{"no final cap", true, false},
+                          Variant{"no cap", false, false}, Variant{"both caps", true, true}}) {
+    ModelConfig config = dir.config();
+    if (!v.attention) config.attn_logit_softcapping = 0;
+    if (!v.final) config.final_logit_softcapping = 0;
+    auto ops = make_cpu_ops();
+    ParameterStore store(config, *ops);
+    load_all_units(weights_from_hf_dir(dir), *ops, store);
+    Decoder decoder(config, *ops, store, false, 5);
+    DeviceBatch batch = DeviceBatch::upload(fx.batch, *ops);
+    const Tensor logits = decoder.logits(batch);
+    std::vector<float> want(static_cast<size_t>(logits.numel()));
+    expected.read_f32("logits", 0, logits.numel(), want.data());
+    double worst_logit = 0;
+    for (int64_t i = 0; i < logits.numel(); ++i)
+      if (fx.batch.doc_ids[static_cast<size_t>(i / config.vocab_size)] != kPaddingDocId)
+        worst_logit = std::max(worst_logit, std::abs(double{logits.f32()[i]} - want[static_cast<size_t>(i)]));
+    const LossResult r = decoder.forward_loss(batch);
+    const double loss_error = std::abs(r.loss_sum / static_cast<double>(r.target_tokens) - fx.loss) / fx.loss;
+    std::printf("[ measured ] gemma2_tiny %s: loss relative %.2e, logits max abs %.2e\n", v.name, loss_error,
+                worst_logit);
+    if (v.attention && v.final) {  // the control: with both caps it is the golden match
+      EXPECT_LT(loss_error, 1e-5);
+      EXPECT_LT(worst_logit, 1e-4);
+      continue;
+    }
+    EXPECT_GT(loss_error, 1e-3) << v.name << ": the cap does not matter to the loss";
+    EXPECT_GT(worst_logit, 1e-2) << v.name << ": the cap does not matter to the logits";
+  }
+}
 
 }  // namespace
 }  // namespace trlhpc

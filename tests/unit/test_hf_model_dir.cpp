@@ -221,7 +221,8 @@ TEST_F(HfModelDirTest, Qwen3SavedByTransformersLoadsAndSavesBack) {
 // and its config.json keeps every field transformers derives the layer pattern from with the value
 // transformers itself wrote (so transformers loads the same windows, RoPE layers and head size back).
 TEST_F(HfModelDirTest, SlidingWindowModelsSaveTheFieldsTransformersReads) {
-  for (const std::string name : {"mistral_tiny", "qwen3_sliding_tiny", "smollm3_tiny", "gemma3_tiny"}) {
+  for (const std::string name :
+       {"mistral_tiny", "qwen3_sliding_tiny", "smollm3_tiny", "gemma3_tiny", "gemma2_tiny"}) {
     SCOPED_TRACE(name);
     const std::string source_dir = ::trlhpc::testing::tests_dir() + "/golden/" + name + "/model";
     HfModelDir source(source_dir);

@@ -183,9 +183,9 @@ TEST(ModelConfig, JsonRoundTrip) {
 
 TEST(ModelConfig, RejectsUnsupportedValuesNamingTheField) {
   json j = qwen2_config();
-  j["architectures"] = {"Gemma2ForCausalLM"};  // (Gemma 3 trains now: test_model_config_gemma.cpp)
-  j["model_type"] = "gemma2";
-  expect_user_error(j, {"architectures", "Gemma2ForCausalLM"});
+  j["architectures"] = {"Phi3ForCausalLM"};  // (Gemma 2 and 3 train now: test_model_config_gemma.cpp)
+  j["model_type"] = "phi3";
+  expect_user_error(j, {"architectures", "Phi3ForCausalLM"});
 
   j = qwen2_config();
   j["hidden_act"] = "gelu";
@@ -233,6 +233,7 @@ TEST(ModelConfig, EveryFamilyIsFoundByNameAndTypeAndRoundTrips) {
       {"Qwen3ForCausalLM", "qwen3", 128, 32768, false, true},
       {"MistralForCausalLM", "mistral", 8, 131072, false, true},
       {"SmolLM3ForCausalLM", "smollm3", 8, 32768, true, true},
+      {"Gemma2ForCausalLM", "gemma2", 256, 8192, true, false},
       {"Gemma3ForCausalLM", "gemma3_text", 256, 131072, true, false},
   };
   for (const Family& f : families) {
@@ -265,7 +266,7 @@ TEST(ModelConfig, EveryFamilyIsFoundByNameAndTypeAndRoundTrips) {
   unknown["architectures"] = {"FalconForCausalLM"};
   unknown.erase("model_type");
   expect_user_error(unknown, {"FalconForCausalLM", "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-                              "MistralForCausalLM", "SmolLM3ForCausalLM", "Gemma3ForCausalLM"});
+                              "MistralForCausalLM", "SmolLM3ForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM"});
 }
 
 TEST(ModelConfig, MissingOrCorruptFileNamesTheFile) {

@@ -111,31 +111,39 @@ void rope_bwd(uint16_t* dx, const int32_t* pos, const float* inv_freq, int64_t N
 // with a sliding window W > 0, q_pos[b,i] - k_pos[b,j] < W (transformers' sliding_window_causal:
 // the query and the W - 1 keys before it). window 0 = no window; negative -> UserError.
 // GQA: query head h uses kv head h / (NH / KVH).
-// o (B, Tq, NH, HS) = softmax(scale * q k^T + mask) v; lse (B, NH, Tq) = log-sum-exp of the masked
-// scaled scores (natural log). A query with no allowed key gets o = 0 and lse = -inf.
+// o (B, Tq, NH, HS) = softmax(cap(scale * q k^T) + mask) v; lse (B, NH, Tq) = log-sum-exp of the masked
+// scaled (capped) scores (natural log). A query with no allowed key gets o = 0 and lse = -inf.
+// softcap c > 0 (Gemma 2): cap(s) = c tanh(s / c), applied before the mask; 0 = none (s itself, the
+// path without it untouched); negative or not finite -> UserError.
 void attention_fwd(const float* q, const float* k, const float* v, const int32_t* q_pos, const int32_t* k_pos,
                    const int32_t* q_doc, const int32_t* k_doc, float* o, float* lse, int64_t B, int64_t Tq,
-                   int64_t Tk, int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window = 0);
-// Backward from the (global) lse and o: with P = exp(scale*qk - lse) on allowed pairs and
-// delta_i = sum_d do[i,d] * o[i,d]:  dS = P * (do v^T - delta),  dq += scale dS k, dk += scale dS^T q,
+                   int64_t Tk, int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window = 0,
+                   float softcap = 0.0f);
+// Backward from the (global) lse and o: with P = exp(cap(scale*qk) - lse) on allowed pairs and
+// delta_i = sum_d do[i,d] * o[i,d]:  dS = P * (do v^T - delta) (times 1 - t^2, t = tanh(scale*qk / c),
+// with a softcap),  dq += scale dS k, dk += scale dS^T q,
 // dv += P^T do. dq (B,Tq,NH,HS), dk/dv (B,Tk,KVH,HS) ACCUMULATE so ring attention can sum K/V blocks.
 void attention_bwd(const float* q, const float* k, const float* v, const float* o, const float* lse,
                    const float* dout, const int32_t* q_pos, const int32_t* k_pos, const int32_t* q_doc,
                    const int32_t* k_doc, float* dq, float* dk, float* dv, int64_t B, int64_t Tq, int64_t Tk,
-                   int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window = 0);
+                   int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window = 0,
+                   float softcap = 0.0f);
 // --bf16: q, k, v (and in the backward o and dout) as bf16 bits, read where the kernel packs its tiles
 // (no widened copy of the tensors); o written in bf16, or in fp32 (ring attention's block results);
 // lse, dq, dk, dv fp32. Bit for bit the fp32 kernel on the widened inputs, o rounded once.
 void attention_fwd(const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* q_pos, const int32_t* k_pos,
                    const int32_t* q_doc, const int32_t* k_doc, uint16_t* o, float* lse, int64_t B, int64_t Tq,
-                   int64_t Tk, int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window = 0);
+                   int64_t Tk, int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window = 0,
+                   float softcap = 0.0f);
 void attention_fwd(const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* q_pos, const int32_t* k_pos,
                    const int32_t* q_doc, const int32_t* k_doc, float* o, float* lse, int64_t B, int64_t Tq,
-                   int64_t Tk, int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window = 0);
+                   int64_t Tk, int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window = 0,
+                   float softcap = 0.0f);
 void attention_bwd(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* o, const float* lse,
                    const uint16_t* dout, const int32_t* q_pos, const int32_t* k_pos, const int32_t* q_doc,
                    const int32_t* k_doc, float* dq, float* dk, float* dv, int64_t B, int64_t Tq, int64_t Tk,
-                   int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window = 0);
+                   int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window = 0,
+                   float softcap = 0.0f);
 // Merge a block result into a running one (ring attention): lse' = logaddexp(lse_acc, lse_blk),
 // o_acc' = o_acc * exp(lse_acc - lse') + o_blk * exp(lse_blk - lse'). o (B,T,NH,HS), lse (B,NH,T).
 void attention_merge(float* o_acc, float* lse_acc, const float* o_blk, const float* lse_blk, int64_t B, int64_t T,
@@ -181,6 +189,9 @@ void geglu_tanh_bwd_bf16(const uint16_t* gate, const uint16_t* up, const uint16_
 // (torch.argmax's tie rule: TRL's is_top1).
 // bf16_gemm: the three GEMMs (logits, dhidden, dweight) are matmul_bf16 (hidden, weight and dlogits
 // rounded to bf16, fp32 accumulation; --bf16); the softmax, loss and dlogits stay fp32.
+// logit_softcap c > 0 (Gemma 2's final_logit_softcapping): z is replaced by c tanh(z / c) (softcap.hpp,
+// fp32) before the softmax, so the loss and the metrics are those of the capped logits (TRL sees the
+// capped outputs.logits) and dz is taken back through the cap (times 1 - tanh(z / c)^2). 0 = none.
 struct CrossEntropyMetrics {
   double entropy_sum = 0;
   int64_t top1 = 0;
@@ -188,7 +199,10 @@ struct CrossEntropyMetrics {
 double cross_entropy_fwd_bwd(const float* hidden, const float* weight, const int32_t* targets, int64_t N,
                              int64_t C, int64_t V, float grad_scale, float* dhidden, float* dweight,
                              int64_t chunk_tokens, int64_t* valid_tokens, CrossEntropyMetrics* metrics = nullptr,
-                             bool bf16_gemm = false);
+                             bool bf16_gemm = false, float logit_softcap = 0.0f);
+// x (n) = cap * tanh(x / cap) in place (the decoder's returned logits, and the vocab-parallel loss's local
+// logits before its statistics); cap > 0.
+void logit_softcap(float* x, int64_t n, float cap);
 
 // ---- vocab_parallel_cross_entropy.cpp ------------------------------------------------------------
 // The pieces of a vocabulary-split cross-entropy over a chunk of local logits (M, V) for vocabulary
@@ -203,8 +217,10 @@ void vocab_parallel_ce_sums(const float* logits, const int32_t* targets, int64_t
 void vocab_parallel_ce_metrics(const float* logits, const int32_t* targets, int64_t M, int64_t V, int64_t vocab_start,
                                int64_t vocab_size, const float* row_max, float* stats);
 // logits (M, V) overwritten with dlogits = grad_scale * (softmax - onehot) (zero rows for ignored targets).
+// logit_softcap c > 0: the logits were capped in place (logit_softcap); dlogits are multiplied by
+// 1 - (z / c)^2, taking them back to the head's output.
 void vocab_parallel_ce_grad(float* logits, const int32_t* targets, int64_t M, int64_t V, int64_t vocab_start,
-                            const float* row_max, const float* sums, float grad_scale);
+                            const float* row_max, const float* sums, float grad_scale, float logit_softcap = 0.0f);
 
 // ---- adamw.cpp ------------------------------------------------------------------------------------
 // Decoupled AdamW, PyTorch semantics (torch.optim.AdamW, foreach=False), step >= 1:

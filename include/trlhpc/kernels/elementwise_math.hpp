@@ -8,6 +8,8 @@
 //   AdamW, torch.optim.AdamW semantics (Loshchilov & Hutter 2019), see adamw_update below
 //   RoPE rotate-half pair: (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin), angle = fp32(pos * inv_freq)
 //   bf16: round to nearest even from fp32 (NaN stays a quiet NaN), and back by a 16-bit shift
+//   softcap(x) = cap tanh(x / cap) (Gemma 2's scores and logits; d/dx = 1 - tanh(x / cap)^2), the CUDA
+//   kernels' (the CPU kernels use kernels/cpu/softcap.hpp's vectorisable tanh)
 #include <math.h>  // expf, sqrtf in the global namespace on host and device
 
 #include <cmath>
@@ -38,6 +40,10 @@ TRLHPC_HOST_DEVICE inline void swiglu_grad(float gate, float up, float dout, flo
   *dup = dout * gate * s;
   *dgate = dout * up * s * (1.0f + gate * (1.0f - s));
 }
+
+// ---- Tanh softcapping ---------------------------------------------------------------------------------
+// In transformers' operation order: divide, tanh, multiply.
+TRLHPC_HOST_DEVICE inline float softcap(float x, float cap) { return tanhf(x / cap) * cap; }
 
 // ---- GeGLU with tanh GELU (Gemma's gelu_pytorch_tanh MLP) --------------------------------------------
 // gelu(g) = 0.5 g (1 + tanh(b (g + k g^3))), b = sqrt(2/pi), k = 0.044715, in torch's operation order;

@@ -1,8 +1,8 @@
 #pragma once
 // ModelConfig: the architecture of a decoder-only model, read from (and written back to) a Hugging Face
 // config.json. Supported: `LlamaForCausalLM` (model_type "llama"), `Qwen2ForCausalLM` ("qwen2"),
-// `Qwen3ForCausalLM` ("qwen3"), `MistralForCausalLM` ("mistral"), `SmolLM3ForCausalLM` ("smollm3") and
-// `Gemma3ForCausalLM` ("gemma3_text").
+// `Qwen3ForCausalLM` ("qwen3"), `MistralForCausalLM` ("mistral"), `SmolLM3ForCausalLM` ("smollm3"),
+// `Gemma2ForCausalLM` ("gemma2") and `Gemma3ForCausalLM` ("gemma3_text").
 //
 // All are one pre-norm decoder (RMSNorm -> GQA attention with rotate-half RoPE -> RMSNorm -> gated MLP)
 // whose variations are the structure fields below. Each family lives in one file of src/model/family/
@@ -14,11 +14,13 @@
 //   qwen3:   q/k/v/o bias = attention_bias; per-head RMSNorm of q and k before RoPE; head_dim default 128
 //   mistral: no biases; head_dim field; sliding_window on every layer
 //   smollm3: llama's biases; RoPE skipped where no_rope_layers[i] is 0; optional sliding layers
-//   gemma3_text: scaled embeddings, (1 + w) norms, sandwich norms, GeGLU (tanh GELU), q/k norms,
-//          query_pre_attn_scalar, sliding layers with their own RoPE base
+//   gemma2:  scaled embeddings, (1 + w) norms, sandwich norms, GeGLU (tanh GELU), query_pre_attn_scalar,
+//          alternating sliding / full layers, tanh softcapping of the attention scores and final logits
+//   gemma3_text: Gemma 2's structure plus q/k norms and sliding layers with their own RoPE base
+//          (softcapping when set, null by default)
 // A sliding layer attends, per document, to itself and the window - 1 tokens before it.
 // Anything trlhpc does not compute (other architectures, rope scaling other than llama3 / Gemma's
-// linear, another activation, attention dropout, partial rotary, softcapping) is rejected with a
+// linear, another activation, attention dropout, partial rotary) is rejected with a
 // UserError that names the file, the field and the value, rather than trained silently wrong.
 #include <cstdint>
 #include <optional>
@@ -29,7 +31,7 @@
 
 namespace trlhpc {
 
-enum class ModelArchitecture { Llama, Qwen2, Qwen3, Mistral, SmolLM3, Gemma3 };
+enum class ModelArchitecture { Llama, Qwen2, Qwen3, Mistral, SmolLM3, Gemma2, Gemma3 };
 
 // The MLP's gate activation: SwiGLU (silu) or Gemma's GeGLU with the tanh GELU (gelu_pytorch_tanh).
 enum class MlpActivation { Silu, GeluTanh };
@@ -82,6 +84,11 @@ struct ModelConfig {
   double query_pre_attn_scalar = 0;     // attention scale query_pre_attn_scalar^-0.5; 0: head_dim
   double rope_local_theta = 0;          // RoPE base of sliding layers, without scaling; 0: as full layers
   int64_t sliding_window_pattern = 0;   // gemma3 field as read (written back; layer_types decides)
+  // Gemma 2 tanh softcapping (0 = none, the config's null): every attention score s (after the scale,
+  // before the mask) becomes cap * tanh(s / cap), and so does every final logit (before the loss, the
+  // TRL metrics and generation).
+  double attn_logit_softcapping = 0;
+  double final_logit_softcapping = 0;
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;   // config's eos_token_id: an int or a list
   std::optional<int64_t> pad_token_id;
@@ -98,8 +105,8 @@ struct ModelConfig {
   // Writes to_json() to `path` (pretty-printed).
   void save(const std::string& path) const;
 
-  const char* model_type() const;       // "llama" | "qwen2" | "qwen3" | "mistral" | "smollm3" | "gemma3_text"
-  const char* architecture_name() const;  // "LlamaForCausalLM" | ... | "SmolLM3ForCausalLM"
+  const char* model_type() const;       // "llama" | "qwen2" | ... | "gemma2" | "gemma3_text"
+  const char* architecture_name() const;  // "LlamaForCausalLM" | ... | "Gemma3ForCausalLM"
   // The attention window of layer `layer` (AttentionShape::window): sliding_window on a sliding
   // layer, 0 (none) otherwise.
   int64_t attention_window(int64_t layer) const;
@@ -107,6 +114,10 @@ struct ModelConfig {
   bool layer_uses_rope(int64_t layer) const;
   // The softmax scale of the attention scores: query_pre_attn_scalar^-0.5, else head_dim^-0.5.
   float attention_scale() const;
+  // The caps as the kernels take them (AttentionShape::softcap, the loss's logit cap): the config's
+  // python floats rounded to fp32 where they meet the fp32 scores / logits; 0 = none.
+  float attention_softcap() const;
+  float final_logit_softcap() const;
   // The embedding multiplier (scale_embeddings): fp32(sqrt(hidden_size)), rounded to bf16 when the
   // weights compute in bf16, as transformers casts its embed_scale to the weights' dtype.
   float embedding_scale(bool bf16) const;

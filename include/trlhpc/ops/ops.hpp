@@ -29,6 +29,9 @@ struct AttentionShape {
   // > p - window (itself and the window - 1 before it), on top of the document + causal mask.
   // 0 = no window (full causal attention).
   int64_t window = 0;
+  // Tanh softcapping (a layer property, Gemma 2's attn_logit_softcapping): each scaled score s becomes
+  // softcap * tanh(s / softcap) before the mask and the softmax. 0 = none: the kernels skip it entirely.
+  float softcap = 0.0f;
 };
 
 struct AdamWHyper {
@@ -111,16 +114,22 @@ class Ops {
   virtual void geglu_tanh_fwd(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
   virtual void geglu_tanh_bwd(const Tensor& gate, const Tensor& up, const Tensor& dout, const Tensor& dgate,
                               const Tensor& dup) = 0;
+  // Tanh softcapping of logits (Gemma 2's final_logit_softcapping) in place: x = cap * tanh(x / cap), x F32;
+  // cap > 0. The decoder applies it to the logits it returns (tests, generation); the loss applies it itself.
+  virtual void logit_softcap(const Tensor& logits, float cap) = 0;
   // Fused LM head + CE (see cpu::cross_entropy_fwd_bwd). dhidden/dweight undefined Tensors = no backward.
   // Returns the summed loss over valid targets; valid_tokens receives their count. metrics (optional):
   // TRL's entropy and top-1 sums over valid targets; a backend that cannot compute them leaves
   // metrics->computed false. host_targets (optional): the same N values as `targets`, already in host
   // memory; a device backend reads them instead of copying `targets` back, which would wait for all the
-  // work queued before the call (CUDA-REVIEW.md defect 6).
+  // work queued before the call (CUDA-REVIEW.md defect 6). logit_softcap > 0: the logits are softcapped
+  // before the softmax (loss, metrics and dlogits are those of the capped logits, dlogits times 1 - t^2
+  // back to the head's output); 0 = none, the uncapped path untouched.
   virtual double cross_entropy_fwd_bwd(const Tensor& hidden /*(N, C)*/, const Tensor& weight /*(V, C)*/,
                                        const Tensor& targets /*(N) I32*/, float grad_scale, const Tensor& dhidden,
                                        const Tensor& dweight, int64_t chunk_tokens, int64_t* valid_tokens,
-                                       TokenMetrics* metrics = nullptr, const int32_t* host_targets = nullptr) = 0;
+                                       TokenMetrics* metrics = nullptr, const int32_t* host_targets = nullptr,
+                                       float logit_softcap = 0.0f) = 0;
   // Vocab-parallel cross-entropy over a chunk of this tp rank's logits (M, Vl) for vocabulary ids
   // [vocab_start, vocab_start + Vl); the decoder all-reduces between the calls (see
   // cpu::vocab_parallel_ce_*). row_max (M), sums (M, 2), targets (M) I32. Not pure: a backend without
@@ -133,8 +142,11 @@ class Ops {
   // reported).
   virtual bool vocab_parallel_ce_metrics(const Tensor& logits, const Tensor& targets, int64_t vocab_start,
                                          int64_t vocab_size, const Tensor& row_max, const Tensor& stats);
+  // With the logits softcapped by logit_softcap (cap > 0), pass the cap: dlogits are then taken back
+  // through the cap (times 1 - (z / cap)^2, z the capped logit); 0 = none.
   virtual void vocab_parallel_ce_grad(const Tensor& logits /*in: logits, out: dlogits*/, const Tensor& targets,
-                                      int64_t vocab_start, const Tensor& row_max, const Tensor& sums, float grad_scale);
+                                      int64_t vocab_start, const Tensor& row_max, const Tensor& sums, float grad_scale,
+                                      float logit_softcap = 0.0f);
   // LoRA's input dropout (cpu::lora_dropout): x, out (N, F) of one dtype (may alias), source_rows /
   // source_columns (N) I32. Not pure: a backend without it fails with a RuntimeFailure naming the op.
   virtual void lora_dropout(const Tensor& x, const Tensor& out, const Tensor& source_rows, const Tensor& source_columns,

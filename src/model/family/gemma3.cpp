@@ -5,8 +5,10 @@
 // pre_/post_feedforward_layernorm around a GeGLU MLP with tanh GELU; q/k norms as Qwen3; attention
 // scale query_pre_attn_scalar^-0.5; sliding layers (every layer but each sliding_window_pattern-th,
 // or layer_types) rotate with rope_local_base_freq and no scaling, full layers with rope_theta and
-// linear rope_scaling. Softcapping (Gemma 2) and bidirectional attention are refused.
+// linear rope_scaling; attn_logit_softcapping / final_logit_softcapping (null by default) applied as
+// Gemma 2 applies them when set. Bidirectional attention is refused.
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,9 +77,8 @@ void read_gemma3_structure(const FieldReader& r, ModelConfig& c) {
   if (c.hidden_size % c.num_attention_heads != 0)
     r.fail("num_attention_heads", "must divide hidden_size (" + std::to_string(c.hidden_size) +
                                       "), as Gemma3TextConfig requires");
-  for (const char* field : {"attn_logit_softcapping", "final_logit_softcapping"})
-    if (r.has(field))
-      r.fail(field, "logit softcapping (Gemma 2) is not implemented; Gemma 3 sets it to null");
+  // Null in Gemma3TextConfig, but Gemma3's attention and head apply them as Gemma 2's do when set.
+  read_softcapping(r, c, std::nullopt, std::nullopt);
   if (r.boolean("use_bidirectional_attention", false))
     r.fail("use_bidirectional_attention", "bidirectional attention is not implemented; set it to false");
 }
@@ -112,8 +113,7 @@ void write(const ModelConfig& c, json& j) {
   j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
   j["sliding_window_pattern"] = c.sliding_window_pattern;
   j["layer_types"] = c.layer_types();
-  j["attn_logit_softcapping"] = nullptr;
-  j["final_logit_softcapping"] = nullptr;
+  write_softcapping(c, j);
   j["use_bidirectional_attention"] = false;
 }
 

@@ -1,12 +1,12 @@
 #pragma once
 // ModelFamily: what trlhpc knows about one Hugging Face architecture, one file per family in this
-// folder (llama.cpp, qwen2.cpp, qwen3.cpp, mistral.cpp, smollm3.cpp, gemma3.cpp), listed once in
+// folder (llama.cpp, qwen2.cpp, qwen3.cpp, mistral.cpp, smollm3.cpp, gemma2.cpp, gemma3.cpp), listed once in
 // registry.cpp.
 //
 // A family turns its config.json (transformers 4 and 5 spellings, its configuration class's defaults
 // and derivations) into a ModelConfig: the common sizes, read by model_config.cpp for every family,
 // plus the family's structure — which projections carry biases, q/k norms, sandwich norms, the MLP
-// activation, embedding scaling, attention scale, RoPE bases and scaling, and the per-layer pattern
+// activation, embedding scaling, attention scale, softcapping, RoPE bases and scaling, and the per-layer pattern
 // (sliding windows, RoPE-less layers) — and writes the same fields back so that transformers derives
 // the same model. Everything else follows from that structure in one place each, never from the
 // family's name: HF parameter names and each weight's tensor-parallel split (parameter_names.cpp),
@@ -51,7 +51,8 @@ std::span<const ModelFamily* const> model_families();
 const ModelFamily& model_family(ModelArchitecture architecture);
 
 // The families' definitions (one per file).
-extern const ModelFamily kLlamaFamily, kQwen2Family, kQwen3Family, kMistralFamily, kSmolLM3Family, kGemma3Family;
+extern const ModelFamily kLlamaFamily, kQwen2Family, kQwen3Family, kMistralFamily, kSmolLM3Family, kGemma2Family,
+    kGemma3Family;
 
 // Readers shared by several families (shared_fields.cpp).
 // rope_theta with rope_scaling (transformers 4) or rope_parameters (transformers 5): "default" or
@@ -68,6 +69,12 @@ std::optional<int64_t> read_window(const FieldReader& r);
 // Qwen2Config / Qwen3Config: use_sliding_window, sliding_window (default 4096, nulled unless
 // use_sliding_window), max_window_layers (default 28), layer_types or "sliding_attention" for layers
 // i >= max_window_layers when a window is set (qwen2.cpp; Qwen3 derives them the same way).
+// Gemma's attn_logit_softcapping / final_logit_softcapping: absent -> the configuration class's default
+// (nullopt: none), null -> none (0), else a positive number.
+void read_softcapping(const FieldReader& r, ModelConfig& c, std::optional<double> attn_default,
+                      std::optional<double> final_default);
+// Both fields, null where there is no cap.
+void write_softcapping(const ModelConfig& c, json& j);
 void read_qwen_sliding_layers(const FieldReader& r, ModelConfig& c);
 void write_qwen_sliding_fields(const ModelConfig& c, json& j);
 

@@ -5,8 +5,8 @@
 namespace trlhpc::model_family_detail {
 
 std::span<const ModelFamily* const> model_families() {
-  static const ModelFamily* const kFamilies[] = {&kLlamaFamily,   &kQwen2Family,    &kQwen3Family,
-                                                 &kMistralFamily, &kSmolLM3Family, &kGemma3Family};
+  static const ModelFamily* const kFamilies[] = {&kLlamaFamily,   &kQwen2Family,   &kQwen3Family, &kMistralFamily,
+                                                 &kSmolLM3Family, &kGemma2Family, &kGemma3Family};
   return kFamilies;
 }
 

@@ -1,4 +1,6 @@
 // config.json fields that several families spell the same way (model_family.hpp).
+#include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,6 +74,25 @@ std::optional<int64_t> read_window(const FieldReader& r) {
   const std::optional<int64_t> window = r.optional_integer("sliding_window");
   if (window && *window <= 0) r.fail("sliding_window", "must be a positive integer or null");
   return window;
+}
+
+void read_softcapping(const FieldReader& r, ModelConfig& c, std::optional<double> attn_default,
+                      std::optional<double> final_default) {
+  const auto read_cap = [&r](const char* field, std::optional<double> fallback) {
+    if (!r.present(field)) return fallback.value_or(0.0);
+    if (!r.has(field)) return 0.0;  // null: no cap
+    const double cap = r.number(field, 0.0);
+    // transformers divides by the cap: 0 would turn every score into NaN, a negative cap flips the sign.
+    if (!(cap > 0) || !std::isfinite(cap)) r.fail(field, "must be a positive number, or null for no softcapping");
+    return cap;
+  };
+  c.attn_logit_softcapping = read_cap("attn_logit_softcapping", attn_default);
+  c.final_logit_softcapping = read_cap("final_logit_softcapping", final_default);
+}
+
+void write_softcapping(const ModelConfig& c, json& j) {
+  j["attn_logit_softcapping"] = c.attn_logit_softcapping > 0 ? json(c.attn_logit_softcapping) : json(nullptr);
+  j["final_logit_softcapping"] = c.final_logit_softcapping > 0 ? json(c.final_logit_softcapping) : json(nullptr);
 }
 
 }  // namespace trlhpc::model_family_detail
