@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every model family out and back in (issue 27: "HF dir in and out, save what transformers loads"): for
-# each tiny model of tests/fixtures/trl_curves (Qwen2, Qwen3, Gemma 3, Mistral, SmolLM3, Llama, made by
+# each tiny model of tests/fixtures/trl_curves (Qwen2, Qwen3, Gemma 3, Gemma 2, Mistral, SmolLM3, Llama, made by
 # transformers), `trlhpc sft` trains 3 steps on 2 ranks and saves the final model (tp 2, or ZeRO-3 where the
 # vocabulary is odd: the Qwen fixtures' 933 rows do not split over 2 tp ranks); then
 #  1. the saved config.json names the same architecture / model_type, and the family's own fields read
@@ -26,7 +26,7 @@ python3 -c "import torch, transformers" 2>/dev/null || {
   echo "SKIPPED (peer): torch/transformers are not importable here; the transformers load-and-generate checks do not run"
 }
 
-for family in qwen2 qwen3 gemma3 mistral smollm3 llama; do
+for family in qwen2 qwen3 gemma3 gemma2 mistral smollm3 llama; do
   model=tests/fixtures/trl_curves/$family/model
   [ "$family" = qwen2 ] && model=tests/fixtures/trl_curves/model
   out=$WORK/$family

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# trlhpc against TRL SFTTrainer on tiny random Gemma 3 text, Mistral, SmolLM3 and Llama models saved by
+# trlhpc against TRL SFTTrainer on tiny random Gemma 3 text, Gemma 2, Mistral, SmolLM3 and Llama models saved by
 # transformers 5 (issue 27; tests/fixtures/trl_curves/<family>/, written by
 # tests/fixtures/make_trl_curves_families.py, whose docstring gives each model's shape, tokenizer and chat
 # template; versions in curves.json), fine-tuned on the 40 conversations of the Qwen2 fixture, every token
@@ -19,8 +19,10 @@
 #     tests/mpi/test_sequence_parallel_training.cpp allows the later cp steps of mistral_tiny and
 #     qwen3_sliding_tiny is not needed on these fixtures;
 #  negative controls: a 1 % larger learning rate must fall outside both bounds (its loss differs by ~1e-3),
-#  and for the sliding-window families (gemma3, mistral, smollm3: window 3) the model with its window widened
-#  past the longest row must fail already at step 1 (measured: loss off by 3.8e-4 .. 2.5e-3).
+#  and for the sliding-window families (gemma3, gemma2, mistral, smollm3: window 3) the model with its window
+#  widened past the longest row must fail already at step 1 (measured: loss off by 3.8e-4 .. 2.5e-3); for
+#  gemma2 (attention cap 0.5, final cap 1.0, TRL trained it with eager attention) the model without either
+#  cap must fail at step 1 too.
 set -u
 TRLHPC=$1
 MPIRUN=${2:-mpirun}
@@ -33,10 +35,31 @@ source tests/e2e/trl_curves_lib.sh  # fail, SETTINGS, BOUNDS, check_settings, to
 LAYOUT_BOUNDS="loss=1e-5 entropy=1e-5 grad_norm=1e-5"
 
 # family -> the architecture its config.json must name
-declare -A ARCHITECTURE=([gemma3]=Gemma3ForCausalLM [mistral]=MistralForCausalLM [smollm3]=SmolLM3ForCausalLM
-  [llama]=LlamaForCausalLM)
+declare -A ARCHITECTURE=([gemma3]=Gemma3ForCausalLM [gemma2]=Gemma2ForCausalLM [mistral]=MistralForCausalLM
+  [smollm3]=SmolLM3ForCausalLM [llama]=LlamaForCausalLM)
 
-for family in gemma3 mistral smollm3 llama; do
+# without_field FAMILY FIELD VALUE: a copy of the family's fixture whose config.json sets FIELD to VALUE
+# (JSON); prints the copy's path.
+without_field() {
+  local copy=$WORK/$1.$2.fixture
+  cp -r "tests/fixtures/trl_curves/$1" "$copy"
+  python3 - "$copy/model/config.json" "$2" "$3" <<'PY'
+import json, sys
+config = json.load(open(sys.argv[1]))
+config[sys.argv[2]] = json.loads(sys.argv[3])
+json.dump(config, open(sys.argv[1], "w"), indent=1)
+PY
+  echo "$copy"
+}
+# must_miss_step1 FAMILY NAME FIXTURE WHY: that fixture's curve must leave TRL's bound at the first step.
+must_miss_step1() {
+  FIXTURE=$3 sft "$1.$2" "$CONVERSATIONS"
+  compare_curve "$WORK/$1.$2/metrics.jsonl" messages >"$WORK/$1.$2.trl"
+  head -1 "$WORK/$1.$2.trl"
+  grep -q 'step 1: loss ' "$WORK/$1.$2.trl" || fail "$1: $4"
+}
+
+for family in gemma3 gemma2 mistral smollm3 llama; do
   FIXTURE=tests/fixtures/trl_curves/$family
   echo "== $family"
   echo "1. settings and architecture"
@@ -69,19 +92,15 @@ for family in gemma3 mistral smollm3 llama; do
 
   if grep -q '"sliding_window": 3' "$FIXTURE/model/config.json"; then
     echo "negative control: the model with its window widened to 192 (no row is longer) must fall outside"
-    cp -r "$FIXTURE" "$WORK/$family.no_window_fixture"
-    python3 - "$WORK/$family.no_window_fixture/model/config.json" <<'PY'
-import json, sys
-config = json.load(open(sys.argv[1]))
-config["sliding_window"] = 192
-json.dump(config, open(sys.argv[1], "w"), indent=1)
-PY
-    FIXTURE=$WORK/$family.no_window_fixture sft "$family.no_window" "$CONVERSATIONS"
-    compare_curve "$WORK/$family.no_window/metrics.jsonl" messages >"$WORK/$family.no_window.trl"
-    head -1 "$WORK/$family.no_window.trl"
-    grep -q 'step 1: loss ' "$WORK/$family.no_window.trl" ||
-      fail "$family: without the window the first loss is within the bound: the fixture would not see the window"
+    must_miss_step1 "$family" no_window "$(without_field "$family" sliding_window 192)" \
+      "without the window the first loss is within the bound: the fixture would not see the window"
   fi
+  for cap in attn_logit_softcapping final_logit_softcapping; do
+    grep -q "\"$cap\": [0-9]" "$FIXTURE/model/config.json" || continue
+    echo "negative control: the model without $cap must fall outside"
+    must_miss_step1 "$family" "no_$cap" "$(without_field "$family" "$cap" null)" \
+      "without $cap the first loss is within the bound: the fixture would not see the cap"
+  done
 done
 
 [ "$failures" -eq 0 ] && echo "PASS" || { echo "$failures failure(s)"; exit 1; }
