@@ -16,21 +16,7 @@ namespace trlhpc::model_family_detail {
 namespace {
 
 void read_structure(const FieldReader& r, ModelConfig& c) {
-  c.qkv_bias = c.o_bias = r.boolean("attention_bias", false);  // Gemma2Attention: Linear(bias=attention_bias)
-  c.mlp_bias = false;
-  c.norm_weight_offset = c.sandwich_norms = c.scale_embeddings = true;
-  c.mlp_activation = MlpActivation::GeluTanh;
-  c.embedding_padding_idx = true;  // Gemma2TextScaledWordEmbedding(padding_idx=pad_token_id)
-  // Gemma reads hidden_activation; its hidden_act is unused.
-  if (r.string("hidden_activation", "gelu_pytorch_tanh") != "gelu_pytorch_tanh")
-    r.fail("hidden_activation", "unsupported activation; trlhpc implements Gemma's \"gelu_pytorch_tanh\"");
-  c.query_pre_attn_scalar = r.number("query_pre_attn_scalar", 256.0);
-  if (!(c.query_pre_attn_scalar > 0)) r.fail("query_pre_attn_scalar", "must be positive");
-  if (c.hidden_size % c.num_attention_heads != 0)
-    r.fail("num_attention_heads", "must divide hidden_size (" + std::to_string(c.hidden_size) +
-                                      "), as Gemma2Config requires");
-  if (r.boolean("use_bidirectional_attention", false))
-    r.fail("use_bidirectional_attention", "bidirectional attention is not implemented; set it to false");
+  read_gemma_structure(r, c, "Gemma2Config");  // no q/k norms
   read_softcapping(r, c, 50.0, 30.0);
   // Gemma2Config's token ids (pad 0, eos 1, bos 2) where config.json leaves them out: the padding id
   // decides which embedding row the lookup leaves without a gradient. An explicit null stays null.
@@ -69,6 +55,24 @@ void write(const ModelConfig& c, json& j) {
 }
 
 }  // namespace
+
+void read_gemma_structure(const FieldReader& r, ModelConfig& c, const char* config_class) {
+  c.qkv_bias = c.o_bias = r.boolean("attention_bias", false);  // GemmaNAttention: Linear(bias=attention_bias)
+  c.mlp_bias = false;
+  c.norm_weight_offset = c.sandwich_norms = c.scale_embeddings = true;
+  c.mlp_activation = MlpActivation::GeluTanh;
+  c.embedding_padding_idx = true;  // GemmaNTextScaledWordEmbedding(padding_idx=pad_token_id)
+  // Gemma reads hidden_activation; its hidden_act is unused.
+  if (r.string("hidden_activation", "gelu_pytorch_tanh") != "gelu_pytorch_tanh")
+    r.fail("hidden_activation", "unsupported activation; trlhpc implements Gemma's \"gelu_pytorch_tanh\"");
+  c.query_pre_attn_scalar = r.number("query_pre_attn_scalar", 256.0);
+  if (!(c.query_pre_attn_scalar > 0)) r.fail("query_pre_attn_scalar", "must be positive");
+  if (c.hidden_size % c.num_attention_heads != 0)
+    r.fail("num_attention_heads", "must divide hidden_size (" + std::to_string(c.hidden_size) + "), as " +
+                                      config_class + " requires");
+  if (r.boolean("use_bidirectional_attention", false))
+    r.fail("use_bidirectional_attention", "bidirectional attention is not implemented; set it to false");
+}
 
 // Gemma2Config: head_dim 256, max_position_embeddings 8192, tied head.
 const ModelFamily kGemma2Family{ModelArchitecture::Gemma2, "Gemma2ForCausalLM", "gemma2", 256, 8192, true, read, write};

@@ -64,23 +64,10 @@ void read_gemma3_rope(const json& root, const FieldReader& top, ModelConfig& c) 
 
 // The structure flags, and the refusals of what trlhpc does not compute for Gemma.
 void read_gemma3_structure(const FieldReader& r, ModelConfig& c) {
-  c.qkv_bias = c.o_bias = r.boolean("attention_bias", false);  // Gemma3Attention: Linear(bias=attention_bias)
-  c.mlp_bias = false;
-  c.qk_norm = c.norm_weight_offset = c.sandwich_norms = c.scale_embeddings = true;
-  c.mlp_activation = MlpActivation::GeluTanh;
-  c.embedding_padding_idx = true;  // Gemma3TextScaledWordEmbedding(padding_idx=pad_token_id)
-  // Gemma reads hidden_activation; its hidden_act is unused.
-  if (r.string("hidden_activation", "gelu_pytorch_tanh") != "gelu_pytorch_tanh")
-    r.fail("hidden_activation", "unsupported activation; trlhpc implements Gemma's \"gelu_pytorch_tanh\"");
-  c.query_pre_attn_scalar = r.number("query_pre_attn_scalar", 256.0);
-  if (!(c.query_pre_attn_scalar > 0)) r.fail("query_pre_attn_scalar", "must be positive");
-  if (c.hidden_size % c.num_attention_heads != 0)
-    r.fail("num_attention_heads", "must divide hidden_size (" + std::to_string(c.hidden_size) +
-                                      "), as Gemma3TextConfig requires");
+  read_gemma_structure(r, c, "Gemma3TextConfig");
+  c.qk_norm = true;
   // Null in Gemma3TextConfig, but Gemma3's attention and head apply them as Gemma 2's do when set.
   read_softcapping(r, c, std::nullopt, std::nullopt);
-  if (r.boolean("use_bidirectional_attention", false))
-    r.fail("use_bidirectional_attention", "bidirectional attention is not implemented; set it to false");
 }
 
 // layer_types, or when absent "sliding_attention" unless (i + 1) % sliding_window_pattern == 0

@@ -1,13 +1,13 @@
 #pragma once
 // ModelFamily: what trlhpc knows about one Hugging Face architecture, one file per family in this
-// folder (llama.cpp, qwen2.cpp, qwen3.cpp, mistral.cpp, smollm3.cpp, gemma2.cpp, gemma3.cpp), listed once in
-// registry.cpp.
+// folder (llama.cpp, qwen2.cpp, qwen3.cpp, mistral.cpp, smollm3.cpp, gemma2.cpp, gemma3.cpp), listed
+// once in registry.cpp.
 //
 // A family turns its config.json (transformers 4 and 5 spellings, its configuration class's defaults
 // and derivations) into a ModelConfig: the common sizes, read by model_config.cpp for every family,
 // plus the family's structure — which projections carry biases, q/k norms, sandwich norms, the MLP
-// activation, embedding scaling, attention scale, softcapping, RoPE bases and scaling, and the per-layer pattern
-// (sliding windows, RoPE-less layers) — and writes the same fields back so that transformers derives
+// activation, embedding scaling, attention scale, softcapping, RoPE bases and scaling, and the per-layer
+// pattern (sliding windows, RoPE-less layers) — and writes the same fields back so that transformers derives
 // the same model. Everything else follows from that structure in one place each, never from the
 // family's name: HF parameter names and each weight's tensor-parallel split (parameter_names.cpp),
 // the decoder's computation (decoder_layer.cpp), its buffers and hence the memory plan
@@ -66,15 +66,20 @@ std::vector<bool> read_layer_types(const FieldReader& r, int64_t L);
 std::vector<bool> read_no_rope_layers(const FieldReader& r, int64_t L);
 // sliding_window as an integer (> 0) or null / absent (nullopt).
 std::optional<int64_t> read_window(const FieldReader& r);
-// Qwen2Config / Qwen3Config: use_sliding_window, sliding_window (default 4096, nulled unless
-// use_sliding_window), max_window_layers (default 28), layer_types or "sliding_attention" for layers
-// i >= max_window_layers when a window is set (qwen2.cpp; Qwen3 derives them the same way).
 // Gemma's attn_logit_softcapping / final_logit_softcapping: absent -> the configuration class's default
 // (nullopt: none), null -> none (0), else a positive number.
 void read_softcapping(const FieldReader& r, ModelConfig& c, std::optional<double> attn_default,
                       std::optional<double> final_default);
 // Both fields, null where there is no cap.
 void write_softcapping(const ModelConfig& c, json& j);
+// What Gemma 2 and Gemma 3 share (gemma2.cpp): (1 + w) sandwich norms, scaled embeddings with
+// padding_idx, GeGLU with tanh GELU (hidden_activation), attention_bias, query_pre_attn_scalar (default
+// 256), hidden_size divisible by the heads (`config_class` names the class that requires it), and the
+// refusal of bidirectional attention. The caller adds q/k norms, softcapping defaults and RoPE.
+void read_gemma_structure(const FieldReader& r, ModelConfig& c, const char* config_class);
+// Qwen2Config / Qwen3Config: use_sliding_window, sliding_window (default 4096, nulled unless
+// use_sliding_window), max_window_layers (default 28), layer_types or "sliding_attention" for layers
+// i >= max_window_layers when a window is set (qwen2.cpp; Qwen3 derives them the same way).
 void read_qwen_sliding_layers(const FieldReader& r, ModelConfig& c);
 void write_qwen_sliding_fields(const ModelConfig& c, json& j);
 
