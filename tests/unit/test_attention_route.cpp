@@ -43,7 +43,7 @@ TEST(AttentionRoute, IneligibleCallsFallBack) {
     AttentionCallFacts f = eligible();
     change(f);
     const AttentionRoute r = choose_attention(AttentionPreference::Cudnn, f);
-    EXPECT_FALSE(r.reason.empty());
+    EXPECT_EQ(r.reason.empty(), r.cudnn);  // a reason exactly when falling back
     return r.cudnn;
   };
   EXPECT_FALSE(with([](AttentionCallFacts& f) { f.cudnn_built = false; }));
