@@ -94,6 +94,13 @@ set(cuda_area "")
 set(cuda_libs "")
 if(TRLHPC_WITH_CUDA)
   trlhpc_sources(cuda_src kernels/cuda/*.cu)
+  # Host C++ (g++, not nvcc: cudnn-frontend's headers compile in half the time and without nvcc's
+  # warnings); the frontend's include folder and define reach this one file only (cmake/cuda.cmake).
+  list(APPEND cuda_src ${PROJECT_SOURCE_DIR}/kernels/cuda/cudnn_attention.cpp)
+  if(TRLHPC_WITH_CUDNN_ATTENTION)
+    set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/cuda/cudnn_attention.cpp PROPERTIES
+      COMPILE_DEFINITIONS TRLHPC_HAVE_CUDNN_FRONTEND=1 COMPILE_OPTIONS "-isystem;${TRLHPC_CUDNN_FRONTEND_DIR}")
+  endif()
   trlhpc_add_area(cuda SOURCES ${cuda_src} USES core
     LIBS CUDA::cudart CUDA::cublas CUDA::cublasLt ${TRLHPC_CUDNN_LIBRARY})
   target_include_directories(trlhpc_cuda PUBLIC ${PROJECT_SOURCE_DIR}/kernels/cuda)

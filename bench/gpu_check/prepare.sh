@@ -23,7 +23,7 @@ LIMIT=$((64 * 1024 * 1024))
 say() { echo "[gpu_check prepare] $*"; }
 die() { echo "[gpu_check prepare] error: $*" >&2; exit 1; }
 
-CUDA_TESTS=(cuda_test_adamw cuda_test_allocator cuda_test_attention cuda_test_attention_review_fixes
+CUDA_TESTS=(cuda_test_adamw cuda_test_allocator cuda_test_attention cuda_test_attention_cudnn cuda_test_attention_review_fixes
   cuda_test_cross_entropy cuda_test_device_communicators cuda_test_elementwise cuda_test_embedding
   cuda_test_matmul cuda_test_model_step cuda_test_op_timer cuda_test_rmsnorm cuda_test_rope cuda_test_swiglu)
 # Names in tests/cuda that are not in the list would silently not travel: refuse instead.

@@ -11,10 +11,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
 #include "cuda_raii.cuh"
+#include "cudnn_attention.hpp"
 #include "device_allocator.cuh"
 #include "trlhpc/kernels/attention_smem_plan.hpp"
 #include "matmul.cuh"
@@ -132,6 +134,7 @@ class CudaOpsImpl final : public CudaOps {
   void reset_peak_memory() override { allocator_->reset_peak(); }
   std::vector<OpTiming> op_timings() override { return timer_.totals(); }
   void reset_op_timings() override { timer_.reset(); }
+  int64_t cudnn_attention_calls() const override { return cudnn_attention_calls_; }
 
  private:
   // A bf16 shadow of an fp32 master range (mixed precision, see cuda_ops.hpp).
@@ -144,6 +147,18 @@ class CudaOpsImpl final : public CudaOps {
   cuda::OpTimer::Scope timed(const char* op) { return timer_.scope(op, stream_.get()); }
   // The part of `master` range [p, p + n) covered by shadows: fused pointer or separate re-casts.
   bf16* shadow_inside(const float* p, int64_t n);
+  // cuDNN's fused attention for the calls it expresses (cuda_ops_attention_route.cu); false: the caller
+  // runs the hand-written kernel. TRLHPC_CUDA_ATTENTION (read on first use) chooses.
+  std::optional<kernels::PackedSequences> cudnn_attention_layout(const Tensor& q, const Tensor& q_pos,
+                                                                 const Tensor& k_pos, const Tensor& q_doc,
+                                                                 const Tensor& k_doc, const AttentionShape& s);
+  bool try_cudnn_attention_fwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos,
+                               const Tensor& k_pos, const Tensor& q_doc, const Tensor& k_doc, const Tensor& o,
+                               const Tensor& lse, const AttentionShape& s);
+  bool try_cudnn_attention_bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& lse,
+                               const Tensor& dout, const Tensor& q_pos, const Tensor& k_pos, const Tensor& q_doc,
+                               const Tensor& k_doc, const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                               const AttentionShape& s);
   void recast_overlapping_shadows(const float* p, int64_t n);
 
   int device_;
@@ -155,6 +170,9 @@ class CudaOpsImpl final : public CudaOps {
   cuda::OpTimer timer_;
   cuda::DeviceBuffer<double> host_value_;  // (1) device landing slot of sum_of_squares
   std::map<const float*, Shadow> shadows_;  // by master address
+  std::optional<kernels::AttentionPreference> attention_preference_;  // TRLHPC_CUDA_ATTENTION, read once
+  std::unique_ptr<cuda::CudnnAttention> cudnn_attention_;              // made on the first cuDNN call
+  int64_t cudnn_attention_calls_ = 0;
 };
 
 // Checks shared by both files. `what` names the op and the argument.

@@ -168,6 +168,10 @@ void CudaOpsImpl::attention_fwd(const Tensor& q, const Tensor& k, const Tensor& 
                                 const Tensor& lse, const AttentionShape& s) {
   check_attention_tensors(s, q, k, v, q_pos, k_pos, q_doc, k_doc, o, lse, "attention_fwd");
   const auto timing = timed("attention_fwd");
+  if (try_cudnn_attention_fwd(q, k, v, q_pos, k_pos, q_doc, k_doc, o, lse, s)) {  // else: the kernel
+    ++cudnn_attention_calls_;
+    return;
+  }
   with_float_type(q.dtype(), "attention_fwd", [&](auto tag) {
     using T = typename decltype(tag)::type;
     with_output_type<T>(o.dtype(), [&](auto out_tag) {
@@ -191,6 +195,10 @@ void CudaOpsImpl::attention_bwd(const Tensor& q, const Tensor& k, const Tensor& 
   for (const Tensor* t : {&dk, &dv})
     TRLHPC_ASSERT(t->dtype() == dq.dtype(), "attention_bwd: dq, dk, dv must share a dtype (q's, or F32)");
   const auto timing = timed("attention_bwd");
+  if (try_cudnn_attention_bwd(q, k, v, o, lse, dout, q_pos, k_pos, q_doc, k_doc, dq, dk, dv, s)) {
+    ++cudnn_attention_calls_;
+    return;
+  }
   with_float_type(q.dtype(), "attention_bwd", [&](auto tag) {
     using T = typename decltype(tag)::type;
     with_output_type<T>(dq.dtype(), [&](auto out_tag) {

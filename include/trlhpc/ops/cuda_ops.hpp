@@ -112,6 +112,9 @@ class CudaOps : public Ops {
   // Per-op GPU time since the last reset, sorted by time (synchronises). Empty unless time_ops.
   virtual std::vector<OpTiming> op_timings() = 0;
   virtual void reset_op_timings() = 0;
+  // Attention calls (fwd + bwd) that ran through cuDNN's fused SDPA rather than the hand-written kernel
+  // (TRLHPC_CUDA_ATTENTION, kernels/attention_route.hpp): how tests and benchmarks see which one ran.
+  virtual int64_t cudnn_attention_calls() const { return 0; }
 
  protected:
   explicit CudaOps(DType compute_dtype) : compute_dtype_(compute_dtype) {}
