@@ -97,12 +97,16 @@ if(TRLHPC_WITH_CUDA)
   # Host C++ (g++, not nvcc: cudnn-frontend's headers compile in half the time and without nvcc's
   # warnings); the frontend's include folder and define reach this one file only (cmake/cuda.cmake).
   list(APPEND cuda_src ${PROJECT_SOURCE_DIR}/kernels/cuda/cudnn_attention.cpp)
+  # With the frontend, NVRTC is linked too: the frontend's headers compile in its experimental Blackwell
+  # engines, which call NVRTC (never reached from trlhpc's SDPA graphs, but referenced).
+  set(cudnn_frontend_libs "")
   if(TRLHPC_WITH_CUDNN_ATTENTION)
     set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/cuda/cudnn_attention.cpp PROPERTIES
       COMPILE_DEFINITIONS TRLHPC_HAVE_CUDNN_FRONTEND=1 COMPILE_OPTIONS "-isystem;${TRLHPC_CUDNN_FRONTEND_DIR}")
+    set(cudnn_frontend_libs CUDA::nvrtc)
   endif()
   trlhpc_add_area(cuda SOURCES ${cuda_src} USES core
-    LIBS CUDA::cudart CUDA::cublas CUDA::cublasLt ${TRLHPC_CUDNN_LIBRARY})
+    LIBS CUDA::cudart CUDA::cublas CUDA::cublasLt ${TRLHPC_CUDNN_LIBRARY} ${cudnn_frontend_libs})
   target_include_directories(trlhpc_cuda PUBLIC ${PROJECT_SOURCE_DIR}/kernels/cuda)
   set(cuda_area cuda)
   set(cuda_libs CUDA::cudart)

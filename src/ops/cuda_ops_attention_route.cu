@@ -26,9 +26,8 @@ kernels::AttentionCallFacts call_facts(const Tensor& q, const Tensor& q_pos, con
   f.same_mask_ids = s.Tq == s.Tk && q_pos.data() == k_pos.data() && q_doc.data() == k_doc.data();
   f.head_size = s.HS;
   f.window = s.window;
-  // Hook for the logit soft-capping of Gemma 2 (AttentionShape::softcap, when it exists): set
-  // f.softcap = s.softcap != 0 here so that those calls keep the hand-written kernel.
-  f.softcap = false;
+  // Gemma 2's score soft-capping is not expressed for cuDNN: those calls keep the hand-written kernel.
+  f.softcap = s.softcap != 0;
   f.cudnn_built = cuda::CudnnAttention::built();
   f.cudnn_usable = f.cudnn_built && cuda::CudnnAttention::usable();
   return f;

@@ -59,7 +59,7 @@ struct AttentionCallFacts {
                                   // off-diagonal blocks are not, and stay on the kernel.
   int64_t head_size = 0;
   int64_t window = 0;             // AttentionShape::window; 0 = none
-  bool softcap = false;           // hook: logit soft-capping (Gemma 2) is not expressed for cuDNN yet
+  bool softcap = false;           // AttentionShape::softcap set (Gemma 2): not expressed for cuDNN yet
   bool cudnn_built = false;       // compiled with cudnn-frontend (TRLHPC_HAVE_CUDNN_FRONTEND)
   bool cudnn_usable = false;      // cuDNN >= 9 loads and the device is sm_80 or newer
 };
