@@ -106,6 +106,15 @@ TEST(ModelConfigGemma, DefaultsAreGemma3TextConfigs) {
   EXPECT_EQ(c.rope_theta, 1e6);
   EXPECT_EQ(c.rope_local_theta, 1e4);
   EXPECT_TRUE(c.tie_word_embeddings);
+  // Gemma3TextConfig's token ids where config.json has none (pad 0 is the embedding's padding_idx); an
+  // explicit null stays null.
+  for (const char* key : {"pad_token_id", "eos_token_id", "bos_token_id"}) j.erase(key);
+  const ModelConfig ids = ModelConfig::from_json(j, "gemma3.json");
+  EXPECT_EQ(ids.pad_token_id, std::optional<int64_t>(0));
+  EXPECT_EQ(ids.eos_token_ids, std::vector<int64_t>{1});
+  EXPECT_EQ(ids.bos_token_id, std::optional<int64_t>(2));
+  j["pad_token_id"] = nullptr;
+  EXPECT_FALSE(ModelConfig::from_json(j, "gemma3.json").pad_token_id.has_value());
 }
 
 // Gemma3ForCausalLM applies the caps when they are set (its attention and head share Gemma 2's code):

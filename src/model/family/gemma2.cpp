@@ -18,11 +18,6 @@ namespace {
 void read_structure(const FieldReader& r, ModelConfig& c) {
   read_gemma_structure(r, c, "Gemma2Config");  // no q/k norms
   read_softcapping(r, c, 50.0, 30.0);
-  // Gemma2Config's token ids (pad 0, eos 1, bos 2) where config.json leaves them out: the padding id
-  // decides which embedding row the lookup leaves without a gradient. An explicit null stays null.
-  if (!r.present("pad_token_id")) c.pad_token_id = 0;
-  if (!r.present("eos_token_id")) c.eos_token_ids = {1};
-  if (!r.present("bos_token_id")) c.bos_token_id = 2;
 }
 
 // layer_types, or "sliding_attention" where (i + 1) % 2 != 0 (Gemma2Config.__post_init__).
@@ -72,6 +67,12 @@ void read_gemma_structure(const FieldReader& r, ModelConfig& c, const char* conf
                                       config_class + " requires");
   if (r.boolean("use_bidirectional_attention", false))
     r.fail("use_bidirectional_attention", "bidirectional attention is not implemented; set it to false");
+  // Gemma2Config's and Gemma3TextConfig's token ids (pad 0, eos 1, bos 2) where config.json leaves them
+  // out: the padding id decides which embedding row the lookup leaves without a gradient. An explicit
+  // null stays null.
+  if (!r.present("pad_token_id")) c.pad_token_id = 0;
+  if (!r.present("eos_token_id")) c.eos_token_ids = {1};
+  if (!r.present("bos_token_id")) c.bos_token_id = 2;
 }
 
 // Gemma2Config: head_dim 256, max_position_embeddings 8192, tied head.

@@ -75,7 +75,8 @@ void write_softcapping(const ModelConfig& c, json& j);
 // What Gemma 2 and Gemma 3 share (gemma2.cpp): (1 + w) sandwich norms, scaled embeddings with
 // padding_idx, GeGLU with tanh GELU (hidden_activation), attention_bias, query_pre_attn_scalar (default
 // 256), hidden_size divisible by the heads (`config_class` names the class that requires it), and the
-// refusal of bidirectional attention. The caller adds q/k norms, softcapping defaults and RoPE.
+// refusal of bidirectional attention, the token ids' defaults (pad 0, eos 1, bos 2). The caller adds q/k
+// norms, softcapping defaults and RoPE.
 void read_gemma_structure(const FieldReader& r, ModelConfig& c, const char* config_class);
 // Qwen2Config / Qwen3Config: use_sliding_window, sliding_window (default 4096, nulled unless
 // use_sliding_window), max_window_layers (default 28), layer_types or "sliding_attention" for layers
