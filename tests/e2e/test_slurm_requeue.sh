@@ -31,7 +31,12 @@ grep -q '"step":30' "$OUT/metrics.jsonl" || { cat "$WORK/job.out"; fail "the job
 scancel --signal=USR1 "$JOB"
 # scontrol's JobState, not an empty squeue (which a slurmctld timeout also gives): a final state after
 # the requeue (Restarts >= 1), or one seen on 5 polls in a row (a job that was never requeued).
+# SLURM holds a requeued job for about two minutes (Reason=BeginTime) before it may start again; that
+# wait is SLURM's, not trlhpc's, so once the node is idle the test releases it (StartTime=now), as
+# test_two_node_requeue.sh does.
 finals=0
+released=0
+held_since=0
 for _ in $(seq 500); do
   info=$(scontrol show job "$JOB" 2>/dev/null)
   if grep -Eq "JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY)" <<<"$info"; then
@@ -39,6 +44,13 @@ for _ in $(seq 500); do
     { grep -q "Restarts=[1-9]" <<<"$info" || ((finals >= 5)); } && break
   else
     finals=0
+  fi
+  if (( !released )) && grep -q "JobState=PENDING" <<<"$info" && grep -q "Reason=BeginTime" <<<"$info"; then
+    (( held_since )) || held_since=$SECONDS
+    busy=$(sinfo -h -N -o '%t' 2>/dev/null | grep -cv '^idle' || true)
+    if (( SECONDS - held_since >= 3 )) && [[ $busy == 0 ]]; then
+      scontrol update JobId="$JOB" StartTime=now && released=1 && echo "released the requeued job from SLURM's requeue hold"
+    fi
   fi
   sleep 1
 done
