@@ -109,10 +109,20 @@ double cross_entropy_fwd_bwd(const float* hidden, const float* weight, const int
                              int64_t V, float grad_scale, float* dhidden, float* dweight, int64_t chunk_tokens,
                              int64_t* valid_tokens, CrossEntropyMetrics* metrics, bool bf16_gemm,
                              float logit_softcap) {
-  const auto gemm = [bf16_gemm](const float* a, bool ta, const float* b, bool tb, float* c, int64_t M, int64_t Nc,
-                                int64_t K, float beta) {
-    if (bf16_gemm) matmul_bf16({a, false}, ta, {b, false}, tb, {c, false}, M, Nc, K, 1.0f, beta);
-    else matmul(a, ta, b, tb, c, M, Nc, K, 1.0f, beta);
+  return cross_entropy_fwd_bwd(hidden, GemmOperand{weight, false}, targets, N, C, V, grad_scale, dhidden, dweight,
+                               chunk_tokens, valid_tokens, metrics, bf16_gemm, logit_softcap);
+}
+
+double cross_entropy_fwd_bwd(const float* hidden, const GemmOperand& weight, const int32_t* targets, int64_t N,
+                             int64_t C, int64_t V, float grad_scale, float* dhidden, float* dweight,
+                             int64_t chunk_tokens, int64_t* valid_tokens, CrossEntropyMetrics* metrics, bool bf16_gemm,
+                             float logit_softcap) {
+  TRLHPC_REQUIRE(bf16_gemm || !weight.bf16, "cross_entropy_fwd_bwd: a bf16 weight needs the bf16 GEMMs (bf16_gemm)");
+  // b: the weight (bf16 or fp32) or an fp32 buffer of this function.
+  const auto gemm = [bf16_gemm](const float* a, bool ta, const GemmOperand& b, bool tb, float* c, int64_t M,
+                                int64_t Nc, int64_t K, float beta) {
+    if (bf16_gemm) matmul_bf16({a, false}, ta, b, tb, {c, false}, M, Nc, K, 1.0f, beta);
+    else matmul(a, ta, static_cast<const float*>(b.data), tb, c, M, Nc, K, 1.0f, beta);
   };
   TRLHPC_REQUIRE(chunk_tokens > 0,
                  "cross_entropy_fwd_bwd: chunk_tokens must be positive, got " + std::to_string(chunk_tokens));
@@ -183,7 +193,7 @@ double cross_entropy_fwd_bwd(const float* hidden, const float* weight, const int
     for (int64_t r = 0; r < cm; ++r)
       std::copy(dh_chunk.data() + r * C, dh_chunk.data() + (r + 1) * C, dhidden + chunk_rows[r] * C);
     // dweight (V, C) += dlogits^T (V, cm) @ h_chunk (cm, C)
-    if (dweight) gemm(logits.get(), true, h_chunk.data(), false, dweight, V, C, cm, 1.0f);
+    if (dweight) gemm(logits.get(), true, GemmOperand{h_chunk.data(), false}, false, dweight, V, C, cm, 1.0f);
   }
   return total;
 }

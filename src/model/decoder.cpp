@@ -102,10 +102,13 @@ std::string Decoder::head_name() const {
   if (lora_store_ && lora_store_->has("lm_head.weight")) return "lm_head.weight";  // a modules_to_save copy
   return config_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
 }
-Tensor Decoder::head_weight() const { return model_param(head_name()); }
+Tensor Decoder::head_weight() const { return compute_model_param(head_name()); }
 Tensor Decoder::head_grad() const { return param_grad(head_name()); }
 Tensor Decoder::model_param(const std::string& name) const {
   return lora_store_ && lora_store_->has(name) ? lora_store_->param(name) : params_.param(name);
+}
+Tensor Decoder::compute_model_param(const std::string& name) const {
+  return lora_store_ && lora_store_->has(name) ? lora_store_->compute_param(name) : params_.compute_param(name);
 }
 Tensor Decoder::param_grad(const std::string& name) const {
   if (!lora_store_) return params_.grad(name);
@@ -154,7 +157,7 @@ void Decoder::forward_to_final_hidden(const DeviceBatch& batch) {
   }
   const int final_unit = static_cast<int>(L + 1);
   hooks().before_forward(final_unit);
-  ops_.rmsnorm_fwd(s.x_final, norm_scale(compute_param(model_param("model.norm.weight")), 6), s.h_final_local,
+  ops_.rmsnorm_fwd(s.x_final, norm_scale(compute_param(compute_model_param("model.norm.weight")), 6), s.h_final_local,
                    s.rstd_final, static_cast<float>(config_.rms_norm_eps));
   if (tp_sp_) gather_tokens(s.h_final_local, s.h_final);  // the vocab-parallel head needs every token
 }
@@ -181,7 +184,7 @@ LossResult Decoder::run(const DeviceBatch& batch, float grad_scale, bool backwar
   }
   // Final norm backward: dx = d rmsnorm(x_final)
   const Tensor norm_grad = param_grad("model.norm.weight");
-  ops_.rmsnorm_bwd(s.x_final, norm_scale(compute_param(model_param("model.norm.weight")), 6), s.rstd_final,
+  ops_.rmsnorm_bwd(s.x_final, norm_scale(compute_param(compute_model_param("model.norm.weight")), 6), s.rstd_final,
                    s.dh_local, s.dx, norm_grad_target(norm_grad, 0));
   finish_norm_grads({norm_grad});
   hooks().after_backward(final_unit);

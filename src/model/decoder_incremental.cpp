@@ -111,7 +111,7 @@ std::vector<float> Decoder::forward_incremental(KvCache& cache, std::span<const 
   shape.softcap = c.attention_softcap();  // the training forward's cap (decoder_layer.cpp attention_shape)
   for (int64_t l = 0; l < L; ++l) {
     hooks().before_forward(static_cast<int>(l + 1));
-    const LayerTensors w = norm_scales(layer_tensors(params_, c, static_cast<int>(l), false));
+    const LayerTensors w = norm_scales(layer_tensors(params_, c, static_cast<int>(l), StoreView::Params));
     // This layer's keys: `kept` cached tokens (positions start - kept ..) and the n new ones after them,
     // in the cache's own buffer when they fit, else in a transient one that starts with a copy of the kept.
     const size_t li = static_cast<size_t>(l);

@@ -77,15 +77,17 @@ struct Decoder::Scratch {
   void allocate(BufferSource& source, DType compute, const ModelConfig& c, int64_t N, int64_t Nl, bool checkpointing);
 };
 
-// One layer's parameters (or their gradients, `grads`) in the store; biases and the q/k norms (qn, kn)
-// are empty Tensors when the architecture has none. Shapes are the tp-local ones of `c`.
+// One layer's parameters in the store, as `view` says: the fp32 masters, the compute copies where the
+// store has them (ParameterStore::compute_param; the masters otherwise), or the gradients. Biases and
+// the q/k norms (qn, kn) are empty Tensors when the architecture has none. Shapes are the tp-local ones of `c`.
 // ln1 is the attention's input norm and ln2 the MLP's (post_attention_layernorm, or Gemma's
 // pre_feedforward_layernorm); with sandwich_norms ln_attn_out (Gemma's post_attention_layernorm) and
 // ln_mlp_out (post_feedforward_layernorm) normalise the attention and MLP outputs.
 struct LayerTensors {
   Tensor ln1, wq, bq, wk, bk, wv, bv, wo, bo, qn, kn, ln_attn_out, ln2, wg, bg, wu, bu, wd, bd, ln_mlp_out;
 };
-LayerTensors layer_tensors(const ParameterStore& store, const ModelConfig& c, int layer, bool grads);
+enum class StoreView { Params, Compute, Grads };
+LayerTensors layer_tensors(const ParameterStore& store, const ModelConfig& c, int layer, StoreView view);
 
 // y = x W^T (+ b), with beta scaling what y held.
 void linear(Ops& ops, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, float beta = 0.0f);

@@ -35,9 +35,13 @@
 
 namespace trlhpc {
 
-LayerTensors layer_tensors(const ParameterStore& store, const ModelConfig& c, int layer, bool grads) {
+LayerTensors layer_tensors(const ParameterStore& store, const ModelConfig& c, int layer, StoreView view) {
   const std::string p = "model.layers." + std::to_string(layer) + ".";
-  auto get = [&](const std::string& name) { return grads ? store.grad(p + name) : store.param(p + name); };
+  auto get = [&](const std::string& name) {
+    return view == StoreView::Grads     ? store.grad(p + name)
+           : view == StoreView::Compute ? store.compute_param(p + name)
+                                        : store.param(p + name);
+  };
   LayerTensors t;
   t.ln1 = get("input_layernorm.weight");
   t.wq = get("self_attn.q_proj.weight");
@@ -183,14 +187,17 @@ void allocate_decoder_buffers(BufferSource& source, DType compute, const ModelCo
 }
 
 Tensor Decoder::compute_param(const Tensor& p) {
-  if (ops_.compute_dtype() == DType::F32 || !p.data()) return p;
+  // A view into a compute copy is bf16(master) already; an fp32 master without one (LoRA adapters, a
+  // store nobody refreshes) is rounded here.
+  if (ops_.compute_dtype() == DType::F32 || !p.data() || p.dtype() == ops_.compute_dtype()) return p;
   Tensor rounded = ops_.allocate(p.shape(), ops_.compute_dtype());
   ops_.cast(rounded, p);
   return rounded;
 }
 
 LayerTensors Decoder::compute_params(LayerTensors w) {
-  // The weight matrices go to GEMMs, which round them as they pack; norms and biases are rounded here.
+  // Views into the compute copies are bf16 already. Without one, the weight matrices go to GEMMs, which
+  // round fp32 operands as they pack, and norms and biases are rounded here.
   for (Tensor* t : {&w.ln1, &w.ln2, &w.qn, &w.kn, &w.ln_attn_out, &w.ln_mlp_out, &w.bq, &w.bk, &w.bv, &w.bo, &w.bg,
                     &w.bu, &w.bd})
     *t = compute_param(*t);
@@ -214,7 +221,7 @@ void Decoder::layer_forward(int layer, const DeviceBatch& batch, const Tensor& x
                             const Tensor& x_out) {
   const ModelConfig& c = local_;
   const int64_t N = batch.B * batch.T;
-  const LayerTensors w = compute_params(layer_tensors(params_, c, layer, false));
+  const LayerTensors w = compute_params(layer_tensors(params_, c, layer, StoreView::Compute));
   const float eps = static_cast<float>(c.rms_norm_eps);
   Scratch& s = *scratch_;
 
@@ -278,9 +285,9 @@ void Decoder::layer_forward(int layer, const DeviceBatch& batch, const Tensor& x
 void Decoder::layer_backward(int layer, const DeviceBatch& batch, const LayerActivations& a, const Tensor& dx) {
   const ModelConfig& c = local_;
   const int64_t N = batch.B * batch.T;
-  const LayerTensors w = compute_params(layer_tensors(params_, c, layer, false));
+  const LayerTensors w = compute_params(layer_tensors(params_, c, layer, StoreView::Compute));
   // A frozen base (LoRA) computes no gradient of its own: empty targets.
-  const LayerTensors g = lora_store_ ? LayerTensors{} : layer_tensors(params_, c, layer, true);
+  const LayerTensors g = lora_store_ ? LayerTensors{} : layer_tensors(params_, c, layer, StoreView::Grads);
   Scratch& s = *scratch_;
   const Tensor dln1 = norm_grad_target(g.ln1, 0), dln2 = norm_grad_target(g.ln2, 1);
   const Tensor dln_attn_out = norm_grad_target(g.ln_attn_out, 2), dln_mlp_out = norm_grad_target(g.ln_mlp_out, 3);

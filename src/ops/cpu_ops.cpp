@@ -275,7 +275,9 @@ class CpuOps final : public Ops {
     cpu::CrossEntropyMetrics m;
     W hw(hidden, W::In);
     std::unique_ptr<W> dhw = backward ? std::make_unique<W>(dhidden, W::Out) : nullptr;
-    const double loss = cpu::cross_entropy_fwd_bwd(hw.get(), weight.f32(), ids_of(targets), targets.numel(),
+    TRLHPC_ASSERT(weight.dtype() == DType::F32 || weight.dtype() == DType::BF16, "cross_entropy_fwd_bwd: F32 or BF16 weight");
+    const cpu::GemmOperand w{weight.data(), weight.dtype() == DType::BF16};
+    const double loss = cpu::cross_entropy_fwd_bwd(hw.get(), w, ids_of(targets), targets.numel(),
                                                    weight.dim(1), weight.dim(0), grad_scale,
                                                    backward ? dhw->get() : nullptr, backward ? dweight.f32() : nullptr,
                                                    chunk_tokens, valid_tokens, metrics ? &m : nullptr,

@@ -197,8 +197,16 @@ Tensor CudaOpsImpl::bf16_operand(const Tensor& t) {
   return rounded;
 }
 
-void CudaOpsImpl::bias_add(const Tensor& y, const Tensor& bias) {
-  expect_dtype(bias, DType::F32, "bias_add bias");
+Tensor CudaOpsImpl::f32_vector(const Tensor& t, const char* op) {
+  if (t.dtype() == DType::F32) return t;
+  expect_dtype(t, DType::BF16, op);
+  Tensor wide = allocate(t.shape(), DType::F32);
+  cast(wide, t);
+  return wide;
+}
+
+void CudaOpsImpl::bias_add(const Tensor& y, const Tensor& bias_in) {
+  const Tensor bias = f32_vector(bias_in, "bias_add bias");
   expect_cuda(y, "bias_add y");
   TRLHPC_ASSERT(bias.numel() > 0 && y.numel() % bias.numel() == 0, "bias_add: bias does not divide y");
   const auto timing = timed("bias_add");

@@ -72,6 +72,9 @@ class CudaOpsImpl final : public CudaOps {
               float beta) override;
   // `t` itself, or (BF16 compute dtype, F32 t) a BF16 scratch copy of it rounded to nearest even.
   Tensor bf16_operand(const Tensor& t);
+  // `t` itself (F32), or a BF16 vector (a norm weight or bias from a bf16 compute copy, --bf16) widened
+  // exactly into an F32 scratch copy: what the CPU backend's Fp32Window does for the same operands.
+  Tensor f32_vector(const Tensor& t, const char* op);
   void bias_add(const Tensor& y, const Tensor& bias) override;
   void bias_bwd(const Tensor& dy, const Tensor& dbias) override;
   void add_inplace(const Tensor& y, const Tensor& x) override;

@@ -50,8 +50,8 @@ void CudaOpsImpl::embedding_bwd(const Tensor& ids, const Tensor& dout, const Ten
   });
 }
 
-void CudaOpsImpl::rmsnorm_fwd(const Tensor& x, const Tensor& weight, const Tensor& y, const Tensor& rstd, float eps) {
-  expect_dtype(weight, DType::F32, "rmsnorm_fwd weight");
+void CudaOpsImpl::rmsnorm_fwd(const Tensor& x, const Tensor& weight_in, const Tensor& y, const Tensor& rstd, float eps) {
+  const Tensor weight = f32_vector(weight_in, "rmsnorm_fwd weight");
   expect_dtype(rstd, DType::F32, "rmsnorm_fwd rstd");
   const int64_t C = weight.numel(), N = C ? x.numel() / C : 0;
   expect_numel(y, x.numel(), "rmsnorm_fwd y");
@@ -72,9 +72,9 @@ void CudaOpsImpl::rmsnorm_fwd(const Tensor& x, const Tensor& weight, const Tenso
                              dtype_name(y.dtype()));
 }
 
-void CudaOpsImpl::rmsnorm_bwd(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy,
+void CudaOpsImpl::rmsnorm_bwd(const Tensor& x, const Tensor& weight_in, const Tensor& rstd, const Tensor& dy,
                               const Tensor& dx, const Tensor& dweight) {
-  expect_dtype(weight, DType::F32, "rmsnorm_bwd weight");
+  const Tensor weight = f32_vector(weight_in, "rmsnorm_bwd weight");
   expect_dtype(rstd, DType::F32, "rmsnorm_bwd rstd");
   const bool wants_dweight = dweight.data() != nullptr;  // empty: a frozen norm, no weight gradient
   if (wants_dweight) expect_dtype(dweight, DType::F32, "rmsnorm_bwd dweight");

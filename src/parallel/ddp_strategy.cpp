@@ -98,7 +98,10 @@ std::vector<Tensor> DdpStrategy::owned_grads() {
   return out;
 }
 
-void DdpStrategy::finish_step() { store_.zero_grads(ops_); }
+void DdpStrategy::finish_step() {
+  store_.refresh_compute(ops_);  // the optimizer has just updated every unit's params in place
+  store_.zero_grads(ops_);
+}
 
 MemoryAccount DdpStrategy::memory(const AdamW* optimizer) const {
   MemoryAccount m;
@@ -106,6 +109,7 @@ MemoryAccount DdpStrategy::memory(const AdamW* optimizer) const {
     m.parameter_bytes += static_cast<int64_t>(unit.params.nbytes());
     m.gradient_bytes += static_cast<int64_t>(unit.grads.nbytes());
   }
+  m.parameter_bytes += store_.compute_bytes();  // bf16 compute copies (--bf16)
   if (optimizer) m.optimizer_bytes = optimizer->state_bytes();
   return m;
 }

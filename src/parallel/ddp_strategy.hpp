@@ -28,7 +28,10 @@ class DdpStrategy final : public DataParallelStrategy, public ShardedStateView {
   void finish_step() override;
   MemoryAccount memory(const AdamW* optimizer) const override;
   const CommTimeline& timeline() const override { return timeline_; }
-  void load_parameters(const UnitRangeSource& source) override { load_all_units(source, ops_, store_); }
+  void load_parameters(const UnitRangeSource& source) override {
+    load_all_units(source, ops_, store_);
+    store_.refresh_compute(ops_);
+  }
   void gather_full_parameters() override {}
   void release_full_parameters() override {}
   void gather_unit_parameters(int) override {}

@@ -12,13 +12,16 @@ namespace {
 class ReplicatedFrozenBase final : public FrozenBase {
  public:
   ReplicatedFrozenBase(ParameterStore& store, Ops& ops) : store_(store), ops_(ops) {}
-  void load(const UnitRangeSource& source) override { load_all_units(source, ops_, store_); }
+  void load(const UnitRangeSource& source) override {
+    load_all_units(source, ops_, store_);
+    store_.refresh_compute(ops_);
+  }
   void gather_unit(int) override {}
   void release_unit(int) override {}
   int64_t parameter_bytes() const override {
     int64_t bytes = 0;
     for (const ParameterUnit& unit : store_.units()) bytes += static_cast<int64_t>(unit.params.nbytes());
-    return bytes;
+    return bytes + store_.compute_bytes();
   }
   int64_t transient_bytes() const override { return 0; }
 

@@ -25,7 +25,8 @@ std::vector<int64_t> padded_unit_sizes(const ModelConfig& config, const Parallel
 
 }  // namespace
 
-MemoryAccount plan_memory(const ModelConfig& config, const ParallelDims& dims, ShardingKind sharding, Offload offload) {
+MemoryAccount plan_memory(const ModelConfig& config, const ParallelDims& dims, ShardingKind sharding, Offload offload,
+                          DType compute_dtype) {
   int64_t full = 0, shard = 0;  // fp32 elements of all units on this rank: full and 1/fsdp shard
   for (const int64_t padded : padded_unit_sizes(config, dims)) {
     full += padded;
@@ -33,6 +34,8 @@ MemoryAccount plan_memory(const ModelConfig& config, const ParallelDims& dims, S
   }
   MemoryAccount m;
   m.parameter_bytes = kF32 * (sharding == ShardingKind::Zero3 ? shard : full);
+  if (sharding != ShardingKind::Zero3 && compute_dtype != DType::F32)
+    m.parameter_bytes += static_cast<int64_t>(dtype_size(compute_dtype)) * full;
   // ZeRO-1 keeps the full gradients it accumulates into plus the shard its reduce-scatter fills.
   m.gradient_bytes = kF32 * (sharding == ShardingKind::None    ? full
                              : sharding == ShardingKind::Zero1 ? full + shard
@@ -52,7 +55,7 @@ MemoryAccount plan_memory(const ModelConfig& config, const ParallelDims& dims, S
 StepMemoryPlan plan_step_memory(const ModelConfig& config, const ParallelDims& dims, ShardingKind sharding,
                                 const MicroBatchShape& batch, Offload offload) {
   StepMemoryPlan plan;
-  plan.persistent = plan_memory(config, dims, sharding, offload);
+  plan.persistent = plan_memory(config, dims, sharding, offload, batch.compute_dtype);
   const std::vector<int64_t> sizes = padded_unit_sizes(config, dims);
   const int64_t largest = *std::max_element(sizes.begin(), sizes.end());
   const int64_t gradient = batch.frozen_base ? 0 : 1;  // a unit's full gradient buffer during its backward
@@ -62,7 +65,8 @@ StepMemoryPlan plan_step_memory(const ModelConfig& config, const ParallelDims& d
   plan.gathered_unit_bytes += kF32 * batch.adapter_unit_elements * (sharding == ShardingKind::Zero3   ? 2
                                                                      : sharding == ShardingKind::Zero2 ? 1
                                                                                                        : 0);
-  // ZeRO-3 under --bf16 all-gathers a unit in bf16 into a staging buffer before widening it.
+  // ZeRO-3 under --bf16 all-gathers a unit in bf16 and keeps that buffer as the unit's compute copy
+  // while it is gathered (widened into the fp32 pool buffer beside it).
   if (sharding == ShardingKind::Zero3 && batch.compute_dtype != DType::F32)
     plan.gathered_unit_bytes += static_cast<int64_t>(dtype_size(batch.compute_dtype)) * largest;
   // Parameter offload copies the host shard to a device buffer before each all-gather.

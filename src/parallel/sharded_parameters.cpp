@@ -41,6 +41,7 @@ void ShardedParameters::prefetch(int unit, Precision precision) {
   if (u.state != State::Released && precision == Precision::Full && u.rounded) {
     drop(u);  // gathered in bf16 for training; saving needs the fp32 masters
     store_.unit(unit).params = no_buffer_;
+    store_.drop_compute(unit);
   }
   if (u.state != State::Released) return;
   const int64_t padded = store_.unit(unit).padded_numel;
@@ -70,14 +71,19 @@ void ShardedParameters::gather(int unit, Precision precision) {
   Unit& u = units_[static_cast<size_t>(unit)];
   if (u.state == State::InFlight) {
     u.request.wait();
-    if (u.rounded) {  // widen bf16(master) into the fp32 buffer the decoder reads
+    store_.unit(unit).params = u.full;
+    if (u.rounded) {
+      // The gathered bf16(master) is the unit's compute copy as it stands (no second rounding); it is
+      // also widened into the fp32 buffer for what reads params (fp32 views, the embedding rows).
       ops_.cast(u.full, u.full_bf16);
+      store_.set_compute(unit, u.full_bf16);
       u.shard_bf16 = u.full_bf16 = Tensor();
+    } else {
+      store_.refresh_compute(ops_, unit);  // a Full gather under --bf16; nothing under fp32
     }
     if (u.staged.defined() && u.staged.numel() > 0) pool_.release(std::move(u.staged));
     u.staged = Tensor();
     u.state = State::Gathered;
-    store_.unit(unit).params = u.full;
   }
 }
 
@@ -94,6 +100,7 @@ void ShardedParameters::release(int unit) {
   Unit& u = units_[static_cast<size_t>(unit)];
   if (pinned_ || u.state == State::Released) return;
   store_.unit(unit).params = no_buffer_;
+  store_.drop_compute(unit);
   drop(u);
 }
 

@@ -13,10 +13,11 @@
 // While pinned (gather_full_parameters for saving), release() keeps every unit gathered.
 //
 // Precision: under a BF16 compute dtype (--bf16) the training gathers (Precision::Compute) move bf16
-// (half the bytes): the shard is rounded to bf16, all-gathered, and widened into the fp32 pool buffer,
-// which then holds bf16(master) -- exactly what the decoder computes with on every layout
-// (Decoder::compute_param and the GEMMs' rounding). Saving and export gather Precision::Full (fp32),
-// and a unit gathered in compute precision is gathered again for them.
+// (half the bytes): the shard is rounded to bf16 and all-gathered; the gathered bf16 buffer becomes the
+// unit's compute copy (store.unit(u).compute, what the decoder computes with) and is also widened into
+// the fp32 pool buffer, which then holds bf16(master) -- the same numbers every layout computes with.
+// Saving and export gather Precision::Full (fp32; the compute copy is then rounded from it), and a unit
+// gathered in compute precision is gathered again for them. Releasing a unit drops both.
 //
 // Host shards (parameter offload: FSDP fsdp_offload_params, DeepSpeed offload_param_device cpu): the
 // shard lives in pinned host memory (Ops::allocate_host) and is the optimizer's master; each gather

@@ -18,6 +18,7 @@ Zero1Strategy::Zero1Strategy(const DataParallelOptions& options, ParameterStore&
 void Zero1Strategy::load_parameters(const UnitRangeSource& source) {
   load_all_units(source, ops_, store_);
   if (offload_) offload_->pull_masters(device_owned_params());
+  store_.refresh_compute(ops_);
 }
 
 std::vector<Tensor> Zero1Strategy::owned_grads() {
@@ -75,6 +76,7 @@ void Zero1Strategy::all_gather_updated_parameters() {
 void Zero1Strategy::publish_updated_parameters() {
   if (offload_) offload_->push_masters(device_owned_params());  // queued before the all-gathers' staging copies
   all_gather_updated_parameters();
+  store_.refresh_compute(ops_);  // the other ranks' slices changed without an optimizer call here
 }
 
 void Zero1Strategy::finish_step() {
@@ -90,6 +92,7 @@ MemoryAccount Zero1Strategy::memory(const AdamW* optimizer) const {
     m.gradient_bytes += static_cast<int64_t>(unit.grads.nbytes());
   }
   m.gradient_bytes += grads_.bytes();
+  m.parameter_bytes += store_.compute_bytes();  // bf16 compute copies (--bf16)
   if (optimizer) m.optimizer_bytes = optimizer->state_bytes();
   // Staging and received shards are 1/P-size and short-lived; they count as transient.
   m.transient_bytes = pool_.peak_bytes();

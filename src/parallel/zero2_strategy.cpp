@@ -34,6 +34,7 @@ void Zero2Strategy::finish_step() {
 MemoryAccount Zero2Strategy::memory(const AdamW* optimizer) const {
   MemoryAccount m;
   for (const ParameterUnit& unit : store_.units()) m.parameter_bytes += static_cast<int64_t>(unit.params.nbytes());
+  m.parameter_bytes += store_.compute_bytes();  // bf16 compute copies (--bf16)
   m.gradient_bytes = grads_.bytes();
   if (optimizer) m.optimizer_bytes = optimizer->state_bytes();
   m.transient_bytes = pool_.peak_bytes();

@@ -26,12 +26,7 @@ namespace {
 
 using testing::CurveOptions;
 using testing::Layout;
-
-int world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
+using testing::world_size;
 
 std::vector<Layout> layouts_for(int world, int64_t global_rows) {
   std::vector<Layout> layouts;

@@ -159,6 +159,12 @@ inline Curve reference_curve(const ModelConfig& config, const UnitRangeSource& w
   return train_curve(config, weights, self, Layout{}, options);
 }
 
+inline int world_size() {
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
 inline double relative_difference(double got, double want) {
   return std::abs(got - want) / std::max(std::abs(want), 1e-30);
 }

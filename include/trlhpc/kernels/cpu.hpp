@@ -200,6 +200,11 @@ double cross_entropy_fwd_bwd(const float* hidden, const float* weight, const int
                              int64_t C, int64_t V, float grad_scale, float* dhidden, float* dweight,
                              int64_t chunk_tokens, int64_t* valid_tokens, CrossEntropyMetrics* metrics = nullptr,
                              bool bf16_gemm = false, float logit_softcap = 0.0f);
+// The same with the weight as a GEMM operand: bf16 (a compute copy, --bf16; needs bf16_gemm) or fp32.
+double cross_entropy_fwd_bwd(const float* hidden, const GemmOperand& weight, const int32_t* targets, int64_t N,
+                             int64_t C, int64_t V, float grad_scale, float* dhidden, float* dweight,
+                             int64_t chunk_tokens, int64_t* valid_tokens, CrossEntropyMetrics* metrics, bool bf16_gemm,
+                             float logit_softcap);
 // x (n) = cap * tanh(x / cap) in place (the decoder's returned logits, and the vocab-parallel loss's local
 // logits before its statistics); cap > 0.
 void logit_softcap(float* x, int64_t n, float cap);

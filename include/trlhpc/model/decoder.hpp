@@ -176,9 +176,10 @@ class Decoder {
   void layer_backward(int layer, const DeviceBatch& batch, const LayerActivations& act, const Tensor& dx);
   // dx (Nl, C) in the compute dtype: dx itself in fp32, else cast into the scratch dx_compute.
   Tensor compute_copy(const Tensor& dx);
-  // A parameter as the layers compute with it: the master itself in fp32; under a BF16 compute dtype a
-  // bf16-rounded copy (every parameter is used as bf16(master), as under FSDP's bf16 param_dtype, so a
-  // ZeRO-3 unit all-gathered in bf16 gives the same numbers as the fp32 master of a DDP rank).
+  // A parameter as the layers compute with it: the master itself in fp32; under a BF16 compute dtype
+  // bf16(master) (every parameter is used so, as under FSDP's bf16 param_dtype, so a ZeRO-3 unit
+  // all-gathered in bf16 gives the same numbers as the fp32 master of a DDP rank): a view into the
+  // store's compute copy is returned as it is, an fp32 tensor is rounded into a new one.
   Tensor compute_param(const Tensor& p);
   LayerTensors compute_params(LayerTensors w);  // norms and biases through compute_param, then norm_scales
   // The factor a norm multiplies by: the weight itself, or for Gemma's (1 + w) norms
@@ -198,7 +199,7 @@ class Decoder {
   void init_tensor_parallel(const DecoderParallelism& parallelism);
   void ensure_buffers(int64_t N);
   // The head's weight: a modules_to_save copy ("lm_head.weight" in the adapters), else the base's
-  // lm_head, or its embedding when tied.
+  // lm_head, or its embedding when tied; its compute copy (bf16) where the store has one.
   std::string head_name() const;
   Tensor head_weight() const;
   // The LM-head loss of s.h_final (and its backward into s.dh and the head gradient when `backward`):
@@ -236,6 +237,7 @@ class Decoder {
   // there is one, else the (frozen) base's. Its gradient: the trained store's, or an empty Tensor (no
   // gradient) for a frozen base parameter.
   Tensor model_param(const std::string& name) const;
+  Tensor compute_model_param(const std::string& name) const;  // the same in its compute copy, if any
   Tensor param_grad(const std::string& name) const;
   // LoRA (src/model/decoder_lora.cpp). Adapter of `module` of `layer` when targeted: forward
   // y += scale (x A^T) B^T keeping h = x A^T (N, r); backward dB += scale dy^T h, dA += dh^T x and

@@ -31,6 +31,10 @@ struct ParameterUnit {
   int64_t padded_numel = 0;  // numel rounded up to pad_multiple
   Tensor params;             // (padded_numel)
   Tensor grads;              // (padded_numel)
+  // (padded_numel) BF16 under a bf16 compute dtype while params holds values: bf16(params), the copy
+  // the decoder computes with (docs/ARCHITECTURE.md "bf16 compute copies"); an empty Tensor() otherwise.
+  // Whoever changes params refreshes it (ParameterStore::refresh_compute); nothing keys it by address.
+  Tensor compute;
 };
 
 // Which full-size unit buffers the store allocates. A sharded strategy that keeps only shards (ZeRO-3:
@@ -61,12 +65,26 @@ class ParameterStore {
   // Tensor views by Hugging Face name (e.g. "model.layers.3.self_attn.q_proj.weight").
   Tensor param(const std::string& name) const;
   Tensor grad(const std::string& name) const;
+  // The view of `name` in its unit's compute copy where one exists (BF16), else param(name) (F32).
+  Tensor compute_param(const std::string& name) const;
+  bool has_compute(int u) const { return unit(u).compute.data() != nullptr; }
   bool has(const std::string& name) const { return index_.count(name) != 0; }
   const ParameterSlot& slot(const std::string& name) const;
   int unit_of(const std::string& name) const;
 
   int64_t total_numel() const;  // real elements over all units
   void zero_grads(Ops& ops);
+
+  // The refresh rule of the compute copies: call after every write of unit u's params (an optimizer
+  // update, an all-gather of updated shards, a host -> device copy of masters, a load, a gather into a
+  // pool buffer). Under a bf16 compute dtype it (re)allocates the copy and rounds params into it; a
+  // unit without params gets none; under F32 it does nothing. set_compute hands over a bf16 copy made
+  // otherwise (ZeRO-3's bf16 all-gather); drop_compute forgets it (the unit's params are released).
+  void refresh_compute(Ops& ops, int u);
+  void refresh_compute(Ops& ops);
+  void set_compute(int u, Tensor copy);
+  void drop_compute(int u) { unit(u).compute = Tensor(); }
+  int64_t compute_bytes() const;  // device bytes of the compute copies held now
 
  private:
   std::vector<ParameterUnit> units_;

@@ -16,23 +16,23 @@
 // everywhere (accumulators, softmax and norm statistics, GEMM accumulation), BF16 is storage only.
 //   matmul                 a, b F32 or BF16 (F32 rounded to BF16 under a BF16 compute dtype, else both F32
 //                          or both BF16); c F32 or BF16 (fp32 accumulate, beta on c in fp32)
-//   bias_add / bias_bwd    y, dy F32|BF16; bias, dbias F32
+//   bias_add / bias_bwd    y, dy F32|BF16; bias F32|BF16 (widened), dbias F32
 //   add_inplace            (y, x) = (F32, F32) | (BF16, BF16) | (F32, BF16)
 //   scale_inplace, sum_of_squares  F32 | BF16
 //   embedding_fwd          table F32|BF16, out F32|BF16;  embedding_bwd: dout F32|BF16, dtable F32
-//   rmsnorm_fwd            x F32|BF16, y F32|BF16, weight and rstd F32
-//   rmsnorm_bwd            x F32|BF16, dy and dx the same dtype F32|BF16, weight/rstd/dweight F32
+//   rmsnorm_fwd            x F32|BF16, y F32|BF16, weight F32|BF16 (widened), rstd F32
+//   rmsnorm_bwd            x F32|BF16, dy and dx the same dtype F32|BF16, weight F32|BF16, rstd/dweight F32
 //   rope, swiglu, attention_fwd/bwd/merge   one dtype F32|BF16 for every activation; lse F32
 //   cross_entropy_fwd_bwd  hidden and weight the same dtype; dhidden F32|BF16; dweight F32
 //   adamw_step             F32 (the master copy); see compute weights below
 //   cast (CudaOps)         F32 <-> BF16, round to nearest even
 // The decoder runs this recipe under --bf16 on the CPU backend (docs/ARCHITECTURE.md "Mixed precision":
 // the activations above in compute_dtype(), the residual stream, dq/dk/dv and all gradients F32, dx cast
-// to the compute dtype before the o_proj/down_proj backward GEMMs). It hands the F32 master weights, and
-// F32 dq/dk/dv and dlogits, to matmul, which the CPU GEMM rounds as it packs; CudaOps::matmul rounds an
-// F32 operand into a BF16 scratch copy first (same numbers, an extra cast per call; what a cached copy
-// would save and what must invalidate it: docs/ARCHITECTURE.md "bf16 compute copies on CUDA"). Compiled
-// here; not yet run on a GPU.
+// to the compute dtype before the o_proj/down_proj backward GEMMs). It hands the weights' BF16 compute
+// copies (ParameterUnit::compute, refreshed by the data-parallel strategy; docs/ARCHITECTURE.md "bf16
+// compute copies"), and F32 dq/dk/dv and dlogits, to matmul; CudaOps::matmul rounds an F32 operand into a
+// BF16 scratch copy first (the CPU GEMM rounds it as it packs: same numbers). Norm weights and biases
+// may come BF16 (widened to F32 for their kernels). Compiled here; not yet run on a GPU.
 #if defined(TRLHPC_HAVE_CUDA)
 
 #include <functional>
@@ -89,7 +89,7 @@ class CudaOps : public Ops {
   // compute_dtype F32 it returns `master` itself. Keyed by the master's address and refreshed only by
   // adamw_step / refresh_compute_weights: not for buffers whose contents change otherwise (ZeRO-3's
   // pooled gather buffers, all-gathered or offloaded parameters); no training path uses it
-  // (docs/ARCHITECTURE.md "bf16 compute copies on CUDA").
+  // (docs/ARCHITECTURE.md "bf16 compute copies": the training path's copies live in the store).
   virtual Tensor compute_weight(const Tensor& master) = 0;
   // Re-casts every shadow from its master.
   virtual void refresh_compute_weights() = 0;

@@ -30,9 +30,10 @@
 
 namespace trlhpc {
 
-// The largest rank's bytes (tp rank 0 holds the replicated tensors too).
+// The largest rank's bytes (tp rank 0 holds the replicated tensors too). Under a BF16 compute dtype a
+// rank holding full units (DDP, ZeRO-1/2) also keeps their bf16 compute copies (ParameterUnit::compute).
 MemoryAccount plan_memory(const ModelConfig& config, const ParallelDims& dims, ShardingKind sharding,
-                          Offload offload = Offload::None);
+                          Offload offload = Offload::None, DType compute_dtype = DType::F32);
 
 // One micro-batch as a rank sees it.
 struct MicroBatchShape {
