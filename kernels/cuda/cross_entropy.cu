@@ -134,11 +134,48 @@ __global__ void __launch_bounds__(kSoftmaxThreads)
 
 }  // namespace
 
+double PendingLossRows::read(LossMetricSums* metrics) {
+  std::vector<double> host_loss(static_cast<size_t>(n_valid));  // (n_valid)
+  if (n_valid > 0)
+    TRLHPC_CHECK_CUDA(cudaMemcpyAsync(host_loss.data(), loss_rows.get(), static_cast<size_t>(n_valid) * sizeof(double),
+                                      cudaMemcpyDeviceToHost, stream));
+  const bool metric_rows = want_metrics && n_valid > 0;
+  std::vector<double> host_entropy(metric_rows ? static_cast<size_t>(n_valid) : 0);  // (n_valid)
+  std::vector<int32_t> host_top1(metric_rows ? static_cast<size_t>(n_valid) : 0);    // (n_valid)
+  if (metric_rows) {
+    TRLHPC_CHECK_CUDA(cudaMemcpyAsync(host_entropy.data(), entropy_rows.get(),
+                                      static_cast<size_t>(n_valid) * sizeof(double), cudaMemcpyDeviceToHost, stream));
+    TRLHPC_CHECK_CUDA(cudaMemcpyAsync(host_top1.data(), top1_rows.get(), static_cast<size_t>(n_valid) * sizeof(int32_t),
+                                      cudaMemcpyDeviceToHost, stream));
+  }
+  if (n_valid > 0) TRLHPC_CHECK_CUDA(cudaStreamSynchronize(stream));
+  double total = 0.0;
+  for (double l : host_loss) total += l;
+  if (metrics) {  // added in token order, as the loss (and the CPU kernel)
+    *metrics = LossMetricSums{};
+    metrics->computed = want_metrics;
+    for (double e : host_entropy) metrics->entropy_sum += e;
+    for (int32_t t : host_top1) metrics->top1 += t;
+  }
+  return total;
+}
+
 template <class T, class TD>
 double cross_entropy_fwd_bwd(const T* hidden, const T* weight, const int32_t* targets, int64_t N, int64_t C, int64_t V,
                              float grad_scale, TD* dhidden, float* dweight, int64_t chunk_tokens,
                              int64_t* valid_tokens, Matmul& matmul, DeviceAllocator& allocator, cudaStream_t stream,
                              LossMetricSums* metrics, const int32_t* host_targets, float logit_softcap) {
+  return cross_entropy_launch(hidden, weight, targets, N, C, V, grad_scale, dhidden, dweight, chunk_tokens,
+                              valid_tokens, matmul, allocator, stream, metrics != nullptr, host_targets, logit_softcap)
+      .read(metrics);
+}
+
+template <class T, class TD>
+PendingLossRows cross_entropy_launch(const T* hidden, const T* weight, const int32_t* targets, int64_t N, int64_t C,
+                                     int64_t V, float grad_scale, TD* dhidden, float* dweight, int64_t chunk_tokens,
+                                     int64_t* valid_tokens, Matmul& matmul, DeviceAllocator& allocator,
+                                     cudaStream_t stream, bool want_metrics_in, const int32_t* host_targets,
+                                     float logit_softcap) {
   TRLHPC_REQUIRE(chunk_tokens > 0,
                  "cross_entropy_fwd_bwd: chunk_tokens must be positive, got " + std::to_string(chunk_tokens));
   TRLHPC_REQUIRE(logit_softcap >= 0.0f && std::isfinite(logit_softcap),
@@ -165,7 +202,10 @@ double cross_entropy_fwd_bwd(const T* hidden, const T* weight, const int32_t* ta
   if (valid_tokens) *valid_tokens = n_valid;
   if (want_grad && N > 0)  // ignored tokens get a zero gradient; valid rows are overwritten below
     TRLHPC_CHECK_CUDA(cudaMemsetAsync(dhidden, 0, static_cast<size_t>(N * C) * sizeof(TD), stream));
-  if (n_valid == 0) return 0.0;
+  PendingLossRows pending;
+  pending.stream = stream;
+  pending.want_metrics = want_metrics_in && V < (int64_t{1} << 24);
+  if (n_valid == 0) return pending;
 
   const int64_t chunk = std::min(chunk_tokens, n_valid);
   TRLHPC_ASSERT(N < (int64_t{1} << 31), "cross_entropy_fwd_bwd: token indices travel as int32");
@@ -177,10 +217,14 @@ double cross_entropy_fwd_bwd(const T* hidden, const T* weight, const int32_t* ta
   constexpr bool kSeparateDz = !std::is_same<T, float>::value;
   DeviceBuffer<T> dz_copy(allocator, want_grad && kSeparateDz ? chunk * V : 0);  // (chunk, V) bf16 dz
   DeviceBuffer<float> dh_chunk(allocator, want_grad ? chunk * C : 0);           // (chunk, C)
-  DeviceBuffer<double> loss_rows(allocator, n_valid);                           // (n_valid)
-  const bool want_metrics = metrics != nullptr && V < (int64_t{1} << 24);
-  DeviceBuffer<double> entropy_rows(allocator, want_metrics ? n_valid : 0);     // (n_valid)
-  DeviceBuffer<int32_t> top1_rows(allocator, want_metrics ? n_valid : 0);       // (n_valid)
+  const bool want_metrics = pending.want_metrics;
+  pending.n_valid = n_valid;
+  pending.loss_rows = DeviceBuffer<double>(allocator, n_valid);                        // (n_valid)
+  pending.entropy_rows = DeviceBuffer<double>(allocator, want_metrics ? n_valid : 0);  // (n_valid)
+  pending.top1_rows = DeviceBuffer<int32_t>(allocator, want_metrics ? n_valid : 0);    // (n_valid)
+  double* loss_rows = pending.loss_rows.get();
+  double* entropy_rows = pending.entropy_rows.get();
+  int32_t* top1_rows = pending.top1_rows.get();
   T* dz = kSeparateDz ? dz_copy.get() : reinterpret_cast<T*>(logits.get());
 
   for (int64_t c0 = 0; c0 < n_valid; c0 += chunk) {
@@ -193,8 +237,8 @@ double cross_entropy_fwd_bwd(const T* hidden, const T* weight, const int32_t* ta
                stream);
     if (logit_softcap > 0.0f) trlhpc::cuda::logit_softcap(logits.get(), cm * V, logit_softcap, stream);
     softmax_loss_kernel<T><<<static_cast<unsigned>(cm), kSoftmaxThreads, 0, stream>>>(
-        logits.get(), chunk_rows, targets, V, want_grad, grad_scale, dz, loss_rows.get() + c0,
-        want_metrics ? entropy_rows.get() + c0 : nullptr, want_metrics ? top1_rows.get() + c0 : nullptr,
+        logits.get(), chunk_rows, targets, V, want_grad, grad_scale, dz, loss_rows + c0,
+        want_metrics ? entropy_rows + c0 : nullptr, want_metrics ? top1_rows + c0 : nullptr,
         logit_softcap);
     TRLHPC_CHECK_CUDA_LAUNCH("softmax_loss_kernel");
     if (!want_grad) continue;
@@ -206,27 +250,7 @@ double cross_entropy_fwd_bwd(const T* hidden, const T* weight, const int32_t* ta
     if (dweight)
       matmul.run(dz, true, h_chunk.get(), false, dweight, data_type<T>(), CUDA_R_32F, V, C, cm, 1.0f, 1.0f, stream);
   }
-  std::vector<double> host_loss(static_cast<size_t>(n_valid));  // (n_valid)
-  TRLHPC_CHECK_CUDA(cudaMemcpyAsync(host_loss.data(), loss_rows.get(), static_cast<size_t>(n_valid) * sizeof(double),
-                                    cudaMemcpyDeviceToHost, stream));
-  std::vector<double> host_entropy(want_metrics ? static_cast<size_t>(n_valid) : 0);  // (n_valid)
-  std::vector<int32_t> host_top1(want_metrics ? static_cast<size_t>(n_valid) : 0);    // (n_valid)
-  if (want_metrics) {
-    TRLHPC_CHECK_CUDA(cudaMemcpyAsync(host_entropy.data(), entropy_rows.get(),
-                                      static_cast<size_t>(n_valid) * sizeof(double), cudaMemcpyDeviceToHost, stream));
-    TRLHPC_CHECK_CUDA(cudaMemcpyAsync(host_top1.data(), top1_rows.get(), static_cast<size_t>(n_valid) * sizeof(int32_t),
-                                      cudaMemcpyDeviceToHost, stream));
-  }
-  TRLHPC_CHECK_CUDA(cudaStreamSynchronize(stream));
-  double total = 0.0;
-  for (double l : host_loss) total += l;
-  if (metrics) {  // added in token order, as the loss (and the CPU kernel)
-    *metrics = LossMetricSums{};
-    metrics->computed = want_metrics;
-    for (double e : host_entropy) metrics->entropy_sum += e;
-    for (int32_t t : host_top1) metrics->top1 += t;
-  }
-  return total;
+  return pending;
 }
 
 template double cross_entropy_fwd_bwd<float, float>(const float*, const float*, const int32_t*, int64_t, int64_t,
@@ -241,5 +265,15 @@ template double cross_entropy_fwd_bwd<bf16, bf16>(const bf16*, const bf16*, cons
 template double cross_entropy_fwd_bwd<float, bf16>(const float*, const float*, const int32_t*, int64_t, int64_t,
                                                    int64_t, float, bf16*, float*, int64_t, int64_t*, Matmul&,
                                                    DeviceAllocator&, cudaStream_t, LossMetricSums*, const int32_t*, float);
+
+#define TRLHPC_CE_LAUNCH(T, TD)                                                                                     \
+  template PendingLossRows cross_entropy_launch<T, TD>(const T*, const T*, const int32_t*, int64_t, int64_t, int64_t, \
+                                                       float, TD*, float*, int64_t, int64_t*, Matmul&,               \
+                                                       DeviceAllocator&, cudaStream_t, bool, const int32_t*, float);
+TRLHPC_CE_LAUNCH(float, float)
+TRLHPC_CE_LAUNCH(bf16, float)
+TRLHPC_CE_LAUNCH(bf16, bf16)
+TRLHPC_CE_LAUNCH(float, bf16)
+#undef TRLHPC_CE_LAUNCH
 
 }  // namespace trlhpc::cuda

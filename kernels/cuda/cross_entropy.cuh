@@ -36,8 +36,30 @@ struct LossMetricSums {
   int64_t top1 = 0;
 };
 
+// The per-token losses (and metric terms) of one call, still on the device. read() copies them back,
+// waiting for the stream, and adds them in token order (the CPU kernel's order); until then nothing
+// waits (CUDA-REVIEW.md defect 6: the trainer reads every micro-batch's sums once, at the step's end).
+// The buffers go back to the stream-ordered allocator when this is destroyed.
+struct PendingLossRows {
+  DeviceBuffer<double> loss_rows, entropy_rows;  // (n_valid), (n_valid or 0)
+  DeviceBuffer<int32_t> top1_rows;               // (n_valid or 0)
+  int64_t n_valid = 0;
+  bool want_metrics = false;
+  cudaStream_t stream = nullptr;
+  double read(LossMetricSums* metrics);
+};
+
 // T (hidden, weight) in {float, bf16}; TD (dhidden) in {float, bf16}; dweight fp32. dhidden == nullptr:
 // forward only (dweight ignored). dweight == nullptr with dhidden set: no weight gradient.
+// cross_entropy_launch queues the whole computation and returns the per-token sums unread: it does not
+// synchronise when host_targets is given (otherwise it copies the targets back, which waits).
+template <class T, class TD>
+PendingLossRows cross_entropy_launch(const T* hidden, const T* weight, const int32_t* targets, int64_t N, int64_t C,
+                                     int64_t V, float grad_scale, TD* dhidden, float* dweight, int64_t chunk_tokens,
+                                     int64_t* valid_tokens, Matmul& matmul, DeviceAllocator& allocator,
+                                     cudaStream_t stream, bool want_metrics, const int32_t* host_targets,
+                                     float logit_softcap);
+// The same, read at once (one synchronisation at the end).
 template <class T, class TD>
 double cross_entropy_fwd_bwd(const T* hidden, const T* weight, const int32_t* targets, int64_t N, int64_t C, int64_t V,
                              float grad_scale, TD* dhidden, float* dweight, int64_t chunk_tokens,

@@ -162,7 +162,7 @@ void Decoder::forward_to_final_hidden(const DeviceBatch& batch) {
   if (tp_sp_) gather_tokens(s.h_final_local, s.h_final);  // the vocab-parallel head needs every token
 }
 
-LossResult Decoder::run(const DeviceBatch& batch, float grad_scale, bool backward) {
+LossResult Decoder::run(const DeviceBatch& batch, float grad_scale, bool backward, bool defer_loss) {
   lora_training_ = backward;  // LoRA dropout in training passes only (PEFT's train / eval modes)
   const int64_t L = config_.num_hidden_layers;
   const int final_unit = static_cast<int>(L + 1);
@@ -177,7 +177,7 @@ LossResult Decoder::run(const DeviceBatch& batch, float grad_scale, bool backwar
     if (config_.tie_word_embeddings) hooks().before_backward(0);
   }
   LossResult result;
-  result = head_loss(batch, grad_scale, backward);  // backward: s.dh_local = dL/dh_final of this rank's rows
+  result = head_loss(batch, grad_scale, backward, defer_loss);  // backward: s.dh_local = dL/dh_final of this rank's rows
   if (!backward) {
     hooks().after_forward(final_unit);
     return result;
@@ -213,7 +213,15 @@ LossResult Decoder::run(const DeviceBatch& batch, float grad_scale, bool backwar
   return result;
 }
 
-LossResult Decoder::forward_backward(const DeviceBatch& batch, float grad_scale) { return run(batch, grad_scale, true); }
+LossResult Decoder::forward_backward(const DeviceBatch& batch, float grad_scale) {
+  LossResult result = run(batch, grad_scale, true);
+  result.resolve();
+  return result;
+}
+
+LossResult Decoder::forward_backward_deferred(const DeviceBatch& batch, float grad_scale) {
+  return run(batch, grad_scale, true, /*defer_loss=*/true);
+}
 
 LossResult Decoder::forward_loss(const DeviceBatch& batch) { return run(batch, 0.0f, false); }
 

@@ -137,7 +137,7 @@ void Decoder::tp_all_reduce_max(const Tensor& t) {
   if (tp_comm_) tp_comm_->all_reduce(span_of<float>(t), ReduceOp::Max);
 }
 
-LossResult Decoder::head_loss(const DeviceBatch& batch, float grad_scale, bool backward) {
+LossResult Decoder::head_loss(const DeviceBatch& batch, float grad_scale, bool backward, bool defer_loss) {
   // The fused kernel is the fast path every backend has and what tp = 1 has always computed; the
   // vocab-parallel path is needed only when the head is split. Both are tested against each other
   // (tests/unit/test_cpu_vocab_parallel_cross_entropy.cpp, tests/mpi/test_tensor_parallel*.cpp).
@@ -145,11 +145,12 @@ LossResult Decoder::head_loss(const DeviceBatch& batch, float grad_scale, bool b
   Scratch& s = *scratch_;
   LossResult result;
   const bool host_copy = static_cast<int64_t>(batch.host_targets.size()) == batch.targets.numel();
-  result.loss_sum = ops_.cross_entropy_fwd_bwd(s.h_final, head_weight(), batch.targets, grad_scale,
+  result.pending = ops_.cross_entropy_deferred(s.h_final, head_weight(), batch.targets, grad_scale,
                                                backward ? s.dh : Tensor(), backward ? head_grad() : Tensor(),
-                                               loss_chunk_tokens_, &result.target_tokens, &result.metrics,
+                                               loss_chunk_tokens_, &result.target_tokens, /*want_metrics=*/true,
                                                host_copy ? batch.host_targets.data() : nullptr,
                                                config_.final_logit_softcap());
+  if (!defer_loss) result.resolve();
   return result;
 }
 

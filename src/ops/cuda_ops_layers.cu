@@ -301,10 +301,42 @@ void CudaOpsImpl::geglu_tanh_bwd(const Tensor& gate, const Tensor& up, const Ten
   });
 }
 
+namespace {
+// The per-token sums of a queued fused loss, read (and waited for) once.
+class CudaPendingLoss final : public PendingLoss {
+ public:
+  explicit CudaPendingLoss(cuda::PendingLossRows rows) : rows_(std::move(rows)) {}
+  double wait(TokenMetrics* metrics) override {
+    TRLHPC_ASSERT(!read_, "PendingLoss::wait: called twice");
+    read_ = true;
+    cuda::LossMetricSums sums;
+    const double loss = rows_.read(metrics ? &sums : nullptr);
+    rows_ = cuda::PendingLossRows{};  // the row buffers go back to the allocator now
+    if (metrics) *metrics = TokenMetrics{sums.computed, sums.entropy_sum, sums.top1};
+    return loss;
+  }
+
+ private:
+  cuda::PendingLossRows rows_;
+  bool read_ = false;
+};
+}  // namespace
+
 double CudaOpsImpl::cross_entropy_fwd_bwd(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
                                           float grad_scale, const Tensor& dhidden, const Tensor& dweight,
                                           int64_t chunk_tokens, int64_t* valid_tokens, TokenMetrics* metrics,
                                           const int32_t* host_targets, float logit_softcap) {
+  return cross_entropy_deferred(hidden, weight, targets, grad_scale, dhidden, dweight, chunk_tokens, valid_tokens,
+                                metrics != nullptr, host_targets, logit_softcap)
+      ->wait(metrics);
+}
+
+std::unique_ptr<PendingLoss> CudaOpsImpl::cross_entropy_deferred(const Tensor& hidden, const Tensor& weight,
+                                                                 const Tensor& targets, float grad_scale,
+                                                                 const Tensor& dhidden, const Tensor& dweight,
+                                                                 int64_t chunk_tokens, int64_t* valid_tokens,
+                                                                 bool want_metrics, const int32_t* host_targets,
+                                                                 float logit_softcap) {
   TRLHPC_ASSERT(weight.rank() == 2, "cross_entropy_fwd_bwd: weight must be (V, C)");
   TRLHPC_ASSERT(hidden.dtype() == weight.dtype(), "cross_entropy_fwd_bwd: hidden and weight must share a dtype");
   expect_dtype(targets, DType::I32, "cross_entropy_fwd_bwd targets");
@@ -322,21 +354,19 @@ double CudaOpsImpl::cross_entropy_fwd_bwd(const Tensor& hidden, const Tensor& we
     }
   }
   const auto timing = timed("cross_entropy");
-  double loss = 0.0;
-  cuda::LossMetricSums sums;  // TRL's entropy / top-1, when asked
+  cuda::PendingLossRows rows;
   with_float_type(hidden.dtype(), "cross_entropy_fwd_bwd hidden", [&](auto tag) {
     using T = typename decltype(tag)::type;
     with_float_type(backward ? dhidden.dtype() : DType::F32, "cross_entropy_fwd_bwd dhidden", [&](auto d_tag) {
       using TD = typename decltype(d_tag)::type;
-      loss = cuda::cross_entropy_fwd_bwd(data_of<T>(hidden), data_of<T>(weight), data_of<int32_t>(targets), N, C, V,
-                                         grad_scale, backward ? data_of<TD>(dhidden) : nullptr,
-                                         backward && dweight.data() ? data_of<float>(dweight) : nullptr, chunk_tokens,
-                                         valid_tokens, *matmul_, *allocator_, stream(), metrics ? &sums : nullptr,
-                                         host_targets, logit_softcap);
+      rows = cuda::cross_entropy_launch(data_of<T>(hidden), data_of<T>(weight), data_of<int32_t>(targets), N, C, V,
+                                        grad_scale, backward ? data_of<TD>(dhidden) : nullptr,
+                                        backward && dweight.data() ? data_of<float>(dweight) : nullptr, chunk_tokens,
+                                        valid_tokens, *matmul_, *allocator_, stream(), want_metrics, host_targets,
+                                        logit_softcap);
     });
   });
-  if (metrics) *metrics = TokenMetrics{sums.computed, sums.entropy_sum, sums.top1};
-  return loss;
+  return std::make_unique<CudaPendingLoss>(std::move(rows));
 }
 
 namespace {

@@ -34,6 +34,33 @@ void Ops::copy_from_host_async(const Tensor& dst, const Tensor& host_src) {
 void Ops::lora_dropout(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t, float, uint64_t) {
   missing(device(), "lora_dropout");
 }
+namespace {
+class ReadyLoss final : public PendingLoss {
+ public:
+  ReadyLoss(double loss, const TokenMetrics& metrics) : loss_(loss), metrics_(metrics) {}
+  double wait(TokenMetrics* metrics) override {
+    if (metrics) *metrics = metrics_;
+    return loss_;
+  }
+
+ private:
+  double loss_;
+  TokenMetrics metrics_;
+};
+}  // namespace
+
+std::unique_ptr<PendingLoss> Ops::cross_entropy_deferred(const Tensor& hidden, const Tensor& weight,
+                                                         const Tensor& targets, float grad_scale, const Tensor& dhidden,
+                                                         const Tensor& dweight, int64_t chunk_tokens,
+                                                         int64_t* valid_tokens, bool want_metrics,
+                                                         const int32_t* host_targets, float logit_softcap) {
+  TokenMetrics metrics;
+  const double loss = cross_entropy_fwd_bwd(hidden, weight, targets, grad_scale, dhidden, dweight, chunk_tokens,
+                                            valid_tokens, want_metrics ? &metrics : nullptr, host_targets,
+                                            logit_softcap);
+  return std::make_unique<ReadyLoss>(loss, metrics);
+}
+
 void Ops::vocab_parallel_ce_max(const Tensor&, const Tensor&) { missing(device(), "vocab_parallel_ce_max"); }
 void Ops::vocab_parallel_ce_sums(const Tensor&, const Tensor&, int64_t, const Tensor&, const Tensor&) {
   missing(device(), "vocab_parallel_ce_sums");

@@ -68,14 +68,21 @@ StepResult Trainer::step(const std::vector<Batch>& micro_batches, double lr) {
   // computed), all reduced over the loss group in one call.
   const size_t M = micro_batches.size();
   std::vector<double> sums(1 + 4 * M, 0.0);
+  std::vector<LossResult> pending;
+  pending.reserve(M);
   for (size_t m = 0; m < M; ++m) {
     model_->strategy().begin_micro_step(m + 1 == M);
     const DeviceBatch batch = DeviceBatch::upload(micro_batches[m], ops_);
-    const LossResult r = model_->decoder().forward_backward(batch, grad_scale);
+    pending.push_back(model_->decoder().forward_backward_deferred(batch, grad_scale));
+  }
+  model_->strategy().finish_gradients();
+  // The loss sums are read back here, once per step (in micro-batch order, as they were added before).
+  for (size_t m = 0; m < M; ++m) {
+    LossResult& r = pending[m];
+    r.resolve();
     sums[0] += r.loss_sum;
     add_token_metrics(r, &sums[1 + 4 * m]);
   }
-  model_->strategy().finish_gradients();
   groups_.loss().host().all_reduce(std::span<double>(sums));
   result.loss = counts[0] > 0 ? sums[0] / static_cast<double>(counts[0]) : 0.0;
   result.micro_steps = static_cast<int64_t>(M);

@@ -2,13 +2,20 @@
 // and do not divide the valid tokens, forward only, fp32 and bf16 hidden/weight, fp32 and bf16
 // dhidden (dweight accumulates in fp32), no valid token at all, and a bad target; TRL's entropy and
 // top-1 metrics of the fused and the vocab-parallel loss (ties resolved to the first index, as on the CPU);
-// the targets' host copy instead of a copy back (CUDA-REVIEW.md defect 6); Gemma 2's final-logit softcap in
-// the fused loss, the vocab-parallel gradient and the logit_softcap op.
+// the targets' host copy instead of a copy back and the deferred loss that does not wait (CUDA-REVIEW.md
+// defect 6); Gemma 2's final-logit softcap in the fused loss, the vocab-parallel gradient and the
+// logit_softcap op.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <random>
+#include <thread>
+
+#include <cuda_runtime.h>
 
 #include "cuda_test_util.hpp"
+#include "trlhpc/core/cuda_check.hpp"
 #include "trlhpc/core/error.hpp"
 
 namespace trlhpc::cuda_test {
@@ -240,6 +247,45 @@ TEST(CudaCrossEntropy, HostTargetsGiveTheSameResultWithoutCopyingBack) {
   EXPECT_THROW(be.gpu->cross_entropy_fwd_bwd(hidden, weight, targets, 1.0f, Tensor(), Tensor(), 64, &ignored, nullptr,
                                              bad.data()),
                UserError);
+}
+
+// CUDA-REVIEW.md defect 6: with host targets the deferred call queues everything and returns while the
+// backend's stream is still held by a host callback (a synchronising call would never return: the
+// test would hang and time out rather than pass); wait() then gives the immediate call's numbers bit
+// for bit.
+TEST(CudaCrossEntropy, DeferredLossDoesNotWaitForTheStream) {
+  TRLHPC_REQUIRE_GPU();
+  Backends be;
+  const int64_t N = 1201, C = 32, V = 517;
+  const std::vector<int32_t> y = random_targets(N, V, 31);
+  const Tensor hidden = upload(*be.gpu, random_floats(size_t(N * C), 32), {N, C});
+  const Tensor weight = upload(*be.gpu, random_floats(size_t(V * C), 33), {V, C});
+  const Tensor targets = upload_i32(*be.gpu, y, {N});
+  TokenMetrics now_metrics;
+  int64_t now_valid = 0;
+  const Tensor dh_now = be.gpu->allocate({N, C}), dw_now = upload(*be.gpu, std::vector<float>(size_t(V * C), 0.0f), {V, C});
+  const double now = be.gpu->cross_entropy_fwd_bwd(hidden, weight, targets, 0.01f, dh_now, dw_now, 300, &now_valid,
+                                                   &now_metrics, y.data());
+  const Tensor dh = be.gpu->allocate({N, C}), dw = upload(*be.gpu, std::vector<float>(size_t(V * C), 0.0f), {V, C});
+  be.gpu->synchronize();
+  std::atomic<bool> go{false};
+  auto hold = [](void* flag) {
+    while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  TRLHPC_CHECK_CUDA(cudaLaunchHostFunc(static_cast<cudaStream_t>(be.gpu->stream_handle()), hold, &go));
+  int64_t valid = 0;
+  std::unique_ptr<PendingLoss> pending =
+      be.gpu->cross_entropy_deferred(hidden, weight, targets, 0.01f, dh, dw, 300, &valid, true, y.data(), 0.0f);
+  EXPECT_EQ(valid, now_valid) << "the count is known before the device runs";
+  go = true;  // reached only if the call did not wait for the held stream
+  TokenMetrics metrics;
+  const double later = pending->wait(&metrics);
+  EXPECT_EQ(later, now);
+  EXPECT_TRUE(metrics.computed);
+  EXPECT_EQ(metrics.entropy_sum, now_metrics.entropy_sum);
+  EXPECT_EQ(metrics.top1, now_metrics.top1);
+  EXPECT_TRUE(close_normalized(download(*be.gpu, dh), download(*be.gpu, dh_now), 0.0)) << "dhidden";
+  EXPECT_TRUE(close_normalized(download(*be.gpu, dw), download(*be.gpu, dw_now), 0.0)) << "dweight";
 }
 
 }  // namespace

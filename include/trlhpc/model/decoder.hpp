@@ -121,6 +121,14 @@ struct LossResult {
   double loss_sum = 0;        // summed CE over valid targets of this micro-batch
   int64_t target_tokens = 0;  // valid targets of this micro-batch
   TokenMetrics metrics;       // TRL's entropy / top-1 sums over them (computed = false: backend lacks it)
+  // Set while loss_sum and metrics are still being computed on the device (forward_backward_deferred);
+  // resolve() waits for them and fills the two fields. target_tokens is known at once.
+  std::shared_ptr<PendingLoss> pending;
+  void resolve() {
+    if (!pending) return;
+    loss_sum = pending->wait(&metrics);
+    pending.reset();
+  }
 };
 
 class Decoder {
@@ -140,6 +148,10 @@ class Decoder {
 
   // Forward + loss + backward; gradients accumulate into the store.
   LossResult forward_backward(const DeviceBatch& batch, float grad_scale);
+  // The same, returning before the loss sums are read back from the device (LossResult::pending; the
+  // trainer resolves every micro-batch's at the step's end: one host synchronisation per step, not one
+  // per micro-batch). The gradients are queued as with forward_backward.
+  LossResult forward_backward_deferred(const DeviceBatch& batch, float grad_scale);
   // Forward + loss only (evaluation).
   LossResult forward_loss(const DeviceBatch& batch);
   // Forward to the final hidden states (N, C) and the logits of the given rows (for tests/export);
@@ -170,7 +182,7 @@ class Decoder {
 
  private:
 
-  LossResult run(const DeviceBatch& batch, float grad_scale, bool backward);
+  LossResult run(const DeviceBatch& batch, float grad_scale, bool backward, bool defer_loss = false);
   void layer_forward(int layer, const DeviceBatch& batch, const Tensor& x_in, LayerActivations& act,
                      const Tensor& x_out);
   void layer_backward(int layer, const DeviceBatch& batch, const LayerActivations& act, const Tensor& dx);
@@ -204,7 +216,9 @@ class Decoder {
   Tensor head_weight() const;
   // The LM-head loss of s.h_final (and its backward into s.dh and the head gradient when `backward`):
   // the fused kernel when the vocabulary is whole, the vocab-parallel one when it is split.
-  LossResult head_loss(const DeviceBatch& batch, float grad_scale, bool backward);
+  // defer_loss: the fused kernel's sums may stay pending (LossResult::pending); the vocab-parallel path
+  // reads them on the host as it goes and never defers.
+  LossResult head_loss(const DeviceBatch& batch, float grad_scale, bool backward, bool defer_loss = false);
   LossResult vocab_parallel_loss(const DeviceBatch& batch, float grad_scale, bool backward);
   // Sum (or max) of `t` over the tp group, in place; a no-op without a tp communicator.
   void tp_all_reduce_sum(const Tensor& t);

@@ -22,6 +22,17 @@ struct TokenMetrics {
   int64_t top1 = 0;
 };
 
+// The sums of one fused-loss call, possibly still being computed on the device (CUDA-REVIEW.md defect
+// 6): wait() returns the summed loss over the valid targets and, when `metrics` is given, TRL's metric
+// sums (metrics->computed false where the backend cannot compute them or they were not asked for).
+// Waiting once per optimizer step instead of once per micro-batch lets a device backend queue the next
+// micro-batch's work while this one's loss is still running.
+class PendingLoss {
+ public:
+  virtual ~PendingLoss() = default;
+  virtual double wait(TokenMetrics* metrics) = 0;
+};
+
 struct AttentionShape {
   int64_t B = 0, Tq = 0, Tk = 0, NH = 0, KVH = 0, HS = 0;
   float scale = 1.0f;
@@ -130,6 +141,17 @@ class Ops {
                                        const Tensor& dweight, int64_t chunk_tokens, int64_t* valid_tokens,
                                        TokenMetrics* metrics = nullptr, const int32_t* host_targets = nullptr,
                                        float logit_softcap = 0.0f) = 0;
+  // The same call without waiting for its sums (PendingLoss); valid_tokens is filled at once, the
+  // gradients are queued as usual. The default computes cross_entropy_fwd_bwd at once and returns its
+  // values (the CPU backend, whose "device" is the host); the CUDA backend queues the computation and
+  // synchronises only in wait() (given host_targets; without them it copies the targets back, which
+  // waits, as cross_entropy_fwd_bwd does).
+  virtual std::unique_ptr<PendingLoss> cross_entropy_deferred(const Tensor& hidden, const Tensor& weight,
+                                                              const Tensor& targets, float grad_scale,
+                                                              const Tensor& dhidden, const Tensor& dweight,
+                                                              int64_t chunk_tokens, int64_t* valid_tokens,
+                                                              bool want_metrics, const int32_t* host_targets,
+                                                              float logit_softcap);
   // Vocab-parallel cross-entropy over a chunk of this tp rank's logits (M, Vl) for vocabulary ids
   // [vocab_start, vocab_start + Vl); the decoder all-reduces between the calls (see
   // cpu::vocab_parallel_ce_*). row_max (M), sums (M, 2), targets (M) I32. Not pure: a backend without
