@@ -89,7 +89,7 @@ TEST(ModelConfigGemma, RopeParametersSpellingAndLinearScaling) {
   EXPECT_EQ(c.to_json()["rope_scaling"], json({{"rope_type", "linear"}, {"factor", 8.0}}));
   EXPECT_FALSE(c.to_json().contains("hidden_act"));
   // transformers 5's strict Gemma3TextConfig refuses a float query_pre_attn_scalar (found by
-  // tests/e2e/test_gemma3.sh's transformers peer check).
+  // tests/e2e/test_gemma.sh's transformers peer check).
   EXPECT_TRUE(c.to_json()["query_pre_attn_scalar"].is_number_integer());
 }
 
