@@ -9,17 +9,8 @@
 #  3. peer (where torch and transformers import; otherwise reported as skipped): transformers loads the
 #     saved directory as that architecture and its greedy continuation is trlhpc's, token for token.
 set -u
-TRLHPC=$1
-MPIRUN=${2:-mpirun}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-cd "$ROOT"
-export OMP_NUM_THREADS=1
-passed=0 failed=0
-check() {  # check NAME EXIT-CODE
-  if [ "$2" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL $1"; fi
-}
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 peer=1
 python3 -c "import torch, transformers" 2>/dev/null || {
   peer=0
@@ -83,5 +74,4 @@ PY
   check "$family: transformers loads the saved model and generates the same tokens" $?
 done
 
-echo "passed $passed failed $failed"
-[ "$failed" -eq 0 ]
+e2e_end

@@ -12,17 +12,8 @@
 #     tokens as trlhpc's. (tests/e2e/test_family_export.sh does step 3 for every family; here the
 #     family-specific fields are checked too.)
 set -u
-TRLHPC=$1
-MPIRUN=${2:-mpirun}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-cd "$ROOT"
-export OMP_NUM_THREADS=1
-passed=0 failed=0
-check() {  # check NAME CONDITION-EXIT-CODE
-  if [ "$2" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL $1"; fi
-}
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 peers=0
 python3 -c "import torch, transformers" 2>/dev/null && peers=1
 
@@ -99,5 +90,4 @@ assert c["query_pre_attn_scalar"] == 24 and c["rope_local_base_freq"] == 10000.0
 assert c["rope_scaling"] == {"rope_type": "linear", "factor": 2.0}, c["rope_scaling"]' \
   'assert model.config.layer_types == ["sliding_attention", "full_attention", "sliding_attention"], model.config.layer_types'
 
-echo "passed $passed failed $failed"
-[ "$failed" -eq 0 ]
+e2e_end

@@ -7,18 +7,9 @@
 #     (the two loading paths), also with sampling (--do_sample, same seed).
 #  3. Bad usage: exit 1 with a message naming the flag.
 set -u
-TRLHPC=$1
-MPIRUN=${2:-mpirun}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 SHARED=${TRLHPC_SHARED_DATA:-$ROOT/../shared/data}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-cd "$ROOT"
-export OMP_NUM_THREADS=1
-passed=0 failed=0
-check() {  # check NAME CONDITION-EXIT-CODE
-  if [ "$2" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL $1"; fi
-}
 
 # 1. stories260K against transformers, np 1 and np 2.
 python3 - "$ROOT/tests/golden/generate_expected.json" > "$WORK/cases.tsv" <<'PY'
@@ -83,5 +74,4 @@ expect_error "max_new_tokens 0" "$SHARED/stories260K" --prompt a --max_new_token
 expect_error "temperature" "$SHARED/stories260K" --prompt a --do_sample --temperature 0
 expect_error "tp_size" "$SHARED/stories260K" --prompt a --tp_size 3
 
-echo "$passed passed, $failed failed"
-[ $failed -eq 0 ]
+e2e_end
