@@ -18,6 +18,7 @@
 
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -173,39 +174,6 @@ uint32_t bits_of(float f) {
   return u;
 }
 
-}  // namespace
-
-struct CudnnAttention::Impl {
-  explicit Impl(size_t capacity) : graphs(capacity) {
-    cudnnHandle_t h = nullptr;
-    if (cudnnCreate(&h) != CUDNN_STATUS_SUCCESS)
-      throw std::runtime_error("cuDNN attention: cudnnCreate failed");
-    handle.reset(h);
-  }
-
-  // The graph for `key` (built on first use), or nullptr if cuDNN declined it; a declined key is cached
-  // too, so an unsupported shape costs one attempt, not one per call.
-  fe::graph::Graph* graph(const GraphKey& key, float scale) {
-    if (auto* found = graphs.find(key)) return found->get();
-    std::string why;
-    std::shared_ptr<fe::graph::Graph> g = build_graph(key, scale, handle.get(), why);
-    if (g)
-      ++built;
-    else {
-      ++declined;
-      std::cerr << "trlhpc: cuDNN attention declined (" << describe(key) << "): " << why
-                << "; these calls use the hand-written kernel\n";
-    }
-    return graphs.insert(key, std::move(g)).get();
-  }
-
-  Handle handle;
-  kernels::BoundedLru<GraphKey, std::shared_ptr<fe::graph::Graph>> graphs;
-  int64_t built = 0, declined = 0;
-};
-
-namespace {
-
 GraphKey key_for(bool backward, const kernels::PackedSequences& seq, const CudnnAttentionDims& d) {
   GraphKey k;
   k.backward = backward;
@@ -267,6 +235,63 @@ bool offsets_fit_int32(const CudnnAttentionDims& d) {
 
 }  // namespace
 
+struct CudnnAttention::Impl {
+  explicit Impl(size_t capacity) : graphs(capacity) {
+    cudnnHandle_t h = nullptr;
+    if (cudnnCreate(&h) != CUDNN_STATUS_SUCCESS)
+      throw std::runtime_error("cuDNN attention: cudnnCreate failed");
+    handle.reset(h);
+  }
+
+  // The graph for `key` (built on first use), or nullptr if cuDNN declined it; a declined key is cached
+  // too, so an unsupported shape costs one attempt, not one per call.
+  fe::graph::Graph* graph(const GraphKey& key, float scale) {
+    if (auto* found = graphs.find(key)) return found->get();
+    std::string why;
+    std::shared_ptr<fe::graph::Graph> g = build_graph(key, scale, handle.get(), why);
+    if (g)
+      ++built;
+    else {
+      ++declined;
+      std::cerr << "trlhpc: cuDNN attention declined (" << describe(key) << "): " << why
+                << "; these calls use the hand-written kernel\n";
+    }
+    return graphs.insert(key, std::move(g)).get();
+  }
+
+  // What forward and backward share: the graph for the call's key, the sequences' tensors, the
+  // workspace and the softmax-stats buffer (graph sequences x NH x max_length). nullopt: cuDNN cannot
+  // take this call (offsets past int32, no sequence, a declined graph); the kernel runs instead.
+  struct Call {
+    GraphKey key;
+    fe::graph::Graph* graph = nullptr;
+    SequenceTensors sequences;
+    DeviceBuffer<uint8_t> workspace;
+    DeviceBuffer<float> stats;
+  };
+  std::optional<Call> prepare(bool backward, const kernels::PackedSequences& seq, const CudnnAttentionDims& d,
+                              DeviceAllocator& allocator, cudaStream_t stream) {
+    if (!offsets_fit_int32(d) || seq.count() == 0) return std::nullopt;
+    const GraphKey key = key_for(backward, seq, d);
+    fe::graph::Graph* g = graph(key, d.scale);
+    if (!g) return std::nullopt;
+    int64_t workspace_bytes = 0;
+    check(g->get_workspace_size(workspace_bytes), "get_workspace_size");
+    return Call{key, g, SequenceTensors(seq, key, d, allocator, stream),
+                DeviceBuffer<uint8_t>(allocator, workspace_bytes < 1 ? 1 : workspace_bytes),
+                DeviceBuffer<float>(allocator, key.sequences * d.NH * key.max_length)};
+  }
+  void execute(Call& call, std::unordered_map<int64_t, void*>& pack, cudaStream_t stream, const char* what) {
+    if (cudnnSetStream(handle.get(), stream) != CUDNN_STATUS_SUCCESS)
+      throw std::runtime_error("cuDNN attention: cudnnSetStream failed");
+    check(call.graph->execute(handle.get(), pack, call.workspace.get()), what);
+  }
+
+  Handle handle;
+  kernels::BoundedLru<GraphKey, std::shared_ptr<fe::graph::Graph>> graphs;
+  int64_t built = 0, declined = 0;
+};
+
 bool CudnnAttention::built() { return true; }
 
 bool CudnnAttention::usable() {
@@ -287,15 +312,9 @@ template <class G>
 bool CudnnAttention::forward(const bf16* q, const bf16* k, const bf16* v, G* o, float* lse,
                              const kernels::PackedSequences& seq, const CudnnAttentionDims& d,
                              DeviceAllocator& allocator, cudaStream_t stream) {
-  if (!offsets_fit_int32(d) || seq.count() == 0) return false;
-  const GraphKey key = key_for(false, seq, d);
-  fe::graph::Graph* g = impl_->graph(key, d.scale);
-  if (!g) return false;
-  SequenceTensors st(seq, key, d, allocator, stream);
-  int64_t workspace_bytes = 0;
-  check(g->get_workspace_size(workspace_bytes), "get_workspace_size");
-  DeviceBuffer<uint8_t> workspace(allocator, workspace_bytes < 1 ? 1 : workspace_bytes);
-  DeviceBuffer<float> stats(allocator, key.sequences * d.NH * key.max_length);
+  std::optional<Impl::Call> call = impl_->prepare(false, seq, d, allocator, stream);
+  if (!call) return false;
+  const SequenceTensors& st = call->sequences;
   const int64_t o_numel = d.B * d.T * d.NH * d.HS;
   DeviceBuffer<bf16> o_bf16;
   bf16* o_out = nullptr;
@@ -307,12 +326,11 @@ bool CudnnAttention::forward(const bf16* q, const bf16* k, const bf16* v, G* o, 
   }
   std::unordered_map<int64_t, void*> pack = {
       {kQ, const_cast<bf16*>(q)}, {kK, const_cast<bf16*>(k)}, {kV, const_cast<bf16*>(v)},
-      {kO, o_out},                {kStats, stats.get()},      {kSeqLenQ, st.seq_len_q},
+      {kO, o_out},                {kStats, call->stats.get()}, {kSeqLenQ, st.seq_len_q},
       {kSeqLenKV, st.seq_len_q},  {kOffsetQ, st.offset_q},    {kOffsetKV, st.offset_kv}};
-  if (cudnnSetStream(impl_->handle.get(), stream) != CUDNN_STATUS_SUCCESS)
-    throw std::runtime_error("cuDNN attention: cudnnSetStream failed");
-  check(g->execute(impl_->handle.get(), pack, workspace.get()), "execute forward");
-  cudnn_stats_to_lse(stats.get(), lse, st.token_start, st.lengths, seq.count(), d.NH, key.max_length, d.T, stream);
+  impl_->execute(*call, pack, stream, "execute forward");
+  cudnn_stats_to_lse(call->stats.get(), lse, st.token_start, st.lengths, seq.count(), d.NH, call->key.max_length, d.T,
+                     stream);
   if constexpr (!std::is_same_v<G, bf16>) cudnn_store_output(o, o_out, o_numel, stream);
   return true;
 }
@@ -321,31 +339,24 @@ template <class G>
 bool CudnnAttention::backward(const bf16* q, const bf16* k, const bf16* v, const bf16* o, const float* lse,
                               const bf16* dout, G* dq, G* dk, G* dv, const kernels::PackedSequences& seq,
                               const CudnnAttentionDims& d, DeviceAllocator& allocator, cudaStream_t stream) {
-  if (!offsets_fit_int32(d) || seq.count() == 0) return false;
-  const GraphKey key = key_for(true, seq, d);
-  fe::graph::Graph* g = impl_->graph(key, d.scale);
-  if (!g) return false;
-  SequenceTensors st(seq, key, d, allocator, stream);
-  int64_t workspace_bytes = 0;
-  check(g->get_workspace_size(workspace_bytes), "get_workspace_size");
-  DeviceBuffer<uint8_t> workspace(allocator, workspace_bytes < 1 ? 1 : workspace_bytes);
-  const int64_t stats_numel = key.sequences * d.NH * key.max_length;
-  DeviceBuffer<float> stats(allocator, stats_numel);
+  std::optional<Impl::Call> call = impl_->prepare(true, seq, d, allocator, stream);
+  if (!call) return false;
+  const SequenceTensors& st = call->sequences;
+  const int64_t stats_numel = call->key.sequences * d.NH * call->key.max_length;
   // Padding slots are masked by cuDNN, but zero them so that nothing uninitialised is ever read.
-  TRLHPC_CHECK_CUDA(cudaMemsetAsync(stats.get(), 0, stats_numel * sizeof(float), stream));
-  cudnn_lse_to_stats(lse, stats.get(), st.token_start, st.lengths, seq.count(), d.NH, key.max_length, d.T, stream);
+  TRLHPC_CHECK_CUDA(cudaMemsetAsync(call->stats.get(), 0, stats_numel * sizeof(float), stream));
+  cudnn_lse_to_stats(lse, call->stats.get(), st.token_start, st.lengths, seq.count(), d.NH, call->key.max_length, d.T,
+                     stream);
   const int64_t q_numel = d.B * d.T * d.NH * d.HS, kv_numel = d.B * d.T * d.KVH * d.HS;
   // cuDNN overwrites; the contract accumulates: bf16 temporaries, then += in fp32.
   DeviceBuffer<bf16> dq_t(allocator, q_numel), dk_t(allocator, kv_numel), dv_t(allocator, kv_numel);
   std::unordered_map<int64_t, void*> pack = {
       {kQ, const_cast<bf16*>(q)},     {kK, const_cast<bf16*>(k)},        {kV, const_cast<bf16*>(v)},
-      {kO, const_cast<bf16*>(o)},     {kDO, const_cast<bf16*>(dout)},    {kStats, stats.get()},
+      {kO, const_cast<bf16*>(o)},     {kDO, const_cast<bf16*>(dout)},    {kStats, call->stats.get()},
       {kDQ, dq_t.get()},              {kDK, dk_t.get()},                 {kDV, dv_t.get()},
       {kSeqLenQ, st.seq_len_q},       {kSeqLenKV, st.seq_len_q},         {kOffsetQ, st.offset_q},
       {kOffsetKV, st.offset_kv}};
-  if (cudnnSetStream(impl_->handle.get(), stream) != CUDNN_STATUS_SUCCESS)
-    throw std::runtime_error("cuDNN attention: cudnnSetStream failed");
-  check(g->execute(impl_->handle.get(), pack, workspace.get()), "execute backward");
+  impl_->execute(*call, pack, stream, "execute backward");
   cudnn_accumulate_output(dq, dq_t.get(), q_numel, stream);
   cudnn_accumulate_output(dk, dk_t.get(), kv_numel, stream);
   cudnn_accumulate_output(dv, dv_t.get(), kv_numel, stream);
