@@ -182,6 +182,14 @@ inline void expect_backward_matches(const Result& got, const Reference& want, do
 }
 
 // Central finite differences of L = sum(o * dout) through the double reference, for every element.
+// The kernel's forward and backward of `p` against the double reference, at the bounds above.
+inline void expect_matches_reference(const Problem& p) {
+  const Result got = run_both(p);
+  const Reference want = reference(p, true);
+  expect_forward_matches(got, want);
+  expect_backward_matches(got, want);
+}
+
 inline std::vector<double> finite_difference(const Problem& p, int which /* 0 q, 1 k, 2 v */) {
   std::vector<double> x[3] = {to_double(p.q), to_double(p.k), to_double(p.v)};
   auto loss = [&]() {

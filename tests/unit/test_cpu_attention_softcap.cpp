@@ -51,13 +51,6 @@ double saturated_share(const Problem& p) {
   return static_cast<double>(beyond) / static_cast<double>(allowed_pairs);
 }
 
-void expect_matches_reference(const Problem& p) {
-  const Result got = run_both(p);
-  const Reference want = reference(p, true);
-  expect_forward_matches(got, want);
-  expect_backward_matches(got, want);
-}
-
 TEST_F(AttentionSoftcapTest, CausalRowsMatchReference) {
   for (float cap : {0.5f, 1.0f, 2.0f, 50.0f}) {
     for (int64_t window : {0, 3, 70}) {

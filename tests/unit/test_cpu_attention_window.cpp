@@ -28,13 +28,6 @@ class AttentionWindowTest : public ::testing::Test {
   void SetUp() override { omp_set_num_threads(2); }
 };
 
-void expect_matches_reference(const Problem& p) {
-  const Result got = run_both(p);
-  const Reference want = reference(p, true);
-  expect_forward_matches(got, want);
-  expect_backward_matches(got, want);
-}
-
 TEST_F(AttentionWindowTest, CausalRowsMatchReference) {
   for (int64_t window : {1, 2, 3, 17, 63, 64, 65, 129, 500}) {
     for (int64_t T : {1, 9, 130}) {
