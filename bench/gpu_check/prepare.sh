@@ -23,14 +23,9 @@ LIMIT=$((64 * 1024 * 1024))
 say() { echo "[gpu_check prepare] $*"; }
 die() { echo "[gpu_check prepare] error: $*" >&2; exit 1; }
 
-CUDA_TESTS=(cuda_test_adamw cuda_test_allocator cuda_test_attention cuda_test_attention_cudnn cuda_test_attention_review_fixes
-  cuda_test_cross_entropy cuda_test_device_communicators cuda_test_elementwise cuda_test_embedding
-  cuda_test_matmul cuda_test_model_step cuda_test_op_timer cuda_test_rmsnorm cuda_test_rope cuda_test_swiglu)
-# Names in tests/cuda that are not in the list would silently not travel: refuse instead.
-for src in "$ROOT"/tests/cuda/test_*.cpp; do
-  name=cuda_$(basename "$src" .cpp)
-  [[ " ${CUDA_TESTS[*]} " == *" $name "* ]] || die "tests/cuda has $name, which CUDA_TESTS in $0 does not list: add it"
-done
+# Every CUDA test travels: the list is tests/cuda itself (a hand list once missed cuda_test_offload_staging).
+CUDA_TESTS=()
+for src in "$ROOT"/tests/cuda/test_*.cpp; do CUDA_TESTS+=("cuda_$(basename "$src" .cpp)"); done
 [ -f "$SHARED_DATA/stories260K/model.safetensors" ] || die "no stories260K under $SHARED_DATA (set SHARED_DATA)"
 [ -f "$SHARED_DATA/datasets/c4_text.jsonl" ] || die "no datasets/c4_text.jsonl under $SHARED_DATA"
 command -v nvcc > /dev/null || export PATH=/usr/local/cuda/bin:$PATH
