@@ -206,14 +206,25 @@ TEST(CudaCrossEntropy, SoftcappedLogitsMatchCpu) {
 // bitwise what the copying path gives, for several thousand tokens (more than the compaction block's
 // 1024 threads, so slices hold several tokens), ignored tokens interleaved, and a bad host target
 // must still be refused.
+// A fused-loss problem on the GPU: targets y (N, with ignored ones) also kept on the host, hidden (N, C),
+// weight (V, C), random from `seed`.
+struct GpuLossProblem {
+  GpuLossProblem(CudaOps& gpu, int64_t N_, int64_t C_, int64_t V_, uint64_t seed)
+      : N(N_), C(C_), V(V_), y(random_targets(N, V, seed)),
+        hidden(upload(gpu, random_floats(size_t(N * C), seed + 1), {N, C})),
+        weight(upload(gpu, random_floats(size_t(V * C), seed + 2), {V, C})), targets(upload_i32(gpu, y, {N})) {}
+  int64_t N, C, V;
+  std::vector<int32_t> y;
+  Tensor hidden, weight, targets;
+};
+
 TEST(CudaCrossEntropy, HostTargetsGiveTheSameResultWithoutCopyingBack) {
   TRLHPC_REQUIRE_GPU();
   Backends be;
-  const int64_t N = 3001, C = 32, V = 517;
-  const std::vector<int32_t> y = random_targets(N, V, 21);
-  const Tensor hidden = upload(*be.gpu, random_floats(size_t(N * C), 22), {N, C});
-  const Tensor weight = upload(*be.gpu, random_floats(size_t(V * C), 23), {V, C});
-  const Tensor targets = upload_i32(*be.gpu, y, {N});
+  const GpuLossProblem p(*be.gpu, 3001, 32, 517, 21);
+  const int64_t N = p.N, C = p.C, V = p.V;
+  const std::vector<int32_t>& y = p.y;
+  const Tensor &hidden = p.hidden, &weight = p.weight, &targets = p.targets;
   std::vector<float> dh[2], dw[2];
   double loss[2];
   int64_t valid[2];
@@ -256,11 +267,10 @@ TEST(CudaCrossEntropy, HostTargetsGiveTheSameResultWithoutCopyingBack) {
 TEST(CudaCrossEntropy, DeferredLossDoesNotWaitForTheStream) {
   TRLHPC_REQUIRE_GPU();
   Backends be;
-  const int64_t N = 1201, C = 32, V = 517;
-  const std::vector<int32_t> y = random_targets(N, V, 31);
-  const Tensor hidden = upload(*be.gpu, random_floats(size_t(N * C), 32), {N, C});
-  const Tensor weight = upload(*be.gpu, random_floats(size_t(V * C), 33), {V, C});
-  const Tensor targets = upload_i32(*be.gpu, y, {N});
+  const GpuLossProblem p(*be.gpu, 1201, 32, 517, 31);
+  const int64_t N = p.N, C = p.C, V = p.V;
+  const std::vector<int32_t>& y = p.y;
+  const Tensor &hidden = p.hidden, &weight = p.weight, &targets = p.targets;
   TokenMetrics now_metrics;
   int64_t now_valid = 0;
   const Tensor dh_now = be.gpu->allocate({N, C}), dw_now = upload(*be.gpu, std::vector<float>(size_t(V * C), 0.0f), {V, C});
