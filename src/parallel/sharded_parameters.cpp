@@ -40,8 +40,7 @@ void ShardedParameters::prefetch(int unit, Precision precision) {
   Unit& u = units_[static_cast<size_t>(unit)];
   if (u.state != State::Released && precision == Precision::Full && u.rounded) {
     drop(u);  // gathered in bf16 for training; saving needs the fp32 masters
-    store_.unit(unit).params = no_buffer_;
-    store_.drop_compute(unit);
+    detach(unit);
   }
   if (u.state != State::Released) return;
   const int64_t padded = store_.unit(unit).padded_numel;
@@ -96,11 +95,15 @@ void ShardedParameters::drop(Unit& u) {
   u.state = State::Released;
 }
 
+void ShardedParameters::detach(int unit) {
+  store_.unit(unit).params = no_buffer_;
+  store_.drop_compute(unit);
+}
+
 void ShardedParameters::release(int unit) {
   Unit& u = units_[static_cast<size_t>(unit)];
   if (pinned_ || u.state == State::Released) return;
-  store_.unit(unit).params = no_buffer_;
-  store_.drop_compute(unit);
+  detach(unit);
   drop(u);
 }
 

@@ -86,7 +86,8 @@ class ShardedParameters {
   bool bf16_gathers_ = false;  // ops.compute_dtype() is BF16
   bool host_shards_ = false;
   int64_t gathered_bytes_sent_ = 0;
-  void drop(Unit& u);  // waits for a gather in flight, hands the buffers back
+  void drop(Unit& u);       // waits for a gather in flight, hands the buffers back
+  void detach(int unit);    // the store forgets the unit's full params and its compute copy
 };
 
 }  // namespace trlhpc
