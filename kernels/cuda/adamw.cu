@@ -32,7 +32,7 @@ __global__ void __launch_bounds__(kThreads) adamw_kernel(const AdamWLaunch launc
     task.param[i] = p;
     task.m[i] = m;
     task.v[i] = v;
-    if (task.shadow) task.shadow[i] = __float2bfloat16_rn(p);
+    if (task.compute) task.compute[i] = __float2bfloat16_rn(p);
   }
 }
 

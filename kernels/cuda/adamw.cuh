@@ -5,7 +5,7 @@
 //   p <- p - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
 // One launch updates up to kAdamWMaxTasks tensors (their descriptors travel in the kernel parameters;
 // each block finds its tensor from a prefix of block counts). Optionally the same pass writes bf16(p)
-// into a shadow copy, the compute weight of mixed precision (include/trlhpc/ops/cuda_ops.hpp).
+// into the parameters' --bf16 compute copy (ParameterUnit::compute; Ops::adamw_step).
 // Gradients are read, never written: the optimizer has no gradient of its own.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -24,7 +24,7 @@ struct AdamWTask {
   const float* grad;        // (n)
   float* m;                 // (n) exp_avg
   float* v;                 // (n) exp_avg_sq
-  __nv_bfloat16* shadow;    // (n) bf16 copy of the new param, or nullptr
+  __nv_bfloat16* compute;   // (n) bf16 copy of the new param, or nullptr
   int64_t n;
   math::AdamWScalars scalars;
 };

@@ -38,13 +38,13 @@ class CpuOps final : public Ops {
   void cast(const Tensor& dst, const Tensor& src) override {
     TRLHPC_ASSERT(dst.numel() == src.numel(), "cast of " + shape_string(src.shape()) + " into " + shape_string(dst.shape()));
     if (dst.dtype() == src.dtype()) return copy(dst, src);
-    if (src.dtype() == DType::BF16) {
-      W in(src, W::In);
-      std::memcpy(dst.f32(), in.get(), dst.nbytes());
-    } else {
-      W out(dst, W::Out);
-      std::memcpy(out.get(), src.f32(), src.nbytes());
-    }
+    TRLHPC_ASSERT((dst.dtype() == DType::F32 && src.dtype() == DType::BF16) ||
+                      (dst.dtype() == DType::BF16 && src.dtype() == DType::F32),
+                  std::string("cast: unsupported ") + dtype_name(src.dtype()) + " -> " + dtype_name(dst.dtype()));
+    if (src.dtype() == DType::BF16)
+      cpu::cast_bf16_to_f32(dst.f32(), src.ptr<const uint16_t>(), src.numel());
+    else
+      cpu::cast_f32_to_bf16(dst.ptr<uint16_t>(), src.f32(), src.numel());
   }
 
   Tensor allocate(const Shape& shape, DType dtype) override {
@@ -285,10 +285,16 @@ class CpuOps final : public Ops {
     if (metrics) *metrics = TokenMetrics{true, m.entropy_sum, m.top1};
     return loss;
   }
-  void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                  const AdamWHyper& h) override {
+  void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamWHyper& h,
+                  const Tensor& compute) override {
+    uint16_t* copy = nullptr;
+    if (compute.data()) {
+      TRLHPC_ASSERT(compute.dtype() == DType::BF16 && compute.numel() == param.numel(),
+                    "adamw_step: the compute copy must be BF16 of the parameters' numel");
+      copy = compute.ptr<uint16_t>();
+    }
     cpu::adamw_step(param.f32(), grad.f32(), m.f32(), v.f32(), param.numel(), h.lr, h.beta1, h.beta2, h.eps,
-                    h.weight_decay, h.step);
+                    h.weight_decay, h.step, copy);
   }
 
  private:

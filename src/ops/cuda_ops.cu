@@ -1,5 +1,5 @@
 // The CUDA implementation of Ops, part 1: construction, memory, dense and elementwise ops, the factories.
-// Part 2 (the model's layer ops) is cuda_ops_layers.cu, part 3 (casts, bf16 compute weights, AdamW)
+// Part 2 (the model's layer ops) is cuda_ops_layers.cu, part 3 (casts, AdamW)
 // cuda_ops_precision.cu. See include/trlhpc/ops/cuda_ops.hpp.
 #include <cstring>
 #include <string>

@@ -1,6 +1,6 @@
 #pragma once
 // The CudaOps implementation class, shared by src/ops/cuda_ops.cu (memory, the model's ops) and
-// src/ops/cuda_ops_precision.cu (casts, bf16 compute weights, AdamW). See include/trlhpc/ops/cuda_ops.hpp.
+// src/ops/cuda_ops_precision.cu (casts, AdamW). See include/trlhpc/ops/cuda_ops.hpp.
 //
 // Every op: check devices, dtypes and sizes on the host (errors name the op and the shapes), open a
 // timing scope, call the launcher of kernels/cuda on the backend's stream (launchers check their
@@ -9,7 +9,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -121,14 +120,12 @@ class CudaOpsImpl final : public CudaOps {
                                  const Tensor& row_max, const Tensor& stats) override;
   void vocab_parallel_ce_grad(const Tensor& logits, const Tensor& targets, int64_t vocab_start, const Tensor& row_max,
                               const Tensor& sums, float grad_scale, float logit_softcap = 0.0f) override;
-  void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                  const AdamWHyper& h) override;
+  void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamWHyper& h,
+                  const Tensor& compute) override;
 
   // ---- CudaOps extras --------------------------------------------------------------------------------
   int device_index() const override { return device_; }
   void cast(const Tensor& dst, const Tensor& src) override;
-  Tensor compute_weight(const Tensor& master) override;
-  void refresh_compute_weights() override;
   void adamw_step_many(const std::vector<AdamWSegment>& segments) override;
   void synchronize() override { stream_.synchronize(); }
   void* stream_handle() const override { return static_cast<void*>(stream_.get()); }
@@ -144,16 +141,8 @@ class CudaOpsImpl final : public CudaOps {
   int64_t cudnn_attention_calls() const override { return cudnn_attention_calls_; }
 
  private:
-  // A bf16 shadow of an fp32 master range (mixed precision, see cuda_ops.hpp).
-  struct Shadow {
-    Tensor master;  // F32, keeps the master's storage alive
-    Tensor copy;    // BF16, flat (numel)
-  };
-
   cudaStream_t stream() const { return stream_.get(); }
   cuda::OpTimer::Scope timed(const char* op) { return timer_.scope(op, stream_.get()); }
-  // The part of `master` range [p, p + n) covered by shadows: fused pointer or separate re-casts.
-  bf16* shadow_inside(const float* p, int64_t n);
   // cuDNN's fused attention for the calls it expresses (cuda_ops_attention_route.cu); false: the caller
   // runs the hand-written kernel. TRLHPC_CUDA_ATTENTION (read on first use) chooses.
   std::optional<kernels::PackedSequences> cudnn_attention_layout(const Tensor& q, const Tensor& q_pos,
@@ -166,7 +155,6 @@ class CudaOpsImpl final : public CudaOps {
                                const Tensor& dout, const Tensor& q_pos, const Tensor& k_pos, const Tensor& q_doc,
                                const Tensor& k_doc, const Tensor& dq, const Tensor& dk, const Tensor& dv,
                                const AttentionShape& s);
-  void recast_overlapping_shadows(const float* p, int64_t n);
 
   int device_;
   CudaOpsOptions options_;
@@ -176,7 +164,6 @@ class CudaOpsImpl final : public CudaOps {
   std::unique_ptr<cuda::Matmul> matmul_;
   cuda::OpTimer timer_;
   cuda::DeviceBuffer<double> host_value_;  // (1) device landing slot of sum_of_squares
-  std::map<const float*, Shadow> shadows_;  // by master address
   std::optional<kernels::AttentionPreference> attention_preference_;  // TRLHPC_CUDA_ATTENTION, read once
   std::unique_ptr<cuda::CudnnAttention> cudnn_attention_;              // made on the first cuDNN call
   int64_t cudnn_attention_calls_ = 0;

@@ -25,8 +25,11 @@ AdamW::AdamW(const ParameterStore& store, std::vector<OptimizerRange> ranges, Ad
   }
 }
 
-void AdamW::step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, float lr) {
+void AdamW::step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, float lr,
+                 const std::vector<Tensor>& compute) {
   ++step_;
+  TRLHPC_ASSERT(compute.empty() || compute.size() == params.size(), "AdamW: one compute copy (or none) per unit");
+  TRLHPC_ASSERT(compute.empty() || home_ == OptimizerHome::Device, "AdamW: compute copies only with device state");
   if (home_ == OptimizerHome::Host)
     for (size_t u = 0; u < params.size(); ++u)
       TRLHPC_ASSERT(params[u].device() == Device::CPU && grads[u].device() == Device::CPU,
@@ -39,8 +42,10 @@ void AdamW::step(const std::vector<Tensor>& params, const std::vector<Tensor>& g
                       v_[u].f32() + s.offset, s.numel, h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.step);
       continue;
     }
+    const bool copy = !compute.empty() && compute[u].data();
     ops_.adamw_step(params[u].view({s.numel}, s.offset), grads[u].view({s.numel}, s.offset),
-                    m_[u].view({s.numel}, s.offset), v_[u].view({s.numel}, s.offset), h);
+                    m_[u].view({s.numel}, s.offset), v_[u].view({s.numel}, s.offset), h,
+                    copy ? compute[u].view({s.numel}, s.offset) : Tensor());
   }
 }
 

@@ -98,8 +98,16 @@ std::vector<Tensor> DdpStrategy::owned_grads() {
   return out;
 }
 
+std::vector<Tensor> DdpStrategy::owned_compute() {
+  std::vector<Tensor> out;
+  for (ParameterUnit& unit : store_.units())
+    out.push_back(unit.compute.data() ? unit.compute.view({unit.numel}) : Tensor());
+  return out;
+}
+
 void DdpStrategy::finish_step() {
-  store_.refresh_compute(ops_);  // the optimizer has just updated every unit's params in place
+  // The optimizer has just updated every unit's params in place and written their bf16 compute copies
+  // (owned_compute) in the same pass: nothing to refresh.
   store_.zero_grads(ops_);
 }
 

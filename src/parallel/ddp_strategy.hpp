@@ -25,6 +25,7 @@ class DdpStrategy final : public DataParallelStrategy, public ShardedStateView {
   bool primary_owner() const override { return comm_.rank() == 0; }  // comm_: the loss group
   std::vector<Tensor> owned_params() override;
   std::vector<Tensor> owned_grads() override;
+  std::vector<Tensor> owned_compute() override;
   void finish_step() override;
   MemoryAccount memory(const AdamW* optimizer) const override;
   const CommTimeline& timeline() const override { return timeline_; }

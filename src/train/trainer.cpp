@@ -106,7 +106,8 @@ StepResult Trainer::step(const std::vector<Batch>& micro_batches, double lr) {
     const double coef = options_.max_grad_norm / (result.grad_norm + 1e-6);
     if (coef < 1.0) model_->strategy().scale_owned_grads(static_cast<float>(coef));
   }
-  optimizer_->step(model_->sharded_state().owned_params(), model_->sharded_state().owned_grads(), static_cast<float>(lr));
+  ShardedStateView& state = model_->sharded_state();
+  optimizer_->step(state.owned_params(), state.owned_grads(), static_cast<float>(lr), state.owned_compute());
   model_->strategy().finish_step();
   return result;
 }

@@ -1,8 +1,8 @@
 // The bf16 compute copies of mixed precision (ParameterUnit::compute, docs/ARCHITECTURE.md "bf16
 // compute copies") on the CPU backend, where they run the same code as on CUDA:
 //   - the refresh rule: after loading and after every optimizer step, every full unit's copy equals
-//     bf16(params) bit for bit under DDP, ZeRO-1, ZeRO-2 and ZeRO-1 with optimizer offload (whose masters
-//     come back from the host); under ZeRO-3 (also with parameter offload) a unit gathered for compute
+//     bf16(params) bit for bit under DDP (whose AdamW writes the copies in its own pass), ZeRO-1, ZeRO-2
+//     and ZeRO-1 with optimizer offload (whose masters come back from the host); under ZeRO-3 (also with parameter offload) a unit gathered for compute
 //     holds the gathered bf16 buffer as its copy, equal to bf16 of its fp32 view, and a released unit
 //     holds none, so a pool buffer handed to the next unit never carries the previous unit's copy;
 //   - the decoder computes with the copies: zeroing a layer's fp32 masters behind the store's back leaves

@@ -65,6 +65,9 @@ void bias_bwd(const float* dy, float* dbias, int64_t N, int64_t C);
 void add_inplace(float* y, const float* x, int64_t n);               // y += x
 void scale_inplace(float* y, float s, int64_t n);                     // y *= s
 double sum_of_squares(const float* x, int64_t n);                     // sum x^2 in double
+// dst = src rounded to bf16 (nearest even, math::bf16_bits_from_float) / widened back (exact).
+void cast_f32_to_bf16(uint16_t* dst, const float* src, int64_t n);
+void cast_bf16_to_f32(float* dst, const uint16_t* src, int64_t n);
 
 // ---- embedding.cpp --------------------------------------------------------------------------------
 // out (N, C) = table[ids[i] - vocab_start] for ids inside [vocab_start, vocab_start + V), zeros otherwise
@@ -231,7 +234,9 @@ void vocab_parallel_ce_grad(float* logits, const int32_t* targets, int64_t M, in
 // Decoupled AdamW, PyTorch semantics (torch.optim.AdamW, foreach=False), step >= 1:
 //   p -= lr * weight_decay * p;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
 //   p -= lr * (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + eps)
+// compute (optional): receives bf16(p) of the updated p in the same pass, the bits cast_f32_to_bf16
+// would write (the --bf16 compute copy, without a second read of the parameters).
 void adamw_step(float* param, const float* grad, float* m, float* v, int64_t n, float lr, float beta1, float beta2,
-                float eps, float weight_decay, int64_t step);
+                float eps, float weight_decay, int64_t step, uint16_t* compute = nullptr);
 
 }  // namespace trlhpc::cpu

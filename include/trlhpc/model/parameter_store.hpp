@@ -33,7 +33,8 @@ struct ParameterUnit {
   Tensor grads;              // (padded_numel)
   // (padded_numel) BF16 under a bf16 compute dtype while params holds values: bf16(params), the copy
   // the decoder computes with (docs/ARCHITECTURE.md "bf16 compute copies"); an empty Tensor() otherwise.
-  // Whoever changes params refreshes it (ParameterStore::refresh_compute); nothing keys it by address.
+  // Whoever changes params refreshes it (ParameterStore::refresh_compute, or DDP's AdamW writing it in
+  // its own pass: ShardedStateView::owned_compute); nothing keys it by address.
   Tensor compute;
 };
 

@@ -24,7 +24,7 @@
 //   rmsnorm_bwd            x F32|BF16, dy and dx the same dtype F32|BF16, weight F32|BF16, rstd/dweight F32
 //   rope, swiglu, attention_fwd/bwd/merge   one dtype F32|BF16 for every activation; lse F32
 //   cross_entropy_fwd_bwd  hidden and weight the same dtype; dhidden F32|BF16; dweight F32
-//   adamw_step             F32 (the master copy); see compute weights below
+//   adamw_step             F32 (the master copy); optionally writes the BF16 compute copy in the same pass
 //   cast (CudaOps)         F32 <-> BF16, round to nearest even
 // The decoder runs this recipe under --bf16 on the CPU backend (docs/ARCHITECTURE.md "Mixed precision":
 // the activations above in compute_dtype(), the residual stream, dq/dk/dv and all gradients F32, dx cast
@@ -72,10 +72,12 @@ struct OpTiming {
   double milliseconds = 0;
 };
 
-// One piece of a multi-tensor AdamW step: param, grad, m, v are F32 tensors of equal numel.
+// One piece of a multi-tensor AdamW step: param, grad, m, v are F32 tensors of equal numel; compute
+// empty or the BF16 tensor (same numel) that receives bf16 of the updated param (Ops::adamw_step).
 struct AdamWSegment {
   Tensor param, grad, m, v;
   AdamWHyper hyper;
+  Tensor compute;
 };
 
 class CudaOps : public Ops {
@@ -85,14 +87,6 @@ class CudaOps : public Ops {
 
   // dst = src converted (F32 <-> BF16, or a plain copy for equal dtypes); equal numel.
   void cast(const Tensor& dst, const Tensor& src) override = 0;
-  // The BF16 shadow of an F32 parameter (same shape), kept equal to bf16(master) (see above). With
-  // compute_dtype F32 it returns `master` itself. Keyed by the master's address and refreshed only by
-  // adamw_step / refresh_compute_weights: not for buffers whose contents change otherwise (ZeRO-3's
-  // pooled gather buffers, all-gathered or offloaded parameters); no training path uses it
-  // (docs/ARCHITECTURE.md "bf16 compute copies": the training path's copies live in the store).
-  virtual Tensor compute_weight(const Tensor& master) = 0;
-  // Re-casts every shadow from its master.
-  virtual void refresh_compute_weights() = 0;
   // Several AdamW updates, up to 32 tensors per kernel launch (same math as adamw_step).
   virtual void adamw_step_many(const std::vector<AdamWSegment>& segments) = 0;
 

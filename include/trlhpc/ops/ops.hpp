@@ -173,8 +173,11 @@ class Ops {
   // source_columns (N) I32. Not pure: a backend without it fails with a RuntimeFailure naming the op.
   virtual void lora_dropout(const Tensor& x, const Tensor& out, const Tensor& source_rows, const Tensor& source_columns,
                             int64_t feature_offset, float p, uint64_t key);
+  // AdamW on F32 param, grad, m, v of equal numel. compute: an empty Tensor, or a BF16 tensor of the
+  // same numel that receives bf16(updated param) in the same pass (the --bf16 compute copy, exactly what
+  // cast would write).
   virtual void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                          const AdamWHyper& h) = 0;
+                          const AdamWHyper& h, const Tensor& compute) = 0;
 };
 
 // The CPU backend (OpenMP; fp32 GEMMs on trlhpc's AVX-512 kernel or OpenBLAS). compute_dtype BF16

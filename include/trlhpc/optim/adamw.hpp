@@ -39,7 +39,10 @@ class AdamW {
 
   // One step with learning rate lr on the given parameter and gradient spans (one per unit, each
   // covering its range). step_count increments first, so the first call uses bias correction step 1.
-  void step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, float lr);
+  // compute: empty, or one tensor per unit, each empty or the BF16 compute copy of params[u] (same
+  // numel), which then receives bf16 of the updated parameters in the same pass (device home only).
+  void step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, float lr,
+            const std::vector<Tensor>& compute = {});
 
   int64_t step_count() const { return step_; }
   void set_step_count(int64_t s) { step_ = s; }

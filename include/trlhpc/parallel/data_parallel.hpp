@@ -8,7 +8,7 @@
 //   finish_gradients()                  -> outstanding reductions complete; owned grads are final
 //   grad_norm_squared()                 -> global, each element counted once (one all-reduce at most)
 //   scale_owned_grads(clip)             -> clipping
-//   optimizer.step(owned_params(), owned_grads(), lr)
+//   optimizer.step(owned_params(), owned_grads(), lr, owned_compute())
 //   finish_step()                       -> updated parameters reach every rank that needs them; grads zeroed
 //
 // Size-1 groups take the same code path as size-N: the single-process run is DDP over 1 rank.
@@ -85,6 +85,10 @@ class ShardedStateView {
   // host parameter shards), and the gradient shards staged device -> host by this call.
   virtual std::vector<Tensor> owned_params() = 0;
   virtual std::vector<Tensor> owned_grads() = 0;
+  // The --bf16 compute copies of owned_params() (one per unit, same numel) that the optimizer writes in
+  // its own pass, where finish_step() relies on that instead of casting them again: DDP's whole units.
+  // Empty (the default) where finish_step() refreshes the copies itself (ZeRO: after its all-gather).
+  virtual std::vector<Tensor> owned_compute() { return {}; }
   // Fills the parameters this rank stores from `source` (every unit in full, or its shards).
   virtual void load_parameters(const UnitRangeSource& source) = 0;
   // Brings every unit's full parameters to this rank at once (tests that inspect the whole model); no-op
