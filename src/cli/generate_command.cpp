@@ -60,7 +60,7 @@ GenerateOptions parse(const std::vector<std::string>& args, std::string* help) {
       ("seed", po::value<uint64_t>(&s.seed)->default_value(s.seed), "with --do_sample")
       ("tp_size", po::value<int64_t>(&o.tp_size)->default_value(0), "tensor-parallel ranks (0: all ranks of the job)")
       ("device", po::value<std::string>(&o.device)->default_value(o.device), "auto|cpu|cuda (auto: cuda when every node sees a GPU)")
-      ("json", po::bool_switch(&o.json), "print one JSON object: input_ids, output_ids, text, finish_reason");
+      ("json", po::bool_switch(&o.json), "print one JSON object: input_ids, output_ids, output_logprobs, text, finish_reason");
   po::positional_options_description positional;
   positional.add("model_name_or_path", 1);
   po::variables_map vm;
@@ -185,6 +185,7 @@ int run_generate_command(const std::vector<std::string>& args, MpiEnvironment& m
   if (o.json) {
     const nlohmann::json line = {{"input_ids", prompt},
                                  {"output_ids", result.tokens},
+                                 {"output_logprobs", result.logprobs},
                                  {"text", text},
                                  {"finish_reason", result.stopped_at_eos ? "stop" : "length"}};
     std::printf("%s\n", line.dump().c_str());

@@ -1,6 +1,7 @@
 #include "trlhpc/generate/generator.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/model/decoder.hpp"
@@ -21,6 +22,18 @@ std::string check_generation_length(const ModelConfig& config, int64_t prompt_to
          "): positions past it were never trained, so the continuation may be degenerate";
 }
 
+namespace {
+
+// log softmax(logits)[token], summed in double from the largest logit down (stable for any range).
+double log_probability(const std::vector<float>& logits, int32_t token) {
+  const float top = *std::max_element(logits.begin(), logits.end());
+  double sum = 0.0;
+  for (float z : logits) sum += std::exp(static_cast<double>(z) - top);
+  return static_cast<double>(logits.at(static_cast<size_t>(token))) - top - std::log(sum);
+}
+
+}  // namespace
+
 GenerationResult generate(Decoder& decoder, std::span<const int32_t> prompt, const GenerationOptions& options,
                           Communicator* agree, const std::function<void(int32_t)>& on_token) {
   if (prompt.empty()) throw UserError("the prompt is empty: nothing to continue (give a prompt or messages)");
@@ -35,6 +48,7 @@ GenerationResult generate(Decoder& decoder, std::span<const int32_t> prompt, con
     int32_t token = sampler.next(logits);
     if (agree) agree->broadcast(std::span<int32_t>(&token, 1), 0);
     result.tokens.push_back(token);
+    result.logprobs.push_back(log_probability(logits, token));
     if (on_token) on_token(token);
     if (std::find(options.eos_token_ids.begin(), options.eos_token_ids.end(), token) != options.eos_token_ids.end()) {
       result.stopped_at_eos = true;

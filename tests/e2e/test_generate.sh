@@ -48,7 +48,14 @@ for flags in "" "--do_sample --temperature 0.8 --top_k 20 --top_p 0.9 --seed 7";
   "$MPIRUN" --oversubscribe --bind-to none -np 2 "$TRLHPC" generate "$WORK/run" --messages "$MESSAGES" --max_new_tokens 12 \
     --json $flags < /dev/null > "$WORK/hf.json" 2> "$WORK/hf.err"
   rc2=$?
-  cmp -s "$WORK/ckpt.json" "$WORK/hf.json"
+  # Everything equal but the log-probabilities: the checkpoint (1 rank) and the export (tp 2) sum the
+  # sharded projections in another order (measured up to 2.4e-7 apart on this tiny model; 1e-5 leaves 40x).
+  python3 - "$WORK/ckpt.json" "$WORK/hf.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+lp_a, lp_b = a.pop("output_logprobs"), b.pop("output_logprobs")
+sys.exit(0 if a == b and len(lp_a) == len(lp_b) and all(abs(x - y) < 1e-5 for x, y in zip(lp_a, lp_b)) else 1)
+PY
   same=$?
   [ $((rc1 | rc2 | same)) -ne 0 ] && { cat "$WORK/ckpt.json" "$WORK/ckpt.err" "$WORK/hf.json" "$WORK/hf.err"; }
   check "checkpoint vs export ($flags)" $((rc1 | rc2 | same))

@@ -8,9 +8,12 @@
 //    both caches drop the keys older than a sliding layer's window (SlidingLayersKeepOnlyTheirWindow);
 //  - trlhpc's own full-sequence forward (Decoder::logits, the training path): the logits of every
 //    position, prefilled in chunks of several tokens and then one token at a time, agree to fp32
-//    rounding, so the cache holds exactly the keys and values a full forward computes.
+//    rounding, so the cache holds exactly the keys and values a full forward computes; and the
+//    log-probabilities generate reports are those of the full forward's logits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -113,6 +116,35 @@ TEST(GenerateGolden, IncrementalLogitsEqualTheFullForward) {
           << name << " at position " << done;
     }
     EXPECT_EQ(cache.length, static_cast<int64_t>(ids.size()));
+  }
+}
+
+// GenerationResult::logprobs (`generate --json`'s output_logprobs) against log softmax of the training
+// path's full-sequence logits over prompt + new tokens, computed here in double. The logits of the two
+// paths agree to 1e-4 relative + 1e-5 absolute (above), and a log-probability moves by at most twice
+// the largest logit difference, hence 1e-4 absolute on logits of magnitude < 1 in these tiny models.
+TEST(GenerateGolden, LogprobsAreThoseOfTheFullForward) {
+  for (const std::string name : {"tests/golden/qwen2_tiny/model", "tests/golden/gemma2_tiny/model",
+                                 "tests/golden/smollm3_tiny/model"}) {
+    LoadedModel model(model_dir(name));
+    const int64_t V = model.hf.config().vocab_size;
+    const std::vector<int32_t> prompt = {3, 17, 5, 11};
+    GenerationOptions options;
+    options.max_new_tokens = 12;
+    const GenerationResult result = generate(model.decoder, prompt, options);
+    ASSERT_EQ(result.logprobs.size(), result.tokens.size()) << name;
+    std::vector<int32_t> ids = prompt;
+    ids.insert(ids.end(), result.tokens.begin(), result.tokens.end() - 1);
+    const std::vector<float> full = full_logits(model, ids);  // (T, V)
+    for (size_t i = 0; i < result.tokens.size(); ++i) {
+      const float* row = full.data() + (prompt.size() - 1 + i) * static_cast<size_t>(V);
+      double top = row[0], sum = 0.0;
+      for (int64_t v = 1; v < V; ++v) top = std::max(top, static_cast<double>(row[v]));
+      for (int64_t v = 0; v < V; ++v) sum += std::exp(row[v] - top);
+      const double want = row[result.tokens[i]] - top - std::log(sum);
+      EXPECT_NEAR(result.logprobs[i], want, 1e-4) << name << ", new token " << i;
+      EXPECT_LT(result.logprobs[i], 0.0) << name << ", new token " << i;
+    }
   }
 }
 

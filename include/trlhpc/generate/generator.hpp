@@ -31,6 +31,9 @@ struct GenerationOptions {
 
 struct GenerationResult {
   std::vector<int32_t> tokens;  // the new tokens (the EOS included when it ended the sequence)
+  // log p(token) under the model's own logits (before temperature, top-k, top-p), one per token: what
+  // transformers' log_softmax(output_logits) gives at the chosen ids; a deeper check than equal ids.
+  std::vector<double> logprobs;
   bool stopped_at_eos = false;
 };
 
