@@ -148,12 +148,17 @@ std::string train_step_report(const Options& o) {
   ParameterStore store(config, *ops);
   load_all_units(weights_from_init(config, 1234), *ops, store);
   Decoder decoder(config, *ops, store, o.checkpointing, o.loss_chunk);
+  // Under --bf16 the decoder computes with the units' bf16 compute copies, made here as the training
+  // path's strategy makes them after loading and rewritten by every AdamW pass (compute, below), as DDP
+  // hands them to the optimizer (without copies every GEMM would round its fp32 weight again).
+  store.refresh_compute(*ops);
   std::vector<OptimizerRange> ranges;
-  std::vector<Tensor> params, grads;
+  std::vector<Tensor> params, grads, compute;
   for (int u = 0; u < store.num_units(); ++u) {
     ranges.push_back({0, store.unit(u).numel});
     params.push_back(store.unit(u).params.view({store.unit(u).numel}));
     grads.push_back(store.unit(u).grads.view({store.unit(u).numel}));
+    compute.push_back(store.has_compute(u) ? store.unit(u).compute.view({store.unit(u).numel}) : Tensor());
   }
   AdamW optimizer(store, ranges, AdamWConfig{0.9f, 0.95f, 1e-8f, 0.1f}, *ops);
   const Batch batch = packed_batch(o.rows, o.seq_len, config.vocab_size, kBatchSeed, o.max_doc);
@@ -167,7 +172,7 @@ std::string train_step_report(const Options& o) {
     const double norm = std::sqrt(sq);
     if (norm > 1.0)
       for (const Tensor& g : grads) ops->scale_inplace(g, static_cast<float>(1.0 / norm));
-    optimizer.step(params, grads, 1e-4f);
+    optimizer.step(params, grads, 1e-4f, compute);
     store.zero_grads(*ops);
     return r.loss_sum / static_cast<double>(r.target_tokens);
   };
@@ -193,7 +198,8 @@ std::string train_step_report(const Options& o) {
       << static_cast<double>(mem.peak_in_use_bytes) / (1 << 30) << ", \"peak_reserved_gib\": "
       << static_cast<double>(mem.peak_reserved_bytes) / (1 << 30) << ", \"step_seconds\": " << seconds
       << ", \"loss\": " << loss << ", \"precision\": \"" << (o.bf16 ? "bf16" : o.tf32 ? "tf32" : "fp32")
-      << "\", \"layers\": " << o.layers << ", \"rows\": " << o.rows << ", \"seq_len\": " << o.seq_len << "}\n";
+      << "\", \"layers\": " << o.layers << ", \"rows\": " << o.rows << ", \"seq_len\": " << o.seq_len
+      << ", \"cudnn_attention_calls\": " << ops->cudnn_attention_calls() << "}\n";
     TRLHPC_REQUIRE(j.good(), "gpu_bench: cannot write --json " + o.json);
   }
   os << "## Training step (" << (o.bf16 ? "bf16 mixed precision" : "fp32") << " Decoder" << (o.tf32 ? ", TF32 GEMMs" : "") << (o.checkpointing ? ", checkpointing" : "")

@@ -31,6 +31,7 @@ FIELDS = {
     "tokens_per_second": ("benchmark", "tokens_per_second"),
     "peer_tokens_per_second": ("peer", "tokens_per_second"),
     "peak_memory_gib": ("benchmark", "peak_memory_gib"),
+    "cudnn_attention_over_kernel": ("attention_choice", "cudnn_over_kernel"),
 }
 __doc__ += "".join(f"    {k}: stage {s}{'' if v is None else ', value ' + v}\n" for k, (s, v) in FIELDS.items())
 

@@ -125,6 +125,7 @@ if [ $setup_ok = 0 ]; then
   stage_benchmark > "$OUT/benchmark.log" 2>&1
   stage_layouts > "$OUT/layouts.log" 2>&1
   stage_sanitizer > "$OUT/sanitizer.log" 2>&1
+  stage_attention_choice >> "$OUT/benchmark.log" 2>&1  # opportunistic: the time left after all the above
 fi
 commit=$(head -1 "$PACK/MANIFEST.txt" 2> /dev/null | sed 's/^commit: //')
 [ -n "$commit" ] || commit="$(git -C "$ROOT" rev-parse HEAD 2> /dev/null) (working tree; no .gpu manifest)"

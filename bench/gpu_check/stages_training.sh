@@ -9,6 +9,8 @@
 #   stage_benchmark  gpu_bench --bf16 on the Qwen2.5-0.5B shape (one packed 4096-token row, 24 layers), then
 #                    the PyTorch + transformers peer on the same row (bench/gpu_peer.py, autocast bf16, sdpa,
 #                    fused AdamW). Records benchmark (tokens_per_second, mfu, peak_memory_gib) and peer
+#   stage_attention_choice  (last of all stages, with the time left) the same gpu_bench with
+#                    TRLHPC_CUDA_ATTENTION=cudnn. Records attention_choice (cuDNN's tokens/s over the kernel's)
 # The dry run runs the same code with --device cpu for the "GPU" side: the comparisons see CPU-vs-CPU
 # curves, the layouts stage one 2-rank layout, the benchmark only the batch dump and the peer's CPU
 # self-check at a tiny shape.
@@ -197,5 +199,39 @@ stage_benchmark() {
     record peer true "torch peer (autocast bf16): $v" $v
   else
     record peer false "the peer failed or timed out after ${cap}s (benchmark.log)"
+  fi
+}
+
+# The measurement TRLHPC_CUDA_ATTENTION=auto waits for (docs/GPU-CHECK.md, "cuDNN attention"): the same
+# benchmark with cuDNN's fused SDPA instead of the hand-written kernel. Run after every other stage (run.sh),
+# with what time is left: it decides a default, the stages before it decide correctness.
+stage_attention_choice() {
+  local bench=$PREFIX/bin/gpu_bench cap
+  if [ $DRY = 1 ]; then
+    record attention_choice null "dry run: skipped: gpu_bench --bf16 with TRLHPC_CUDA_ATTENTION=cudnn against the kernel"
+    return 0
+  fi
+  [ -f "$WORK/bench.json" ] || { record attention_choice null "no kernel benchmark to compare with (stage benchmark)"; return 0; }
+  cap=$(budget 100)
+  [ "$cap" = 0 ] && { record attention_choice null "time budget spent"; return 0; }
+  say "gpu_bench --bf16 with TRLHPC_CUDA_ATTENTION=cudnn, the same row (${cap}s)"
+  if TRLHPC_CUDA_ATTENTION=cudnn with_libs timeout "$cap" "$bench" --bf16 --skip_kernels --steps 8 --warmup 2 \
+      --json "$WORK/bench_cudnn.json"; then
+    local v
+    v=$(python3 - "$WORK/bench.json" "$WORK/bench_cudnn.json" <<'PY'
+import json, sys
+k, c = (json.load(open(p)) for p in sys.argv[1:3])
+print("cudnn_tokens_per_second=%s kernel_tokens_per_second=%s cudnn_over_kernel=%.4f cudnn_calls=%s cudnn_loss=%s kernel_loss=%s"
+      % (c["tokens_per_second"], k["tokens_per_second"], c["tokens_per_second"] / k["tokens_per_second"],
+         c["cudnn_attention_calls"], c["loss"], k["loss"]))
+PY
+)
+    if [[ "$v" == *"cudnn_calls=0 "* ]]; then
+      record attention_choice false "TRLHPC_CUDA_ATTENTION=cudnn made no cuDNN attention call: $v" $v
+    else
+      record attention_choice true "cuDNN vs kernel attention (flip kCudnnAttentionMeasuredFaster only if cudnn_over_kernel > 1): $v" $v
+    fi
+  else
+    record attention_choice false "gpu_bench --bf16 with TRLHPC_CUDA_ATTENTION=cudnn failed or timed out after ${cap}s"
   fi
 }

@@ -33,7 +33,7 @@ python3 - "$T/out/h200.json" <<'PY' || fail "h200.json of the dry run"
 import json, sys
 d = json.load(open(sys.argv[1]))
 fields = ["op_tests_passed", "sanitizer_clean", "fp32_curve_matches_cpu", "bf16_curve_within_2pct", "layouts_match",
-          "mfu", "tokens_per_second", "peer_tokens_per_second", "peak_memory_gib"]
+          "mfu", "tokens_per_second", "peer_tokens_per_second", "peak_memory_gib", "cudnn_attention_over_kernel"]
 missing = [f for f in fields if f not in d]
 assert not missing, f"fields missing: {missing}"
 assert all(d[f] is None for f in fields), {f: d[f] for f in fields}
@@ -41,6 +41,8 @@ assert d["dry_run"] is True
 st = d["stages"]
 for s in ("fp32_curve", "bf16_curve", "layouts"):
     assert st[s]["ok"] is True and st[s]["gpu"] is False, (s, st[s])
+assert st["attention_choice"]["ok"] is None and "TRLHPC_CUDA_ATTENTION=cudnn" in st["attention_choice"]["detail"], \
+    st["attention_choice"]
 print("    dry run: every field null; CPU comparisons passed:", st["fp32_curve"]["detail"], "|", st["bf16_curve"]["detail"])
 PY
 grep -q "dry run" "$T/out/summary.md" || fail "summary.md does not say it was a dry run"
