@@ -29,7 +29,9 @@ void AdamW::step(const std::vector<Tensor>& params, const std::vector<Tensor>& g
                  const std::vector<Tensor>& compute) {
   ++step_;
   TRLHPC_ASSERT(compute.empty() || compute.size() == params.size(), "AdamW: one compute copy (or none) per unit");
-  TRLHPC_ASSERT(compute.empty() || home_ == OptimizerHome::Device, "AdamW: compute copies only with device state");
+  TRLHPC_ASSERT(home_ == OptimizerHome::Device ||
+                    std::none_of(compute.begin(), compute.end(), [](const Tensor& t) { return t.data() != nullptr; }),
+                "AdamW: compute copies only with device state");
   if (home_ == OptimizerHome::Host)
     for (size_t u = 0; u < params.size(); ++u)
       TRLHPC_ASSERT(params[u].device() == Device::CPU && grads[u].device() == Device::CPU,

@@ -100,8 +100,12 @@ std::vector<Tensor> DdpStrategy::owned_grads() {
 
 std::vector<Tensor> DdpStrategy::owned_compute() {
   std::vector<Tensor> out;
-  for (ParameterUnit& unit : store_.units())
+  bool any = false;
+  for (ParameterUnit& unit : store_.units()) {
+    any = any || unit.compute.data();
     out.push_back(unit.compute.data() ? unit.compute.view({unit.numel}) : Tensor());
+  }
+  if (!any) out.clear();  // fp32: no copies, nothing for the optimizer to write
   return out;
 }
 
