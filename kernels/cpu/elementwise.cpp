@@ -5,8 +5,8 @@
 // sum_of_squares: sum x^2 in double (the gradient norm). The sum is split into fixed chunks whose
 //                 partial sums are added in chunk order, so it is bitwise identical for every
 //                 thread count (an OpenMP reduction clause would not guarantee that).
-// cast_f32_to_bf16 / cast_bf16_to_f32: the dtype conversions of Ops::cast (the bf16 compute copies of
-//                 the parameters, refreshed after every optimizer step, are the large ones).
+// cast_f32_to_bf16 / cast_bf16_to_f32: the dtype conversions of Ops::cast and of the Fp32Windows
+//                 (src/ops/fp32_window.hpp) around the fp32 kernels under --bf16.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -26,13 +26,16 @@ void scale_inplace(float* y, float s, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] *= s;
 }
 
+// Fp32Window's per-op conversions are often small: threads only past 64 Ki elements.
+constexpr int64_t kCastParallelMin = 65536;
+
 void cast_f32_to_bf16(uint16_t* dst, const float* src, int64_t n) {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (n > kCastParallelMin)
   for (int64_t i = 0; i < n; ++i) dst[i] = math::bf16_bits_from_float(src[i]);
 }
 
 void cast_bf16_to_f32(float* dst, const uint16_t* src, int64_t n) {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (n > kCastParallelMin)
   for (int64_t i = 0; i < n; ++i) dst[i] = math::float_from_bf16_bits(src[i]);
 }
 

@@ -18,7 +18,7 @@
 #include "kernels/cpu/scratch.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/core/tensor.hpp"
-#include "trlhpc/kernels/elementwise_math.hpp"
+#include "trlhpc/kernels/cpu.hpp"
 
 namespace trlhpc {
 
@@ -38,22 +38,13 @@ class Fp32Window {
     if (stack.depth == stack.buffers.size()) stack.buffers.emplace_back();
     data_ = stack.buffers[stack.depth++].reserve(n);
     copied_ = true;
-    if (mode != Out) {
-      const uint16_t* src = t.ptr<const uint16_t>();
-      float* dst = data_;
-#pragma omp parallel for schedule(static) if (n > 65536)
-      for (int64_t i = 0; i < n; ++i) dst[i] = math::float_from_bf16_bits(src[i]);
-    }
+    if (mode != Out) cpu::cast_bf16_to_f32(data_, t.ptr<const uint16_t>(), n);
   }
   ~Fp32Window() {
     if (!copied_) return;
     --stack_of_thread().depth;
     if (mode_ == In) return;
-    const int64_t n = tensor_.numel();
-    uint16_t* dst = tensor_.ptr<uint16_t>();
-    const float* src = data_;
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) dst[i] = math::bf16_bits_from_float(src[i]);
+    cpu::cast_f32_to_bf16(tensor_.ptr<uint16_t>(), data_, tensor_.numel());
   }
   Fp32Window(const Fp32Window&) = delete;
   Fp32Window& operator=(const Fp32Window&) = delete;
