@@ -1,4 +1,4 @@
-// Dense matmul and bias for the CPU backend (fp32; trlhpc's AVX-512 GEMM or OpenBLAS sgemm; OpenMP).
+// Dense matmul and bias for the CPU backend (fp32; trlhpc's AVX-512 or AVX2 GEMM, or OpenBLAS sgemm; OpenMP).
 //
 // matmul:   c (M, N) = alpha * op(a) @ op(b) + beta * c,   op(x) = x or x^T.
 //           Every linear layer uses it three times: y = x W^T (forward), dx = dy W, dW += dy^T x
@@ -7,9 +7,11 @@
 // bias_add: y (N, C) += bias (C) on every row.         Gradient: dbias = sum over rows of dy.
 // bias_bwd: dbias (C) += sum_n dy (N, C).              Parallel over column blocks and summing rows in
 //           order, so the result does not depend on the thread count.
-// The GEMM: trlhpc's own (gemm_avx512.cpp) on CPUs with AVX-512, OpenBLAS elsewhere; TRLHPC_CPU_GEMM=
-// openblas|avx512|auto overrides the choice, read once per process (a bad value is reported by
-// cpu_gemm_check(), which `trlhpc sft` and `trlhpc env` call at start-up).
+// The GEMM, chosen by CPUID: trlhpc's own gemm_avx512.cpp on CPUs with AVX-512, gemm_avx2.cpp on CPUs
+// with AVX2 + FMA only (the two give the same bits), OpenBLAS on older CPUs. TRLHPC_CPU_GEMM=
+// openblas|avx512|avx2|auto overrides the choice, read once per process (a bad value is reported by
+// cpu_gemm_check(), which `trlhpc sft` and `trlhpc env` call at start-up). OpenBLAS keeps a weaker
+// contract: its bits may change with the thread count and the column slice (docs/CONTRACT.md).
 #include <cblas.h>
 
 #include <algorithm>
@@ -22,23 +24,32 @@
 namespace trlhpc::cpu {
 namespace {
 
+enum class Gemm { OpenBlas, Avx2, Avx512 };
+
 struct GemmChoice {
-  bool avx512 = false;
-  std::string error;  // non-empty: TRLHPC_CPU_GEMM is unusable
+  Gemm engine = Gemm::OpenBlas;
+  std::string error;  // non-empty: TRLHPC_CPU_GEMM is unusable (the best supported engine runs meanwhile)
 };
 
 GemmChoice choose_gemm() {
   const char* env = std::getenv("TRLHPC_CPU_GEMM");
   const std::string want = env ? env : "auto";
+  const bool has512 = gemm_avx512_supported(), has2 = gemm_avx2_supported();
   GemmChoice choice;
-  if (want == "openblas") return choice;
-  const bool supported = gemm_avx512_supported();
-  if (want == "avx512" && !supported) {
-    choice.error = "TRLHPC_CPU_GEMM=avx512 but this CPU lacks AVX-512 F/VL/DQ/BW; unset it or set openblas";
-  } else if (want != "avx512" && want != "auto") {
-    choice.error = "TRLHPC_CPU_GEMM=" + want + " is not one of openblas, avx512, auto";
+  choice.engine = has512 ? Gemm::Avx512 : has2 ? Gemm::Avx2 : Gemm::OpenBlas;
+  if (want == "auto") return choice;
+  if (want == "openblas") {
+    choice.engine = Gemm::OpenBlas;
+  } else if (want == "avx512") {
+    if (!has512) choice.error = "TRLHPC_CPU_GEMM=avx512 but this CPU lacks AVX-512 F/VL/DQ/BW; unset it or set avx2 or openblas";
+  } else if (want == "avx2") {
+    if (has2)
+      choice.engine = Gemm::Avx2;
+    else
+      choice.error = "TRLHPC_CPU_GEMM=avx2 but this CPU lacks AVX2/FMA; unset it or set openblas";
+  } else {
+    choice.error = "TRLHPC_CPU_GEMM=" + want + " is not one of openblas, avx512, avx2, auto";
   }
-  choice.avx512 = supported && choice.error.empty();
   return choice;
 }
 
@@ -49,7 +60,14 @@ const GemmChoice& gemm_choice() {
 
 }  // namespace
 
-std::string cpu_gemm_name() { return gemm_choice().avx512 ? "trlhpc AVX-512" : "OpenBLAS"; }
+std::string cpu_gemm_name() {
+  switch (gemm_choice().engine) {
+    case Gemm::Avx512: return "trlhpc AVX-512";
+    case Gemm::Avx2: return "trlhpc AVX2";
+    case Gemm::OpenBlas: break;
+  }
+  return "OpenBLAS";
+}
 std::string cpu_gemm_check() { return gemm_choice().error; }
 
 void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t M, int64_t N, int64_t K,
@@ -67,8 +85,12 @@ void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c
     }
     return;
   }
-  if (gemm_choice().avx512) {
+  if (gemm_choice().engine == Gemm::Avx512) {
     gemm_avx512(a, trans_a, b, trans_b, c, M, N, K, alpha, beta);
+    return;
+  }
+  if (gemm_choice().engine == Gemm::Avx2) {
+    gemm_avx2(a, trans_a, b, trans_b, c, M, N, K, alpha, beta);
     return;
   }
   const int64_t lda = trans_a ? M : K;  // a is (K, M) when transposed, else (M, K)

@@ -143,6 +143,13 @@ TEST_P(GemmBf16, WithinTheStatedBoundOfTheFp32Gemm) {
 // column slice (a tensor-parallel rank's columns of b, stored contiguously as that rank holds them) give
 // the same bits, for every layout and storage, on shapes of one and of many tasks.
 TEST_P(GemmBf16, SameBitsForAnyThreadCountAndColumnSlice) {
+  // The f32 engine runs matmul's fp32 GEMM. trlhpc's AVX-512 and AVX2 GEMMs keep this contract; OpenBLAS
+  // (forced with TRLHPC_CPU_GEMM=openblas, or on CPUs older than AVX2) does not promise it: its edge kernels
+  // sum k differently for different column slices. Its weaker contract, agreement within the fp32 bound,
+  // is MatchesReferenceForEveryLayoutAndStorage on that engine.
+  if (GetParam() == Bf16GemmEngine::F32 && trlhpc::cpu::cpu_gemm_name() == "OpenBLAS")
+    GTEST_SKIP() << "the fp32 GEMM is OpenBLAS, which does not promise the same bits for every thread count and "
+                    "column slice (docs/CONTRACT.md); its accuracy is checked by the reference test";
   const Case cases[] = {{77, 150, 130}, {137, 530, 67}, {40, 100, 1}};
   int variant = 0;
   for (const Case& s : cases)

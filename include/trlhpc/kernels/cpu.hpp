@@ -16,8 +16,9 @@ namespace trlhpc::cpu {
 // b is (K, N) or (N, K) when trans_b. beta = 0 ignores c's old contents (NaN-safe).
 void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t M, int64_t N, int64_t K,
             float alpha, float beta);
-// Which GEMM matmul runs: "trlhpc AVX-512" (CPUs with AVX-512) or "OpenBLAS"; TRLHPC_CPU_GEMM=
-// openblas|avx512|auto overrides. cpu_gemm_check(): empty, or what is wrong with TRLHPC_CPU_GEMM.
+// Which GEMM matmul runs: "trlhpc AVX-512" (CPUs with AVX-512), "trlhpc AVX2" (AVX2 + FMA, no AVX-512)
+// or "OpenBLAS" (older CPUs); TRLHPC_CPU_GEMM=openblas|avx512|avx2|auto overrides.
+// cpu_gemm_check(): empty, or what is wrong with TRLHPC_CPU_GEMM.
 std::string cpu_gemm_name();
 std::string cpu_gemm_check();
 
@@ -28,6 +29,12 @@ std::string cpu_gemm_check();
 bool gemm_avx512_supported();
 void gemm_avx512(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t M, int64_t N, int64_t K,
                  float alpha, float beta);
+// ---- gemm_avx2.cpp --------------------------------------------------------------------------------
+// trlhpc's own AVX2/FMA fp32 GEMM, which matmul uses on CPUs with AVX2 but no AVX-512. Same contract,
+// and the same bits as gemm_avx512 for the same operands. Call gemm_avx2 only when supported.
+bool gemm_avx2_supported();
+void gemm_avx2(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t M, int64_t N, int64_t K,
+               float alpha, float beta);
 // ---- gemm_bf16.cpp --------------------------------------------------------------------------------
 // The mixed-precision GEMM of --bf16: c (M, N) = alpha * bf16(op(a)) @ bf16(op(b)) + beta * c with fp32
 // products and accumulation. Each operand is stored fp32 or bf16 (uint16_t bits); an fp32 operand is
