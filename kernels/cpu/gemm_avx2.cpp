@@ -15,15 +15,13 @@
 // b: packed per (KC x 16) panel, (k, 16) contiguous; the transposed case through 8 x 8 register transposes.
 // a: read in place (six rows of a row-major a, or one 24-byte run per k of a transposed a), except a last
 //    partial panel of fewer than 6 rows, packed with zero padding.
-// Threads: the b-block is packed cooperatively; then equal tasks (rows in blocks of <= MC = 144, columns
-//    in equal runs of panels, >= 4 tasks per thread) run dynamically. Task shapes change nothing in c's bits.
+// The loops around the tile, the threads and the K blocks: gemm_blocked.hpp, shared with gemm_avx512.cpp.
 #include <immintrin.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/cpu/scratch.hpp"
+#include "kernels/cpu/gemm_blocked.hpp"
 #include "trlhpc/kernels/cpu.hpp"
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -38,25 +36,11 @@
 namespace trlhpc::cpu {
 namespace {
 
-// kKC must stay the AVX-512 kernel's (512, split into equal blocks): it fixes where c is rounded
-// between K blocks, and so the bits.
-constexpr int64_t kMR = 6, kNR = 16, kKC = 512, kMC = 144, kNC = 3072;
-constexpr int64_t kTasksPerThread = 4;
-
-Scratch& a_buffer() {
-  thread_local Scratch buffer;
-  return buffer;
-}
-Scratch& b_buffer() {
-  thread_local Scratch buffer;
-  return buffer;
-}
-
-struct Operand {
-  const float* p;
-  int64_t ld;
-  bool trans;
-};
+// kKC is gemm_blocked.hpp's, as for the AVX-512 kernel: it fixes where c is rounded between K blocks,
+// and so the bits.
+constexpr int64_t kMR = 6, kNR = 16;
+using gemm_blocked::kKC;
+using gemm_blocked::Operand;
 
 // Lanes [0, n) set (n clamped to [0, 8]): the mask of _mm256_maskload_ps / _mm256_maskstore_ps, which
 // neither read nor write the lanes left out (no fault past the end of a row).
@@ -182,6 +166,25 @@ TRLHPC_AVX2_KERNEL void micro_kernel_rows(int64_t kc, const float* a, int64_t ld
   store_tile(acc, c, ldc, kMR, nr, alpha, beta);
 }
 
+// The register tile gemm_blocked.hpp sweeps.
+struct Avx2Tile {
+  static constexpr int64_t MR = kMR, NR = kNR;
+  static void pack_b(const Operand& b, int64_t k0, int64_t kc, int64_t j0, int64_t nr, float* bp) {
+    pack_b_panel(b, k0, kc, j0, nr, bp);
+  }
+  static void pack_a(const Operand& a, int64_t i0, int64_t mr, int64_t k0, int64_t kc, float* ap) {
+    pack_a_panel(a, i0, mr, k0, kc, ap);
+  }
+  static void rows(int64_t kc, const float* a, int64_t lda, const float* bp, float* c, int64_t ldc, int64_t nr,
+                   float alpha, float beta) {
+    micro_kernel_rows(kc, a, lda, bp, c, ldc, nr, alpha, beta);
+  }
+  static void columns(int64_t kc, const float* a, int64_t k_step, const float* bp, float* c, int64_t ldc, int64_t mr,
+                      int64_t nr, float alpha, float beta) {
+    micro_kernel_columns(kc, a, k_step, bp, c, ldc, mr, nr, alpha, beta);
+  }
+};
+
 }  // namespace
 
 bool gemm_avx2_supported() {
@@ -193,58 +196,9 @@ bool gemm_avx2_supported() {
 #endif
 }
 
-TRLHPC_AVX2 void gemm_avx2(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t M, int64_t N,
+void gemm_avx2(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t M, int64_t N,
                            int64_t K, float alpha, float beta) {
-  const Operand A{a, trans_a ? M : K, trans_a}, B{b, trans_b ? K : N, trans_b};
-  float* bpack = b_buffer().reserve(kKC * kNC);
-  const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), (M * N + 4095) / 4096 + 1));
-#pragma omp parallel num_threads(threads)
-  {
-    float* apack = a_buffer().reserve(kMC * kKC);
-    for (int64_t jc = 0; jc < N; jc += kNC) {
-      const int64_t nc = std::min(kNC, N - jc), panels = (nc + kNR - 1) / kNR;
-      const int64_t k_blocks = (K + kKC - 1) / kKC, k_step = (K + k_blocks - 1) / k_blocks;
-      for (int64_t pc = 0; pc < K; pc += k_step) {
-        const int64_t kc = std::min(k_step, K - pc);
-        const float beta_block = pc == 0 ? beta : 1.0f;
-#pragma omp for schedule(static)
-        for (int64_t p = 0; p < panels; ++p)
-          pack_b_panel(B, pc, kc, jc + p * kNR, std::min(kNR, nc - p * kNR), bpack + p * kKC * kNR);
-        // Row blocks of equal height (a multiple of kMR); columns split too when there are few row blocks.
-        const int64_t row_blocks = (M + kMC - 1) / kMC;
-        const int64_t block_rows = ((M + row_blocks - 1) / row_blocks + kMR - 1) / kMR * kMR;
-        const int64_t want_col_tasks = std::max<int64_t>(1, (kTasksPerThread * threads + row_blocks - 1) / row_blocks);
-        const int64_t task_panels = (panels + std::min(want_col_tasks, panels) - 1) / std::min(want_col_tasks, panels);
-        const int64_t col_tasks = (panels + task_panels - 1) / task_panels;
-        int64_t packed_rows = -1;
-#pragma omp for schedule(dynamic)
-        for (int64_t task = 0; task < row_blocks * col_tasks; ++task) {
-          const int64_t ib = task / col_tasks, ct = task % col_tasks;
-          const int64_t i0 = ib * block_rows, mc = std::min(block_rows, M - i0);
-          if (mc <= 0) continue;
-          if (packed_rows != ib) {
-            if (mc % kMR) pack_a_panel(A, i0 + mc / kMR * kMR, mc % kMR, pc, kc, apack + mc / kMR * kMR * kKC);
-            packed_rows = ib;
-          }
-          const int64_t p1 = std::min(panels, (ct + 1) * task_panels);
-          for (int64_t p = ct * task_panels; p < p1; ++p) {
-            const int64_t j0 = p * kNR, nr = std::min(kNR, nc - j0);
-            const float* bp = bpack + p * kKC * kNR;
-            for (int64_t ir = 0; ir < mc; ir += kMR) {
-              float* c_tile = c + (i0 + ir) * N + jc + j0;
-              const int64_t mr = std::min(kMR, mc - ir);
-              if (mr == kMR && !A.trans)
-                micro_kernel_rows(kc, A.p + (i0 + ir) * A.ld + pc, A.ld, bp, c_tile, N, nr, alpha, beta_block);
-              else if (mr == kMR)
-                micro_kernel_columns(kc, A.p + pc * A.ld + i0 + ir, A.ld, bp, c_tile, N, kMR, nr, alpha, beta_block);
-              else
-                micro_kernel_columns(kc, apack + ir * kKC, kMR, bp, c_tile, N, mr, nr, alpha, beta_block);
-            }
-          }
-        }
-      }
-    }
-  }
+  gemm_blocked::gemm<Avx2Tile>(a, trans_a, b, trans_b, c, M, N, K, alpha, beta);
 }
 
 }  // namespace trlhpc::cpu

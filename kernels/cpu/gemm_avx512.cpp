@@ -11,23 +11,20 @@
 //
 // Micro-kernel 12 x 32: 24 zmm accumulators; per k two b-vectors and twelve broadcasts of a.
 // b: packed per (KC x 32) panel, (k, 32) contiguous; the transposed case through 16 x 16 register
-//    transposes. KC = 512, K split into equal blocks (896 -> 2 x 448): fewer passes over c mattered more
-//    than keeping a b-panel in L1 (KC 256 -> 384 -> 512 measured +8-12% at hidden 896).
+//    transposes.
 // a: read in place, not packed: twelve rows (row-major a) or one 48-byte run per k (transposed a, the
 //    weight gradients), except a last partial panel of fewer than 12 rows, packed with zero padding.
 // c: prefetched at the start of each tile, written once per K block as alpha * acc + beta * c (beta = 1
 //    after the first block; beta = 0 never reads c).
-// Threads: the b-block is packed cooperatively; then equal tasks (rows in blocks of <= MC = 144, columns
-//    in equal runs of panels, >= 4 tasks per thread) run dynamically.
-// Determinism: every c element sums k in the same order (K blocks in order, k in order inside), whatever
-// the thread count and whatever M/N slice (tensor parallel) it sits in.
+// The loops around the tile (K in equal blocks of <= 512, MC 144, NC 3072), the threads and the
+// determinism they give (the same bits for any thread count and M/N slice): gemm_blocked.hpp, shared
+// with gemm_avx2.cpp.
 #include <immintrin.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/cpu/scratch.hpp"
+#include "kernels/cpu/gemm_blocked.hpp"
 #include "trlhpc/kernels/cpu.hpp"
 
 // GCC 12's avx512fintrin.h builds unpack/shuffle results on _mm512_undefined_ps(), a self-initialised
@@ -44,25 +41,9 @@
 namespace trlhpc::cpu {
 namespace {
 
-constexpr int64_t kMR = 12, kNR = 32, kKC = 512, kMC = 144, kNC = 3072;
-constexpr int64_t kTasksPerThread = 4;  // enough tasks of equal size that the last one ends the others' wait
-
-// Packing buffers kept across calls (scratch.hpp): packing into fresh pages on every matmul would
-// page-fault a few MB per call.
-Scratch& a_buffer() {
-  thread_local Scratch buffer;
-  return buffer;
-}
-Scratch& b_buffer() {
-  thread_local Scratch buffer;
-  return buffer;
-}
-
-struct Operand {
-  const float* p;
-  int64_t ld;
-  bool trans;
-};
+constexpr int64_t kMR = 12, kNR = 32;
+using gemm_blocked::kKC;
+using gemm_blocked::Operand;
 
 __mmask16 low_mask(int64_t n) { return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1u); }
 
@@ -231,6 +212,25 @@ TRLHPC_AVX512_KERNEL void micro_kernel_rows(int64_t kc, const float* a, int64_t 
   store_tile(acc, c, ldc, kMR, nr, alpha, beta);
 }
 
+// The register tile gemm_blocked.hpp sweeps.
+struct Avx512Tile {
+  static constexpr int64_t MR = kMR, NR = kNR;
+  static void pack_b(const Operand& b, int64_t k0, int64_t kc, int64_t j0, int64_t nr, float* bp) {
+    pack_b_panel(b, k0, kc, j0, nr, bp);
+  }
+  static void pack_a(const Operand& a, int64_t i0, int64_t mr, int64_t k0, int64_t kc, float* ap) {
+    pack_a_panel(a, i0, mr, k0, kc, ap);
+  }
+  static void rows(int64_t kc, const float* a, int64_t lda, const float* bp, float* c, int64_t ldc, int64_t nr,
+                   float alpha, float beta) {
+    micro_kernel_rows(kc, a, lda, bp, c, ldc, nr, alpha, beta);
+  }
+  static void columns(int64_t kc, const float* a, int64_t k_step, const float* bp, float* c, int64_t ldc, int64_t mr,
+                      int64_t nr, float alpha, float beta) {
+    micro_kernel_columns(kc, a, k_step, bp, c, ldc, mr, nr, alpha, beta);
+  }
+};
+
 }  // namespace
 
 bool gemm_avx512_supported() {
@@ -243,65 +243,9 @@ bool gemm_avx512_supported() {
 #endif
 }
 
-TRLHPC_AVX512 void gemm_avx512(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t M,
-                               int64_t N, int64_t K, float alpha, float beta) {
-  const Operand A{a, trans_a ? M : K, trans_a}, B{b, trans_b ? K : N, trans_b};
-  float* bpack = b_buffer().reserve(kKC * kNC);
-  const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), (M * N + 4095) / 4096 + 1));
-#pragma omp parallel num_threads(threads)
-  {
-    float* apack = a_buffer().reserve(kMC * kKC);
-    for (int64_t jc = 0; jc < N; jc += kNC) {
-      const int64_t nc = std::min(kNC, N - jc), panels = (nc + kNR - 1) / kNR;
-      // K in equal blocks of at most kKC (384 -> 192 + 192, not 256 + 128).
-      const int64_t k_blocks = (K + kKC - 1) / kKC, k_step = (K + k_blocks - 1) / k_blocks;
-      for (int64_t pc = 0; pc < K; pc += k_step) {
-        const int64_t kc = std::min(k_step, K - pc);
-        const float beta_block = pc == 0 ? beta : 1.0f;
-#pragma omp for schedule(static)
-        for (int64_t p = 0; p < panels; ++p)
-          pack_b_panel(B, pc, kc, jc + p * kNR, std::min(kNR, nc - p * kNR), bpack + p * kKC * kNR);
-        // Tasks: a block of rows x a run of b-panels. Whole rows of the product per task when there are
-        // enough row blocks to share out; otherwise split the columns too, so that two threads have work
-        // when M is small (weight gradients: M = the layer's output features).
-        // Row blocks of equal height (a multiple of kMR), column runs of equal width: the weight gradients
-        // of small layers (M = 128 or 384 output features) are only a few blocks, and 8 + 4 panels on
-        // two threads left one idle a third of the time.
-        const int64_t row_blocks = (M + kMC - 1) / kMC;
-        const int64_t block_rows = ((M + row_blocks - 1) / row_blocks + kMR - 1) / kMR * kMR;
-        const int64_t want_col_tasks = std::max<int64_t>(1, (kTasksPerThread * threads + row_blocks - 1) / row_blocks);
-        const int64_t task_panels = (panels + std::min(want_col_tasks, panels) - 1) / std::min(want_col_tasks, panels);
-        const int64_t col_tasks = (panels + task_panels - 1) / task_panels;
-        int64_t packed_rows = -1;  // the row block apack holds (packed a only)
-#pragma omp for schedule(dynamic)
-        for (int64_t task = 0; task < row_blocks * col_tasks; ++task) {
-          const int64_t ib = task / col_tasks, ct = task % col_tasks;
-          const int64_t i0 = ib * block_rows, mc = std::min(block_rows, M - i0);
-          if (mc <= 0) continue;
-          // a is read in place, except a last partial panel (reading past row/column M is not allowed).
-          if (packed_rows != ib) {
-            if (mc % kMR) pack_a_panel(A, i0 + mc / kMR * kMR, mc % kMR, pc, kc, apack + mc / kMR * kMR * kKC);
-            packed_rows = ib;
-          }
-          const int64_t p1 = std::min(panels, (ct + 1) * task_panels);
-          for (int64_t p = ct * task_panels; p < p1; ++p) {
-            const int64_t j0 = p * kNR, nr = std::min(kNR, nc - j0);
-            const float* bp = bpack + p * kKC * kNR;
-            for (int64_t ir = 0; ir < mc; ir += kMR) {
-              float* ct_tile = c + (i0 + ir) * N + jc + j0;
-              const int64_t mr = std::min(kMR, mc - ir);
-              if (mr == kMR && !A.trans)
-                micro_kernel_rows(kc, A.p + (i0 + ir) * A.ld + pc, A.ld, bp, ct_tile, N, nr, alpha, beta_block);
-              else if (mr == kMR)
-                micro_kernel_columns(kc, A.p + pc * A.ld + i0 + ir, A.ld, bp, ct_tile, N, kMR, nr, alpha, beta_block);
-              else
-                micro_kernel_columns(kc, apack + ir * kKC, kMR, bp, ct_tile, N, mr, nr, alpha, beta_block);
-            }
-          }
-        }
-      }
-    }
-  }
+void gemm_avx512(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t M, int64_t N,
+                 int64_t K, float alpha, float beta) {
+  gemm_blocked::gemm<Avx512Tile>(a, trans_a, b, trans_b, c, M, N, K, alpha, beta);
 }
 
 }  // namespace trlhpc::cpu
