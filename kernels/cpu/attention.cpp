@@ -48,6 +48,7 @@
 #include "trlhpc/core/error.hpp"
 #include "kernels/cpu/element_io.hpp"
 #include "kernels/cpu/fast_exp.hpp"
+#include "kernels/cpu/lane_sum.hpp"
 #include "kernels/cpu/scratch.hpp"
 #include "kernels/cpu/softcap.hpp"
 #include "trlhpc/kernels/cpu.hpp"
@@ -317,12 +318,10 @@ void attention_fwd_impl(const T* q, const T* k, const T* v, const int32_t* q_pos
             std::fill(sr, sr + kKeyTile, 0.0f);
             continue;
           }
-          float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-          for (int64_t j = 0; j < kKeyTile; ++j) {
+          const float sum = lane_sum<float>(kKeyTile, [sr, m_new](int64_t j) {
             sr[j] = exp_approx(sr[j] - m_new);
-            sum += sr[j];
-          }
+            return sr[j];
+          });
           const float alpha = exp_approx(row_max[r] - m_new);  // 0 when the old max is -inf
           row_sum[r] = row_sum[r] * alpha + sum;
           row_max[r] = m_new;
@@ -446,8 +445,11 @@ void attention_bwd_impl(const T* q, const T* k, const T* v, const T* o, const fl
         const T* oi = o + ((b * Tq + i) * NH + h) * HS;      // (HS)
         const T* doi = dout + ((b * Tq + i) * NH + h) * HS;  // (HS)
         const int64_t row = (b * NH + h) * Tq + i;
+        // An explicit fma chain: with `acc += o * do` GCC's SLP vectoriser multiplies a few d at once
+        // (rounding each product) and adds them in order where its cost model says so, which it did
+        // under 256-bit and not under 512-bit tuning: different bits on different CPUs (lane_sum.hpp).
         float acc = 0.0f;
-        for (int64_t d = 0; d < HS; ++d) acc += load_element(oi, d) * load_element(doi, d);
+        for (int64_t d = 0; d < HS; ++d) acc = std::fma(load_element(oi, d), load_element(doi, d), acc);
         delta[row] = acc;
         for (int64_t d = 0; d < HS; ++d) {
           qh[row * HS + d] = load_element(qi, d);

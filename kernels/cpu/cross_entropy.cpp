@@ -28,6 +28,7 @@
 #include "trlhpc/core/error.hpp"
 #include "kernels/cpu/fast_exp.hpp"
 #include "kernels/cpu/softcap.hpp"
+#include "kernels/cpu/lane_sum.hpp"
 #include "trlhpc/kernels/cpu.hpp"
 
 namespace trlhpc::cpu {
@@ -57,19 +58,16 @@ double row_loss(float* z, int64_t V, int32_t y, bool want_grad, float grad_scale
     int64_t first = 0;
     while (first < V && z[first] != zmax) ++first;  // V only for a NaN row
     metrics->top1 = first == y;
-#pragma omp simd reduction(+ : weighted)
-    for (int64_t v = 0; v < V; ++v) {
+    weighted = lane_sum<float>(V, [z, zmax](int64_t v) {
       const float d = z[v] - zmax;
       z[v] = exp_approx(d);
-      weighted += z[v] * d;
-    }
+      return z[v] * d;
+    });
   } else {
 #pragma omp simd
     for (int64_t v = 0; v < V; ++v) z[v] = exp_approx(z[v] - zmax);
   }
-  double sum = 0.0;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t v = 0; v < V; ++v) sum += static_cast<double>(z[v]);
+  const double sum = lane_sum<double>(V, [z](int64_t v) { return static_cast<double>(z[v]); });
   if (metrics) metrics->entropy = std::log(sum) - static_cast<double>(weighted) / sum;
   if (want_grad) {
     const float mult = static_cast<float>(static_cast<double>(grad_scale) / sum);

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/lane_sum.hpp"
 #include "trlhpc/kernels/cpu.hpp"
 #include "trlhpc/kernels/elementwise_math.hpp"
 
@@ -47,10 +48,9 @@ double sum_of_squares(const float* x, int64_t n) {
 #pragma omp parallel for schedule(static)
   for (int64_t ch = 0; ch < chunks; ++ch) {
     const int64_t i0 = ch * kChunk, i1 = std::min(n, i0 + kChunk);
-    double s = 0.0;
-#pragma omp simd reduction(+ : s)
-    for (int64_t i = i0; i < i1; ++i) s += static_cast<double>(x[i]) * x[i];
-    partial[static_cast<size_t>(ch)] = s;
+    const float* xc = x + i0;  // (i1 - i0)
+    partial[static_cast<size_t>(ch)] =
+        lane_sum<double>(i1 - i0, [xc](int64_t i) { return static_cast<double>(xc[i]) * xc[i]; });
   }
   double total = 0.0;
   for (double p : partial) total += p;

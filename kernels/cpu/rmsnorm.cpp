@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/cpu/element_io.hpp"
+#include "kernels/cpu/lane_sum.hpp"
 #include "trlhpc/kernels/cpu.hpp"
 
 namespace trlhpc::cpu {
@@ -30,12 +31,10 @@ void rmsnorm_fwd_impl(const In* x, const float* weight, Out* y, float* rstd, int
   for (int64_t n = 0; n < N; ++n) {
     const In* xr = x + n * C;  // (C)
     Out* yr = y + n * C;       // (C)
-    double ss = 0.0;
-#pragma omp simd reduction(+ : ss)
-    for (int64_t c = 0; c < C; ++c) {
+    const double ss = lane_sum<double>(C, [xr](int64_t c) {
       const float xc = load_element(xr, c);
-      ss += static_cast<double>(xc) * xc;
-    }
+      return static_cast<double>(xc) * xc;
+    });
     const float r = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(C) + static_cast<double>(eps)));
     rstd[n] = r;
 #pragma omp simd
@@ -58,9 +57,9 @@ void rmsnorm_bwd_impl(const In* x, const float* weight, const float* rstd, const
       const float* dyr = dy + n * C;  // (C)
       float* dxr = dx + n * C;        // (C)
       const float r = rstd[n];
-      double dot = 0.0;  // sum_c dy*w*x  (times rstd gives sum g*xhat)
-#pragma omp simd reduction(+ : dot)
-      for (int64_t c = 0; c < C; ++c) dot += static_cast<double>(dyr[c] * weight[c]) * load_element(xr, c);
+      // sum_c dy*w*x  (times rstd gives sum g*xhat)
+      const double dot = lane_sum<double>(
+          C, [=](int64_t c) { return static_cast<double>(dyr[c] * weight[c]) * load_element(xr, c); });
       const float k = static_cast<float>(dot * r * r / static_cast<double>(C));  // mean(g*xhat) * rstd
 #pragma omp simd
       for (int64_t c = 0; c < C; ++c) {
