@@ -21,7 +21,7 @@ constexpr float kNegInf = -INFINITY;
 
 // T: q, k, v, o, dout; G: the outputs o_out (forward) and dq, dk, dv (backward, accumulated): T, or
 // fp32 when a caller accumulates over several calls (ring attention) and must round once at the end
-// (CUDA-REVIEW.md defect 1).
+// (docs/CUDA-REVIEW-FIXES.md defect 1).
 template <class T, class G>
 struct AttentionParams {
   const T *q, *k, *v, *o, *dout;

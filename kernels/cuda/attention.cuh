@@ -46,7 +46,7 @@ using kernels::SmemLimits;
 
 // T in {float, bf16}: q, k, v (and o, dout in the backward). G, the outputs' type: T, or float with
 // bf16 inputs so that a caller accumulating over several calls (ring attention: o before the merge,
-// dq/dk/dv over the steps) keeps fp32 sums and rounds once (CUDA-REVIEW.md defect 1).
+// dq/dk/dv over the steps) keeps fp32 sums and rounds once (docs/CUDA-REVIEW-FIXES.md defect 1).
 // smem: device_smem_limits() of the device (device_query.cuh).
 template <class T, class G>
 void attention_fwd(const T* q, const T* k, const T* v, const int32_t* q_pos, const int32_t* k_pos,

@@ -50,7 +50,7 @@ __device__ inline void tile_mma(float* c, int ldc, const float* a, int lda, cons
   const int ars = Strides<LayoutA>::row(lda), acs = Strides<LayoutA>::col(lda);
   const int brs = Strides<LayoutB>::row(ldb), bcs = Strides<LayoutB>::col(ldb);
   // M <= 64 (4 rows per thread); N in chunks of 128 columns (8 per thread). A larger M would leave rows
-  // unwritten: stop the kernel instead of computing garbage (CUDA-REVIEW.md defect 8).
+  // unwritten: stop the kernel instead of computing garbage (docs/CUDA-REVIEW-FIXES.md defect 8).
   if (M > kernels::kMaxAttentionTileRows) __trap();
   for (int n0 = 0; n0 < N; n0 += 128) {
     float acc[4][8];

@@ -14,7 +14,7 @@
 // The targets are read on the host first (to validate them and to know the valid count and rows). Given
 // host_targets (the same values, already on the host: the decoder keeps the batch it uploaded) the call
 // does not copy them back, which would wait for all the work queued before it; it then synchronises
-// once, at its end, for the returned loss (CUDA-REVIEW.md defect 6; a lazy loss needs the Ops contract
+// once, at its end, for the returned loss (docs/CUDA-REVIEW-FIXES.md defect 6; a lazy loss needs the Ops contract
 // to change, docs/CUDA-REVIEW-FIXES.md). Without host_targets it synchronises at its start too.
 // logit_softcap c > 0 (Gemma 2): the chunk's logits are capped in place (c tanh(z / c)) before the
 // softmax; loss, metrics and dz are those of the capped logits and dz is multiplied by 1 - (z / c)^2
@@ -38,7 +38,7 @@ struct LossMetricSums {
 
 // The per-token losses (and metric terms) of one call, still on the device. read() copies them back,
 // waiting for the stream, and adds them in token order (the CPU kernel's order); until then nothing
-// waits (CUDA-REVIEW.md defect 6: the trainer reads every micro-batch's sums once, at the step's end).
+// waits (docs/CUDA-REVIEW-FIXES.md defect 6: the trainer reads every micro-batch's sums once, at the step's end).
 // The buffers go back to the stream-ordered allocator when this is destroyed.
 struct PendingLossRows {
   DeviceBuffer<double> loss_rows, entropy_rows;  // (n_valid), (n_valid or 0)

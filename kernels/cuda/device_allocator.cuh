@@ -9,7 +9,7 @@
 // allocator waits for the blocks still in use on other streams, releases the cache and retries once
 // before the error is raised.
 //
-// Stream order (CUDA-REVIEW.md defect 5). The backend issues its work on one stream, so a block freed
+// Stream order (docs/CUDA-REVIEW-FIXES.md defect 5). The backend issues its work on one stream, so a block freed
 // by the host while a queued kernel of that stream still uses it can be handed to the next allocation:
 // the next user's work is queued behind that kernel. Work on any other stream (the NCCL communicator's
 // comm stream) must be declared with record_stream(ptr, stream) before the block is released: the

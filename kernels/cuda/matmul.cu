@@ -175,7 +175,7 @@ int64_t Matmul::heuristic_calls() const { return impl_->heuristic_calls; }
 void Matmul::run(const void* a, bool trans_a, const void* b, bool trans_b, void* c, cudaDataType_t ab_type,
                  cudaDataType_t c_type, int64_t M, int64_t N, int64_t K, float alpha, float beta,
                  cudaStream_t stream) {
-  // Neither cuBLASLt nor cublasGemmEx multiplies fp32 operands into a bf16 output (CUDA-REVIEW.md defect 4).
+  // Neither cuBLASLt nor cublasGemmEx multiplies fp32 operands into a bf16 output (docs/CUDA-REVIEW-FIXES.md defect 4).
   TRLHPC_ASSERT(!(ab_type == CUDA_R_32F && c_type == CUDA_R_16BF),
                 "matmul: fp32 operands with a bf16 output are not supported; use an fp32 output or bf16 operands");
   if (M <= 0 || N <= 0) return;

@@ -9,7 +9,7 @@
 //           (CUBLAS_COMPUTE_32F, or its TF32 tensor-core variant for fp32 inputs when allowed).
 //           Row-major C = op(A) op(B) is computed as the column-major C^T = op(B)^T op(A)^T, so cuBLAS's
 //           "A" is our b and its "B" is our a, with no copies.
-//           a, b fp32 with c bf16 is refused up front (no cuBLAS path exists; CUDA-REVIEW.md defect 4).
+//           a, b fp32 with c bf16 is refused up front (no cuBLAS path exists; docs/CUDA-REVIEW-FIXES.md defect 4).
 //           Plans (operation descriptor, layouts and the algorithm) are cached per shape, transposes,
 //           dtypes and operand alignment in an LRU of 256; the heuristic's algorithm is shared by the row
 //           counts of one bucket (trlhpc/kernels/matmul_plan_cache.hpp, defect 7) once

@@ -4,7 +4,7 @@
 // are recycled, and at most kMaxPending pairs wait at a time (older ones are folded in, which
 // synchronises, so a long run without totals() stays bounded). Disabled timers cost one branch per op.
 // A scope owns its pair of events until it closes and only then joins the pending list, so scopes may
-// nest and a fold inside one cannot pull its events away (CUDA-REVIEW.md defect 9: a scope held an
+// nest and a fold inside one cannot pull its events away (docs/CUDA-REVIEW-FIXES.md defect 9: a scope held an
 // index into the pending list, which the fold invalidated).
 #include <cuda_runtime.h>
 

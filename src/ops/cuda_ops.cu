@@ -179,7 +179,7 @@ void CudaOpsImpl::matmul(const Tensor& a, bool trans_a, const Tensor& b, bool tr
   const Tensor a_op = bf16_operand(a), b_op = bf16_operand(b);
   TRLHPC_ASSERT(a_op.dtype() == b_op.dtype(), std::string("matmul operands must share a dtype, got ") +
                                                   dtype_name(a.dtype()) + " and " + dtype_name(b.dtype()));
-  // cuBLAS has no fp32 x fp32 -> bf16 GEMM (CUDA-REVIEW.md defect 4): refuse it here, before any work is
+  // cuBLAS has no fp32 x fp32 -> bf16 GEMM (docs/CUDA-REVIEW-FIXES.md defect 4): refuse it here, before any work is
   // queued, rather than fail inside cuBLASLt. Under a BF16 compute dtype bf16_operand has already made
   // fp32 operands (the decoder's dlogits times a bf16 weight) bf16, so only an fp32 recipe can meet this.
   TRLHPC_ASSERT(!(a_op.dtype() == DType::F32 && c.dtype() == DType::BF16),

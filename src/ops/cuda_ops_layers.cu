@@ -133,7 +133,7 @@ cuda::AttentionDims attention_dims(const AttentionShape& s) {
 }
 
 // The outputs' element type of an attention op on inputs T: T itself, or float (fp32 accumulators of
-// bf16 inputs: ring attention rounds once at the end, CUDA-REVIEW.md defect 1).
+// bf16 inputs: ring attention rounds once at the end, docs/CUDA-REVIEW-FIXES.md defect 1).
 template <class T, class F>
 void with_output_type(DType out, F&& f) {
   if (out == DType::F32) return f(Tag<float>{});

@@ -9,7 +9,7 @@
 //   o_blk      (1, Tc, NH, HS), lse_blk (1, NH, Tc): one block's result before it is merged
 //   o_acc      (B, Tl, NH, HS) F32: the running output when o is BF16 (--bf16), cast into o once at the
 //              end, so merging P blocks rounds once as the 1-process kernel does (empty when o is F32);
-//              in the backward the running dq, for the same reason (CUDA-REVIEW.md defect 1)
+//              in the backward the running dq, for the same reason (docs/CUDA-REVIEW-FIXES.md defect 1)
 // K/V travel in their own dtype (BF16 under --bf16: half the bytes, and exact, since they are stored
 // so); o_blk, lse and the dK/dV accumulators are F32.
 // Each message is one send_recv_async to rank r+1 with the receive from r-1; every rank issues them in

@@ -76,7 +76,7 @@ TEST(CudaAllocator, TensorsOutliveTheirBackend) {
   SUCCEED();
 }
 
-// Stream-ordered release (CUDA-REVIEW.md defect 5) with real streams and events: a side stream (the
+// Stream-ordered release (docs/CUDA-REVIEW-FIXES.md defect 5) with real streams and events: a side stream (the
 // NCCL comm stream's stand-in) is held by a host callback until the test lets it go. A block that the
 // side stream uses and the host releases meanwhile must not be handed out again; once the side stream
 // has finished, the next allocation of its class gets it back.

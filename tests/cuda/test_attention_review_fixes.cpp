@@ -1,4 +1,4 @@
-// CUDA attention against the review's defects (../shared/docs/CUDA-REVIEW.md, docs/CUDA-REVIEW-FIXES.md):
+// CUDA attention against the review's defects (docs/CUDA-REVIEW-FIXES.md):
 //   1. bf16 attention accumulating over several calls (ring attention's steps) into fp32 gradients:
 //      the increment must match the CPU's to the bf16 tolerance even onto large existing gradients;
 //      before the fix fp32 accumulators were refused and bf16 ones rounded at every call.

@@ -2,7 +2,7 @@
 // and do not divide the valid tokens, forward only, fp32 and bf16 hidden/weight, fp32 and bf16
 // dhidden (dweight accumulates in fp32), no valid token at all, and a bad target; TRL's entropy and
 // top-1 metrics of the fused and the vocab-parallel loss (ties resolved to the first index, as on the CPU);
-// the targets' host copy instead of a copy back and the deferred loss that does not wait (CUDA-REVIEW.md
+// the targets' host copy instead of a copy back and the deferred loss that does not wait (docs/CUDA-REVIEW-FIXES.md
 // defect 6); Gemma 2's final-logit softcap in the fused loss, the vocab-parallel gradient and the
 // logit_softcap op.
 #include <gtest/gtest.h>
@@ -201,7 +201,7 @@ TEST(CudaCrossEntropy, SoftcappedLogitsMatchCpu) {
   EXPECT_TRUE(matches(be, logits, kF32Tolerance)) << "vocab-parallel dlogits through the cap";
 }
 
-// CUDA-REVIEW.md defect 6: with the targets' host copy (the decoder keeps the batch it uploaded) the
+// docs/CUDA-REVIEW-FIXES.md defect 6: with the targets' host copy (the decoder keeps the batch it uploaded) the
 // call does not copy them back, and the valid rows are compacted on the device. Everything must be
 // bitwise what the copying path gives, for several thousand tokens (more than the compaction block's
 // 1024 threads, so slices hold several tokens), ignored tokens interleaved, and a bad host target
@@ -260,7 +260,7 @@ TEST(CudaCrossEntropy, HostTargetsGiveTheSameResultWithoutCopyingBack) {
                UserError);
 }
 
-// CUDA-REVIEW.md defect 6: with host targets the deferred call queues everything and returns while the
+// docs/CUDA-REVIEW-FIXES.md defect 6: with host targets the deferred call queues everything and returns while the
 // backend's stream is still held by a host callback (a synchronising call would never return: the
 // test would hang and time out rather than pass); wait() then gives the immediate call's numbers bit
 // for bit.

@@ -95,7 +95,7 @@ TEST(CudaBias, AddAndBackwardMatchCpu) {
     }
 }
 
-// CUDA-REVIEW.md defect 4: fp32 x fp32 -> bf16 has no cuBLAS path; it must be refused with a clear
+// docs/CUDA-REVIEW-FIXES.md defect 4: fp32 x fp32 -> bf16 has no cuBLAS path; it must be refused with a clear
 // message before anything is queued, and the backend must work on afterwards.
 TEST(CudaMatmul, Fp32OperandsIntoBf16OutputAreRefusedUpFront) {
   TRLHPC_REQUIRE_GPU();
@@ -129,7 +129,7 @@ TEST(CudaMatmul, Bf16RecipeTakesFp32DlogitsTimesBf16Weight) {
   EXPECT_TRUE(matches(be, dh, 1e-5)) << "bf16 x bf16 with fp32 accumulation on both sides";
 }
 
-// CUDA-REVIEW.md defect 7: packing rows of every length from 1 to 700 tokens must neither grow the plan
+// docs/CUDA-REVIEW-FIXES.md defect 7: packing rows of every length from 1 to 700 tokens must neither grow the plan
 // cache past its bound nor call the heuristic once per length; the results stay right.
 TEST(CudaMatmul, VariableRowCountsKeepThePlanCacheBounded) {
   TRLHPC_REQUIRE_GPU();
@@ -165,7 +165,7 @@ TEST(CudaMatmul, VariableRowCountsKeepThePlanCacheBounded) {
   EXPECT_TRUE(close_normalized(c, want, kF32Tolerance));
 }
 
-// CUDA-REVIEW.md defect 3: more than 65,535 x 256 = 16.77M rows (gridDim.y's limit) in a bias gradient.
+// docs/CUDA-REVIEW-FIXES.md defect 3: more than 65,535 x 256 = 16.77M rows (gridDim.y's limit) in a bias gradient.
 TEST(CudaBias, BackwardBeyondTheGridLimit) {
   TRLHPC_REQUIRE_GPU();
   Backends be;

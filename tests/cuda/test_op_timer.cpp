@@ -1,6 +1,6 @@
 // OpTimer (kernels/cuda/op_timer.cuh): nested scopes, and a fold of the pending events (totals())
 // while a scope is open, which crashed when scopes held an index into the pending list
-// (CUDA-REVIEW.md defect 9).
+// (docs/CUDA-REVIEW-FIXES.md defect 9).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 

@@ -25,7 +25,7 @@ constexpr SmemLimits kSm86{101376, 102400, 1024};
 constexpr AttentionPass kPasses[] = {AttentionPass::kForward, AttentionPass::kBackwardDkDv, AttentionPass::kBackwardDq};
 
 TEST(KernelAttentionTiles, TwoBlocksPerSmCountTheReservation) {
-  // CUDA-REVIEW.md defect 2: bf16 HS 128 dK/dV picked 115,968 B under a budget of 232,448 / 2, so
+  // docs/CUDA-REVIEW-FIXES.md defect 2: bf16 HS 128 dK/dV picked 115,968 B under a budget of 232,448 / 2, so
   // 2 x (115,968 + 1,024) > 233,472 and only one block fit.
   for (const SmemLimits& limits : {kHopper, kAmpere, kSm86})
     for (const bool bf16 : {false, true})

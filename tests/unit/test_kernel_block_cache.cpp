@@ -2,7 +2,7 @@
 // the CPU: the policy's streams are counters whose progress the test sets, so "the comm stream has not
 // finished the collective yet" is a state the test holds while it allocates. A block released while
 // another stream may still use it must not be handed out again until that stream's event completes
-// (CUDA-REVIEW.md defect 5).
+// (docs/CUDA-REVIEW-FIXES.md defect 5).
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // The CUDA column reduction's launch grid (trlhpc/kernels/column_reduce_grid.hpp) on the CPU:
-// CUDA-REVIEW.md defect 3, gridDim.y = ceil(N / 256) unchecked, failed beyond 16.77M rows.
+// docs/CUDA-REVIEW-FIXES.md defect 3, gridDim.y = ceil(N / 256) unchecked, failed beyond 16.77M rows.
 #include <gtest/gtest.h>
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // The CUDA matmul's plan bookkeeping (trlhpc/kernels/matmul_plan_cache.hpp) on the CPU: row-count
-// buckets and the bounded plan cache (CUDA-REVIEW.md defect 7: a cache keyed by exact M grew without
+// buckets and the bounded plan cache (docs/CUDA-REVIEW-FIXES.md defect 7: a cache keyed by exact M grew without
 // bound under variable-length packing).
 #include <gtest/gtest.h>
 

@@ -11,7 +11,7 @@
 // Row paddings: fp32 operands 1 (odd strides: the SIMT product's 16 rows fall into distinct banks);
 // bf16 operands 8 and fp32 accumulators 4 (WMMA needs strides that are multiples of 8 elements / 16 B).
 // fp32 tiles write P and dS over S and dP; bf16 tiles need bf16 copies of them for the tensor cores.
-// The dQ pass never reads P (only dS K), so it reserves no P region (CUDA-REVIEW.md defect 9).
+// The dQ pass never reads P (only dS K), so it reserves no P region (docs/CUDA-REVIEW-FIXES.md defect 9).
 #include <cstdint>
 
 #if defined(__CUDACC__)
@@ -23,7 +23,7 @@
 namespace trlhpc::kernels {
 
 // The SIMT fp32 tile product keeps 4 rows per thread of a 16-row thread grid: tiles of more than 64
-// rows (Br for S and O, Bc for dK/dV) would compute garbage (CUDA-REVIEW.md defect 8). The kernels
+// rows (Br for S and O, Bc for dK/dV) would compute garbage (docs/CUDA-REVIEW-FIXES.md defect 8). The kernels
 // trap on it and the chooser below never returns more.
 inline constexpr int kMaxAttentionTileRows = 64;
 
@@ -90,7 +90,7 @@ inline int blocks_per_sm(int smem, const SmemLimits& limits) {
 }
 
 // The largest tiles (Br in {64, 32, 16}: 256 / Br threads per row) whose shared memory lets two blocks
-// share an SM (latency hiding), counting the per-block reservation (CUDA-REVIEW.md defect 2: budgeting
+// share an SM (latency hiding), counting the per-block reservation (docs/CUDA-REVIEW-FIXES.md defect 2: budgeting
 // half the opt-in maximum without it let the bf16 head-size-128 backward fit one block per SM), else
 // the largest that fits at all. H200, bf16, HS 64: 64 x 64 for the forward and dQ.
 inline constexpr int kAttentionTileCandidates[][2] = {{64, 64}, {64, 32}, {32, 64}, {32, 32}, {16, 32}, {16, 16}};

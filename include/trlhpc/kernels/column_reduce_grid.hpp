@@ -4,7 +4,7 @@
 //
 // The partials kernel gives each block 32 columns (grid x) and row blocks of kRowsPerBlock rows
 // (grid y). gridDim.y is limited to 65,535, so one launch cannot give every row block its own y index
-// beyond 65,535 x 256 = 16.77M rows (CUDA-REVIEW.md defect 3): blocks stride over the row blocks
+// beyond 65,535 x 256 = 16.77M rows (docs/CUDA-REVIEW-FIXES.md defect 3): blocks stride over the row blocks
 // instead (row block rb is handled by y = rb mod grid_y), so any N runs and the partial of each row
 // block, hence the result, is the same whatever the grid.
 #include <algorithm>

@@ -1,6 +1,6 @@
 #pragma once
 // The CUDA matmul's plan bookkeeping (kernels/cuda/matmul.cu), host C++ unit-tested without a GPU
-// (tests/unit/test_kernel_matmul_plan_cache.cpp). CUDA-REVIEW.md defect 7: plans were cached per exact
+// (tests/unit/test_kernel_matmul_plan_cache.cpp). docs/CUDA-REVIEW-FIXES.md defect 7: plans were cached per exact
 // row count M, so packing rows of variable length grew the cache without bound and ran cuBLASLt's
 // heuristic for every new M. Now:
 //   * matmul_rows_bucket(M) groups row counts (exact up to 64, then four buckets per power of two); the

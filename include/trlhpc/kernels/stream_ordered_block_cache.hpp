@@ -10,7 +10,7 @@
 // does it for the buffers of its async collectives on its comm stream); release() then records one
 // event per such stream and parks the block as pending, and poll() moves it to the free list once every
 // event has completed. When memory runs short the allocator calls synchronize_pending() and retries
-// (the PyTorch caching allocator's record_stream contract, CUDA-REVIEW.md defect 5).
+// (the PyTorch caching allocator's record_stream contract, docs/CUDA-REVIEW-FIXES.md defect 5).
 //
 // Policy (the CUDA one is in device_allocator.cu):
 //   typename Policy::Stream, typename Policy::Event   (copyable handles)

@@ -111,7 +111,7 @@ struct DeviceBatch {
   Tensor doc_ids;    // (N) I32
   Tensor source_rows, source_columns;  // (N) I32: Batch::source_rows / source_columns (-1 when absent)
   // (N) the targets as uploaded, kept on the host: the loss reads them there instead of copying
-  // `targets` back, which on a GPU would wait for the whole forward (CUDA-REVIEW.md defect 6). Empty
+  // `targets` back, which on a GPU would wait for the whole forward (docs/CUDA-REVIEW-FIXES.md defect 6). Empty
   // for a batch built otherwise (the loss then copies).
   std::vector<int32_t> host_targets;
   static DeviceBatch upload(const Batch& batch, Ops& ops);

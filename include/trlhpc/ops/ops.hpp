@@ -22,7 +22,7 @@ struct TokenMetrics {
   int64_t top1 = 0;
 };
 
-// The sums of one fused-loss call, possibly still being computed on the device (CUDA-REVIEW.md defect
+// The sums of one fused-loss call, possibly still being computed on the device (docs/CUDA-REVIEW-FIXES.md defect
 // 6): wait() returns the summed loss over the valid targets and, when `metrics` is given, TRL's metric
 // sums (metrics->computed false where the backend cannot compute them or they were not asked for).
 // Waiting once per optimizer step instead of once per micro-batch lets a device backend queue the next
@@ -133,7 +133,7 @@ class Ops {
   // TRL's entropy and top-1 sums over valid targets; a backend that cannot compute them leaves
   // metrics->computed false. host_targets (optional): the same N values as `targets`, already in host
   // memory; a device backend reads them instead of copying `targets` back, which would wait for all the
-  // work queued before the call (CUDA-REVIEW.md defect 6). logit_softcap > 0: the logits are softcapped
+  // work queued before the call (docs/CUDA-REVIEW-FIXES.md defect 6). logit_softcap > 0: the logits are softcapped
   // before the softmax (loss, metrics and dlogits are those of the capped logits, dlogits times 1 - t^2
   // back to the head's output); 0 = none, the uncapped path untouched.
   virtual double cross_entropy_fwd_bwd(const Tensor& hidden /*(N, C)*/, const Tensor& weight /*(V, C)*/,

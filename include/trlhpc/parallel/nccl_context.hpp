@@ -17,7 +17,7 @@
 //     watchdog's deadline) and then makes the compute stream wait on it, so compute work queued after
 //     wait(), and the caching allocator's reuse of a released buffer (it hands blocks out in compute
 //     stream order), is ordered after the collective.
-// Stream-ordered release (CUDA-REVIEW.md defect 5): an async operation also hands each of its buffers
+// Stream-ordered release (docs/CUDA-REVIEW-FIXES.md defect 5): an async operation also hands each of its buffers
 // to `record_stream_use` (the CUDA backend's allocator hook) with the comm stream, so a tensor released
 // before wait() keeps its block out of reuse until the collective has completed on the comm stream.
 // Blocking operations have completed on return and record nothing.
