@@ -1,4 +1,4 @@
-// Tests of kernels/cpu/attention.cpp against a naive double-precision reference.
+// Tests of kernels/cpu/attention.cpp (+ attention_bwd.cpp) against a naive double-precision reference.
 //
 // Forward: o and lse against the reference on causal, packed (several documents per row, positions
 // restarting), ring-block (Tq != Tk, offset positions) and no-allowed-key layouts, with GQA (KVH = 2 and

@@ -1,4 +1,4 @@
-// Softcapped attention (Gemma 2's attn_logit_softcapping) in kernels/cpu/attention.cpp against the naive
+// Softcapped attention (Gemma 2's attn_logit_softcapping) in kernels/cpu/attention.cpp (+ attention_bwd.cpp) against the naive
 // double reference (attention_reference.hpp), whose scores are transformers' eager_attention_forward
 // written out: s = scale q.k, then cap tanh(s / cap), then the mask; its backward multiplies dS by
 // 1 - tanh(s / cap)^2, and is itself checked against finite differences here.

@@ -1,4 +1,4 @@
-// Sliding-window attention in kernels/cpu/attention.cpp against the naive double reference
+// Sliding-window attention in kernels/cpu/attention.cpp (+ attention_bwd.cpp) against the naive double reference
 // (attention_reference.hpp), whose mask is transformers' sliding_window_causal written out: a key j is
 // visible to query i iff same document, pos_j <= pos_i and pos_i - pos_j < window.
 //

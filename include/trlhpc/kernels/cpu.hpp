@@ -114,7 +114,7 @@ void rope_bwd(float* dx, const int32_t* pos, const float* inv_freq, int64_t N, i
 void rope_fwd(uint16_t* x, const int32_t* pos, const float* inv_freq, int64_t N, int64_t H, int64_t HS);
 void rope_bwd(uint16_t* dx, const int32_t* pos, const float* inv_freq, int64_t N, int64_t H, int64_t HS);
 
-// ---- attention.cpp --------------------------------------------------------------------------------
+// ---- attention.cpp, attention_bwd.cpp ----------------------------------------------------------------
 // The single masked attention primitive (ARCHITECTURE.md "Attention is one primitive").
 // q (B, Tq, NH, HS), k and v (B, Tk, KVH, HS); q_pos, q_doc (B, Tq); k_pos, k_doc (B, Tk).
 // Query (b, i) may attend key (b, j) iff q_doc[b,i] == k_doc[b,j] && q_pos[b,i] >= k_pos[b,j], and,
