@@ -89,10 +89,12 @@ void attention_fwd_impl(const T* q, const T* k, const T* v, const int32_t* q_pos
           }
           // Summed in double lanes: float lanes (as fixed-order as these) moved e2e.test_trl_curves'
           // --bf16 grad_norm gap to TRL from 1.1 % to 2.9 % at step 9; double lanes give 1.4 %.
-          const float sum = static_cast<float>(lane_sum<double>(kKeyTile, [sr, m_new](int64_t j) {
-            sr[j] = exp_approx(sr[j] - m_new);
-            return static_cast<double>(sr[j]);
-          }));
+          // Two loops: with exp inside the summing lambda GCC vectorised neither (scalar exp was 40 %
+          // of the 8k-token attention); the sum's order is the same either way.
+#pragma omp simd
+          for (int64_t j = 0; j < kKeyTile; ++j) sr[j] = exp_approx(sr[j] - m_new);
+          const float sum =
+              static_cast<float>(lane_sum<double>(kKeyTile, [sr](int64_t j) { return static_cast<double>(sr[j]); }));
           const float alpha = exp_approx(row_max[r] - m_new);  // 0 when the old max is -inf
           row_sum[r] = row_sum[r] * alpha + sum;
           row_max[r] = m_new;
