@@ -178,7 +178,7 @@ std::optional<EvalResult> SftLoop::evaluate() {
   ParallelModel& model = trainer_.model();
   const batching::EvalPlan plan = batching::eval_micro_batches(eval_->num_rows(), model.groups().dp().size(),
                                                                 model.groups().dp().rank(),
-                                                                config_.per_device_train_batch_size);
+                                                                config_.per_device_eval_batch_size);
   std::vector<Batch> batches;
   for (const std::vector<int64_t>& rows : plan.micro_batches) batches.push_back(model.shard_tokens(eval_->collate(rows)));
   // Every rank runs the same number of forwards (sharded strategies gather inside them): pad with
@@ -212,7 +212,8 @@ SftLoopOutcome SftLoop::run(double peak_flops_per_rank) {
     }
     const bool last = step + 1 == total_steps_;
     // A window of skipped steps only still logs its line (loss null), so skipped_steps shows.
-    if (every(config_.logging_steps, step) || last) log_step(step, r, peak_flops_per_rank);
+    const bool first_log = config_.logging_first_step && step == 0;  // transformers logs global step 1 then
+    if (every(config_.logging_steps, step) || last || first_log) log_step(step, r, peak_flops_per_rank);
     if (eval_ && (every(config_.eval_steps, step) || last)) {
       groups.set_phase("evaluation at step " + std::to_string(step + 1));
       const std::optional<EvalResult> eval = evaluate();

@@ -38,6 +38,7 @@ struct SftConfig {
   int64_t max_steps = -1;
   double num_train_epochs = 3.0;
   int64_t per_device_train_batch_size = 8;
+  int64_t per_device_eval_batch_size = 8;  // rows per evaluation micro-batch per dp rank (TrainingArguments)
   int64_t gradient_accumulation_steps = 1;
   double learning_rate = 2e-5;
   std::string lr_scheduler_type = "linear";
@@ -63,6 +64,7 @@ struct SftConfig {
   // (accelerate / DeepSpeed ALST's seq_parallel_communication_data_type; half the bytes).
   std::string seq_parallel_communication_data_type = "fp32";
   int64_t logging_steps = 10;
+  bool logging_first_step = false;  // TrainingArguments': also log after the first step (TRL argument table)
   // Where the logged metrics also go besides metrics.jsonl: "tensorboard" (event files under
   // logging_dir, written by rank 0) or "none". HF's report_to, with transformers 5's default (4.x
   // defaulted to "all"); "all" means every integration trlhpc has, i.e. tensorboard.
