@@ -203,6 +203,16 @@ nlohmann::ordered_json yaml_to_json(const YAML::Node& node, const std::string& w
   return number.is_number() ? number : nlohmann::ordered_json(text);
 }
 
+// A refused value of a YAML entry ({"--fp16", "true"}) fails here, so that the message names the file and
+// line; the value is applied later, with the command line's, by parse_sft_options.
+void refuse_trl_value(const std::vector<std::string>& entry, const std::vector<std::string>& trl_names) {
+  const std::string name = entry[0].substr(2);
+  if (entry.size() != 2 || std::find(trl_names.begin(), trl_names.end(), name) == trl_names.end()) return;
+  SftConfig scratch;
+  std::vector<std::string> notes;
+  apply_trl_field(*find_trl_field(name), entry[1], {}, scratch, notes);
+}
+
 // YAML scalars become "--key value" tokens so one parser (and one set of error messages) serves both.
 // Each entry is first parsed on its own, so an unknown key or a bad value names the file and its line
 // (a config file is not a command line: "unrecognised option '--lr'" would send the user to the wrong place).
@@ -242,6 +252,11 @@ std::vector<std::string> yaml_as_args(const std::string& path, const po::options
     const bool trl_only = std::find(trl_names.begin(), trl_names.end(), key) != trl_names.end();
     if ((key == "chat_template_kwargs" || trl_only) && (kv.second.IsMap() || kv.second.IsSequence())) {
       const std::vector<std::string> entry = rewrite_trl_arguments({"--" + key, yaml_to_json(kv.second, where).dump()}, &notes);
+      try {
+        refuse_trl_value(entry, trl_names);
+      } catch (const UserError& e) {
+        throw UserError(where + e.what());
+      }
       args.insert(args.end(), entry.begin(), entry.end());
       continue;
     }
@@ -267,7 +282,10 @@ std::vector<std::string> yaml_as_args(const std::string& path, const po::options
     try {
       po::variables_map scratch;
       po::store(parse(entry, desc), scratch);
+      refuse_trl_value(entry, trl_names);
     } catch (const po::error& e) {
+      throw UserError(where + e.what());
+    } catch (const UserError& e) {
       throw UserError(where + e.what());
     }
     args.insert(args.end(), entry.begin(), entry.end());

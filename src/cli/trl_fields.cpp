@@ -92,6 +92,16 @@ std::vector<std::string> rewrite_trl_arguments(const std::vector<std::string>& a
       out[i] = "--" + name + (equals == std::string::npos ? "" : out[i].substr(equals));
       field = find_trl_field(name);
     }
+    // `--local_rank -1`: a negative number is a value, but after an option with an implicit value (every
+    // TRL-only field, so that `--fp16` alone means true) boost would read it as the short option -1.
+    double number = 0;
+    if (field && equals == std::string::npos && i + 1 < out.size() && out[i + 1].rfind('-', 0) == 0 &&
+        as_number(out[i + 1], number)) {
+      out[i] += "=" + out[i + 1];
+      out.erase(out.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+      --i;  // look at the merged token again (for its value aliases)
+      continue;
+    }
     if (!field || !field->value_aliases) continue;
     std::string* value = nullptr;
     std::string inline_value;

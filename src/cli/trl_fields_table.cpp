@@ -212,7 +212,7 @@ const std::vector<TrlField> kTable = {
     {"dataset_streaming", H::no_op, "*", "rows are streamed from disk either way", nullptr},
     {"ignore_bias_buffers", H::no_op, "*", "the models have no bias buffers", nullptr},
     // DatasetMixtureConfig.
-    {"datasets", H::honored, "*", "the dataset mixture (a YAML list)", nullptr},
+    {"datasets", H::honored, "[]|null", "the dataset mixture, a list in --config FILE.yaml", "give the mixture as the datasets: list of --config FILE.yaml"},
     {"streaming", H::no_op, "*", "rows are streamed from disk either way", nullptr},
     {"test_split_size", H::honored, "*", "(null: no test split)", nullptr},
     // Older spellings (TRL < 0.20/0.23, transformers 4).
