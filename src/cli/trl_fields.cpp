@@ -128,7 +128,7 @@ void apply_trl_field(const TrlField& field, const std::string& value, const std:
                     (field.instead ? field.instead : "not supported") + accepted);
   }
   if (field.apply) field.apply(value, explicit_flags, config);
-  if (field.handling == TrlHandling::mapped)
+  if (field.handling == TrlHandling::mapped && !(field.quiet && trl_value_accepted(field.quiet, value)))
     notes.push_back("--" + std::string(field.name) + " " + shown(field, value) + ": " + field.what);
 }
 

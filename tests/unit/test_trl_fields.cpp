@@ -94,6 +94,9 @@ TEST(TrlFields, EveryDefaultIsAcceptedOnTheCommandLineAloneAndAllAtOnce) {
     all.insert(all.end(), args.begin(), args.end());
   }
   EXPECT_GT(all.size(), 200u);
+  std::vector<std::string> notes;
+  parsed(all, &notes);
+  EXPECT_TRUE(notes.empty()) << notes.size() << " notes for TRL's defaults, the first: " << notes[0];
   EXPECT_EQ(error_of(all), "");
 }
 

@@ -40,6 +40,9 @@ struct TrlField {
   const char* value_aliases = nullptr;  // TRL values of a trlhpc option rewritten to trlhpc's: "auto=0|none=0"
   TrlApply apply = nullptr;
   bool secret = false;  // never echoed in messages (hub_token)
+  // A mapped field's values that change nothing (TRL's default, trlhpc's behaviour): no note for them,
+  // so a YAML with every field at its default runs without a page of notes.
+  const char* quiet = nullptr;
 };
 
 // The table, in the order of tests/fixtures/trl_fields.json.

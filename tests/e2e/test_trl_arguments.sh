@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# TRL's arguments end to end (docs/guide/trl-arguments.md): a YAML with every field of TRL 1.16's
+# dataclasses at its default (tests/fixtures/trl_fields.json, as TRL writes a config out) trains the
+# tiny-chat model, with TRL flags on the command line on top: logging_first_step logs step 1,
+# save_strategy no writes no checkpoint although --save_steps asks for one, a mapped flag prints its note
+# once, an older spelling (--max_seq_length) is read. A refused value stops 2 ranks alike, before training.
+source "$(dirname "$0")/lib.sh"
+set -u
+e2e_begin "$@"
+
+python3 - "$ROOT/tests/fixtures/trl_fields.json" > "$WORK/trl_defaults.yaml" <<'PY'
+import json, sys
+for field in json.load(open(sys.argv[1]))["fields"]:
+    print(f"{field['name']}: {json.dumps(field['default'])}")  # JSON values are YAML flow scalars
+PY
+check "the YAML has every field" $([ "$(wc -l < "$WORK/trl_defaults.yaml")" -ge 163 ]; echo $?)
+
+TINY=(--model_config examples/tiny-chat/config.json --tokenizer examples/tiny-chat
+      --dataset_name examples/tiny-chat/train.jsonl --eval_dataset examples/tiny-chat/eval.jsonl
+      --assistant_only_loss --dataset_cache_dir none --gradient_checkpointing false)
+timeout 300 "$TRLHPC" sft --config "$WORK/trl_defaults.yaml" "${TINY[@]}" --output_dir "$WORK/run" \
+  --max_seq_length 128 --max_steps 5 --logging_steps 3 --logging_first_step --eval_strategy steps --eval_steps 5 \
+  --per_device_eval_batch_size 3 --save_steps 2 --save_strategy no --attn_implementation flash_attention_2 \
+  > "$WORK/run.log" 2>&1
+rc=$?
+check "a TRL default YAML trains (exit $rc)" "$rc"
+[ "$rc" -eq 0 ] || sed 's/^/    /' "$WORK/run.log" | tail -20
+steps=$(python3 -c "
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+print(' '.join(str(l['step']) for l in lines if 'loss' in l and 'eval_loss' not in l))" "$WORK/run/metrics.jsonl" 2>/dev/null)
+check "logging_first_step: train lines at steps 1 3 5 (got '$steps')" $([ "$steps" = "1 3 5" ]; echo $?)
+check "save_strategy no: no checkpoint" $(ls -d "$WORK"/run/checkpoint-* >/dev/null 2>&1; [ $? -ne 0 ]; echo $?)
+check "eval ran" $(grep -q '"eval_loss"' "$WORK/run/metrics.jsonl" 2>/dev/null; echo $?)
+check "the mapped flag's note, once" $([ "$(grep -c "note: --attn_implementation 'flash_attention_2'" "$WORK/run.log")" -eq 1 ]; echo $?)
+check "the older spelling's note" $(grep -q "note: --max_seq_length" "$WORK/run.log"; echo $?)
+
+# Refused values: exit 1 with the message on every rank, before any collective.
+timeout 120 "$MPIRUN" --oversubscribe -np 2 "$TRLHPC" sft "${TINY[@]}" --output_dir "$WORK/fp16" --fp16 \
+  > "$WORK/fp16.log" 2>&1
+rc=$?
+check "--fp16 refused on 2 ranks (exit $rc)" $([ "$rc" -eq 1 ] && [ "$(grep -c "error: --fp16 'true': fp16 is not supported: use --bf16" "$WORK/fp16.log")" -eq 2 ]; echo $?)
+printf 'max_steps: 2\npush_to_hub: true\n' > "$WORK/push.yaml"
+timeout 120 "$MPIRUN" --oversubscribe -np 2 "$TRLHPC" sft "${TINY[@]}" --output_dir "$WORK/push" --config "$WORK/push.yaml" \
+  > "$WORK/push.log" 2>&1
+rc=$?
+check "push_to_hub true refused naming file:line on 2 ranks (exit $rc)" \
+  $([ "$rc" -eq 1 ] && [ "$(grep -c "push.yaml:2: --push_to_hub 'true': no network on compute nodes" "$WORK/push.log")" -eq 2 ]; echo $?)
+[ "$rc" -eq 1 ] || sed 's/^/    /' "$WORK/push.log" | tail -5
+e2e_end
