@@ -60,7 +60,7 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
       ("per_device_eval_batch_size", po::value<int64_t>(&c.per_device_eval_batch_size)->default_value(c.per_device_eval_batch_size), "rows per evaluation micro-batch per dp rank")
       ("gradient_accumulation_steps", po::value<int64_t>(&c.gradient_accumulation_steps)->default_value(c.gradient_accumulation_steps), "micro-batches per optimizer step")
       ("learning_rate", po::value<double>(&c.learning_rate)->default_value(c.learning_rate), "peak learning rate")
-      ("lr_scheduler_type", po::value<std::string>(&c.lr_scheduler_type)->default_value(c.lr_scheduler_type), "linear|cosine|constant|constant_with_warmup")
+      ("lr_scheduler_type", po::value<std::string>(&c.lr_scheduler_type)->default_value(c.lr_scheduler_type), "linear|cosine|cosine_with_min_lr|constant|constant_with_warmup (--lr_scheduler_kwargs: min_lr_rate, num_cycles)")
       ("warmup_steps", po::value<int64_t>(&c.warmup_steps)->default_value(c.warmup_steps), "")
       ("warmup_ratio", po::value<double>(&c.warmup_ratio)->default_value(c.warmup_ratio), "")
       ("weight_decay", po::value<double>(&c.weight_decay)->default_value(c.weight_decay), "AdamW decoupled weight decay (not on biases and norms)")

@@ -62,6 +62,12 @@ const char* handling_name(TrlHandling h) {
   return "";
 }
 
+// A Markdown table cell: a '|' inside would end it.
+std::string cell(std::string text) {
+  for (size_t at = text.find('|'); at != std::string::npos; at = text.find('|', at + 2)) text.replace(at, 1, "\\|");
+  return text;
+}
+
 std::string shown(const TrlField& field, const std::string& value) { return field.secret ? "(hidden)" : "'" + value + "'"; }
 
 }  // namespace
@@ -142,7 +148,7 @@ std::string trl_field_table_markdown() {
     if (f.rename_to) what += std::string(what.empty() ? "" : "; ") + "read as --" + f.rename_to;
     if (f.handling == TrlHandling::refused && what.empty()) what = "not available";
     os << "| `" << f.name << "` | " << handling_name(f.handling) << " | " << (accepted == "*" ? "any" : "`" + accepted + "`")
-       << " | " << what << " | " << (f.instead ? f.instead : "") << " |\n";
+       << " | " << cell(what) << " | " << cell(f.instead ? f.instead : "") << " |\n";
   }
   return os.str();
 }

@@ -30,6 +30,10 @@ void apply_save_strategy(const std::string& value, const Flags&, SftConfig& c) {
 void apply_sampling(const std::string& value, const Flags& explicit_flags, SftConfig& c) {
   if (trl_value_accepted("sequential", value) && !explicit_flags.count("shuffle_dataset")) c.shuffle_dataset = false;
 }
+// Kept as text: the schedule type it belongs to is known only after parsing (optim/lr_scheduler.hpp).
+void apply_lr_scheduler_kwargs(const std::string& value, const Flags&, SftConfig& c) {
+  c.lr_scheduler_kwargs = trl_value_accepted("null", value) ? "" : value;
+}
 void apply_logging_first_step(const std::string& value, const Flags&, SftConfig& c) { c.logging_first_step = is_true(value); }
 
 constexpr const char* kNoHub =
@@ -46,8 +50,9 @@ const std::vector<TrlField> kTable = {
     {"num_train_epochs", H::honored, "*", "epochs when max_steps is -1", nullptr},
     {"max_steps", H::honored, "*", "optimizer steps (-1: use epochs)", nullptr},
     {"learning_rate", H::honored, "*", "peak learning rate", nullptr},
-    {"lr_scheduler_type", H::honored, "*", "linear|cosine|constant|constant_with_warmup (others refused by --lr_scheduler_type's check)", nullptr},
-    {"lr_scheduler_kwargs", H::refused, "null|{}", "", "trlhpc's schedules take no arguments (cosine_with_min_lr / min_lr_rate is not built): leave it empty"},
+    {"lr_scheduler_type", H::honored, "*", "linear|cosine|cosine_with_min_lr|constant|constant_with_warmup (others refused by --lr_scheduler_type's check)", nullptr},
+    {"lr_scheduler_kwargs", H::honored, "*", "a JSON object: num_cycles (cosine), min_lr_rate or min_lr (cosine_with_min_lr)",
+     nullptr, nullptr, nullptr, apply_lr_scheduler_kwargs},
     {"warmup_steps", H::honored, "*", "linear warmup steps (an integer; for a fraction use --warmup_ratio)", nullptr},
     {"optim", H::honored, kAdamW, "trlhpc's AdamW (torch.optim.AdamW's update, decoupled weight decay)",
      "trlhpc implements AdamW only: use --optim adamw_torch"},

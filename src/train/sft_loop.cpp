@@ -43,7 +43,7 @@ SftLoop::SftLoop(const SftConfig& config, LrSchedule schedule, Trainer& trainer,
       sampler_(sampler_config(config, train, trainer.model().groups().dp().size())),
       total_steps_(total_steps_of(config, sampler_)),
       scheduler_(schedule, config.learning_rate, warmup_steps_for(config.warmup_steps, config.warmup_ratio, total_steps_),
-                 total_steps_),
+                 total_steps_, parse_lr_scheduler_kwargs(schedule, config.lr_scheduler_kwargs, config.learning_rate)),
       watch_(watch) {}
 
 void SftLoop::set_checkpoints(checkpoint::SaveRequest request, int64_t save_steps,

@@ -35,6 +35,17 @@ check "eval ran" $(grep -q '"eval_loss"' "$WORK/run/metrics.jsonl" 2>/dev/null; 
 check "the mapped flag's note, once" $([ "$(grep -c "note: --attn_implementation 'flash_attention_2'" "$WORK/run.log")" -eq 1 ]; echo $?)
 check "the older spelling's note" $(grep -q "note: --max_seq_length" "$WORK/run.log"; echo $?)
 
+# cosine_with_min_lr (transformers' formula): 4 steps from 1e-3, min_lr_rate 0.5; the 4th step uses
+# 1e-3 * (0.5 * (1 + cos(pi * 3/4)) * 0.5 + 0.5) = 5.7322330e-4.
+timeout 300 "$TRLHPC" sft "${TINY[@]}" --output_dir "$WORK/minlr" --max_length 128 --max_steps 4 --logging_steps 1 \
+  --learning_rate 1e-3 --lr_scheduler_type cosine_with_min_lr --lr_scheduler_kwargs '{"min_lr_rate": 0.5}' \
+  > "$WORK/minlr.log" 2>&1
+lr=$(python3 -c "
+import json, sys
+print([json.loads(l) for l in open(sys.argv[1]) if '\"loss\"' in l][-1]['learning_rate'])" "$WORK/minlr/metrics.jsonl" 2>/dev/null)
+check "cosine_with_min_lr: step 4's lr 5.7322330e-4 (got $lr)" \
+  $(python3 -c "import sys; sys.exit(abs(float('${lr:-0}') - 5.7322330470336313e-4) > 1e-12)"; echo $?)
+
 # Refused values: exit 1 with the message on every rank, before any collective.
 timeout 120 "$MPIRUN" --oversubscribe -np 2 "$TRLHPC" sft "${TINY[@]}" --output_dir "$WORK/fp16" --fp16 \
   > "$WORK/fp16.log" 2>&1
@@ -47,4 +58,9 @@ rc=$?
 check "push_to_hub true refused naming file:line on 2 ranks (exit $rc)" \
   $([ "$rc" -eq 1 ] && [ "$(grep -c "push.yaml:2: --push_to_hub 'true': no network on compute nodes" "$WORK/push.log")" -eq 2 ]; echo $?)
 [ "$rc" -eq 1 ] || sed 's/^/    /' "$WORK/push.log" | tail -5
+timeout 120 "$MPIRUN" --oversubscribe -np 2 "$TRLHPC" sft "${TINY[@]}" --output_dir "$WORK/nominlr" \
+  --lr_scheduler_type cosine_with_min_lr > "$WORK/nominlr.log" 2>&1
+rc=$?
+check "cosine_with_min_lr without min_lr_rate refused on 2 ranks (exit $rc)" \
+  $([ "$rc" -eq 1 ] && [ "$(grep -c "error: --lr_scheduler_type cosine_with_min_lr needs --lr_scheduler_kwargs" "$WORK/nominlr.log")" -eq 2 ]; echo $?)
 e2e_end

@@ -42,6 +42,7 @@ struct SftConfig {
   int64_t gradient_accumulation_steps = 1;
   double learning_rate = 2e-5;
   std::string lr_scheduler_type = "linear";
+  std::string lr_scheduler_kwargs;  // JSON object, transformers' scheduler_specific_kwargs (optim/lr_scheduler.hpp)
   int64_t warmup_steps = 0;
   double warmup_ratio = 0.0;
   double weight_decay = 0.0;
