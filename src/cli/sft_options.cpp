@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "trlhpc/cli/accelerate_config.hpp"
+#include "trlhpc/cli/deepspeed_config.hpp"
 #include "trlhpc/cli/trl_fields.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/data/dataset/dataset_mixture.hpp"
@@ -352,6 +353,7 @@ bool parse_sft_options(const std::vector<std::string>& args, SftConfig& config, 
   // TRL arguments that are no trlhpc option: checked (refusals name the field) and applied, in table order.
   for (const std::string& name : trl_names)
     if (vm.count(name)) apply_trl_field(*find_trl_field(name), vm[name].as<std::string>(), explicit_flags, config, notes);
+  if (!config.deepspeed.empty()) apply_deepspeed_config(explicit_flags, context.world_size, config, notes);
   report_notes(notes, context);
   if (!config.accelerate_config.empty()) {
     const AccelerateConfig accelerate = read_accelerate_config(config.accelerate_config, context.world_size);

@@ -34,6 +34,10 @@ void apply_sampling(const std::string& value, const Flags& explicit_flags, SftCo
 void apply_lr_scheduler_kwargs(const std::string& value, const Flags&, SftConfig& c) {
   c.lr_scheduler_kwargs = trl_value_accepted("null", value) ? "" : value;
 }
+void apply_eval_on_start(const std::string& value, const Flags&, SftConfig& c) { c.eval_on_start = is_true(value); }
+void apply_deepspeed(const std::string& value, const Flags&, SftConfig& c) {
+  c.deepspeed = trl_value_accepted("null", value) ? "" : value;
+}
 void apply_logging_first_step(const std::string& value, const Flags&, SftConfig& c) { c.logging_first_step = is_true(value); }
 
 constexpr const char* kNoHub =
@@ -108,7 +112,8 @@ const std::vector<TrlField> kTable = {
     {"eval_delay", H::refused, "0", "", "not implemented: leave it 0"},
     {"per_device_eval_batch_size", H::honored, "*", "rows per evaluation micro-batch per data-parallel rank", nullptr},
     {"prediction_loss_only", H::no_op, "*", "evaluation computes the loss (and token metrics) only", nullptr},
-    {"eval_on_start", H::refused, "false", "", "not implemented: leave it false"},
+    {"eval_on_start", H::honored, "*", "evaluate before the first step too (an eval line at step 0)", nullptr, nullptr,
+     nullptr, apply_eval_on_start},
     {"eval_do_concat_batches", H::no_op, "*", "no predictions are gathered", nullptr},
     {"eval_use_gather_object", H::no_op, "*", "no predictions are gathered", nullptr},
     {"eval_accumulation_steps", H::no_op, "*", "no predictions are accumulated", nullptr},
@@ -160,7 +165,8 @@ const std::vector<TrlField> kTable = {
     {"ddp_timeout", H::honored, "*", "seconds a collective may wait (0: no limit)", nullptr},
     {"fsdp", H::refused, "null||[]", "", kUseAccelerate},
     {"fsdp_config", H::refused, "null|{}", "", kUseAccelerate},
-    {"deepspeed", H::refused, "null", "", kUseAccelerate},
+    {"deepspeed", H::mapped, "*", "a DeepSpeed JSON (file or object): ZeRO stage, offload, bf16, batch and clipping onto "
+     "trlhpc's strategies (cli/deepspeed_config.hpp)", nullptr, nullptr, nullptr, apply_deepspeed, false, "null"},
     {"debug", H::refused, "|[]|null", "", "underflow_overflow and tpu_metrics_debug are not built"},
     {"skip_memory_metrics", H::no_op, "*", "trlhpc env shows the memory plan", nullptr},
     {"do_train", H::no_op, "*", "trlhpc sft always trains", nullptr},

@@ -189,11 +189,28 @@ std::optional<EvalResult> SftLoop::evaluate() {
   return trainer_.evaluate_unless(batches, [&] { return watch_.agreed_signal(world) != 0; });
 }
 
+bool SftLoop::evaluate_and_log(int64_t steps_done, double epoch) {
+  trainer_.model().groups().set_phase("evaluation at step " + std::to_string(steps_done));
+  const std::optional<EvalResult> eval = evaluate();
+  if (!eval) return false;
+  EvalMetrics metrics{eval->loss, std::nullopt, std::nullopt};
+  if (eval->has_token_metrics) {
+    metrics.entropy = eval->entropy;
+    metrics.mean_token_accuracy = eval->mean_token_accuracy;
+  }
+  logger_.log_eval(steps_done, metrics, epoch);
+  return true;
+}
+
 SftLoopOutcome SftLoop::run(double peak_flops_per_rank) {
   const ModelConfig& model = trainer_.model().config();
   Communicator& world = trainer_.model().groups().world().host();
   start_ = Clock::now();
   ProcessGroups& groups = trainer_.model().groups();
+  // TrainingArguments' eval_on_start: a sanity check of the untrained model, logged at step 0 (a resumed
+  // run has been evaluated before).
+  if (eval_ && config_.eval_on_start && first_step_ == 0 && !evaluate_and_log(0, 0.0))
+    return stop_for(watch_.agreed_signal(world), 0);
   for (int64_t step = first_step_; step < total_steps_; ++step) {
     groups.set_phase("step " + std::to_string(step + 1));
     if (const int signal = watch_.agreed_signal(world)) return stop_for(signal, step);
@@ -214,17 +231,8 @@ SftLoopOutcome SftLoop::run(double peak_flops_per_rank) {
     // A window of skipped steps only still logs its line (loss null), so skipped_steps shows.
     const bool first_log = config_.logging_first_step && step == 0;  // transformers logs global step 1 then
     if (every(config_.logging_steps, step) || last || first_log) log_step(step, r, peak_flops_per_rank);
-    if (eval_ && (every(config_.eval_steps, step) || last)) {
-      groups.set_phase("evaluation at step " + std::to_string(step + 1));
-      const std::optional<EvalResult> eval = evaluate();
-      if (!eval) return stop_for(watch_.agreed_signal(world), step + 1);
-      EvalMetrics metrics{eval->loss, std::nullopt, std::nullopt};
-      if (eval->has_token_metrics) {
-        metrics.entropy = eval->entropy;
-        metrics.mean_token_accuracy = eval->mean_token_accuracy;
-      }
-      logger_.log_eval(step + 1, metrics, epoch_after(step));
-    }
+    if (eval_ && (every(config_.eval_steps, step) || last) && !evaluate_and_log(step + 1, epoch_after(step)))
+      return stop_for(watch_.agreed_signal(world), step + 1);
     if (every(save_steps_, step)) save(step + 1);
     report_async_save();
   }

@@ -3,7 +3,8 @@
 # dataclasses at its default (tests/fixtures/trl_fields.json, as TRL writes a config out) trains the
 # tiny-chat model, with TRL flags on the command line on top: logging_first_step logs step 1,
 # save_strategy no writes no checkpoint although --save_steps asks for one, a mapped flag prints its note
-# once, an older spelling (--max_seq_length) is read. A refused value stops 2 ranks alike, before training.
+# once, an older spelling (--max_seq_length) is read, eval_on_start evaluates at step 0,
+# cosine_with_min_lr follows transformers' formula. A refused value stops 2 ranks alike, before training.
 source "$(dirname "$0")/lib.sh"
 set -u
 e2e_begin "$@"
@@ -20,7 +21,7 @@ TINY=(--model_config examples/tiny-chat/config.json --tokenizer examples/tiny-ch
       --assistant_only_loss --dataset_cache_dir none --gradient_checkpointing false)
 timeout 300 "$TRLHPC" sft --config "$WORK/trl_defaults.yaml" "${TINY[@]}" --output_dir "$WORK/run" \
   --max_seq_length 128 --max_steps 5 --logging_steps 3 --logging_first_step --eval_strategy steps --eval_steps 5 \
-  --per_device_eval_batch_size 3 --save_steps 2 --save_strategy no --attn_implementation flash_attention_2 \
+  --per_device_eval_batch_size 3 --eval_on_start --save_steps 2 --save_strategy no --attn_implementation flash_attention_2 \
   > "$WORK/run.log" 2>&1
 rc=$?
 check "a TRL default YAML trains (exit $rc)" "$rc"
@@ -31,7 +32,10 @@ lines = [json.loads(l) for l in open(sys.argv[1])]
 print(' '.join(str(l['step']) for l in lines if 'loss' in l and 'eval_loss' not in l))" "$WORK/run/metrics.jsonl" 2>/dev/null)
 check "logging_first_step: train lines at steps 1 3 5 (got '$steps')" $([ "$steps" = "1 3 5" ]; echo $?)
 check "save_strategy no: no checkpoint" $(ls -d "$WORK"/run/checkpoint-* >/dev/null 2>&1; [ $? -ne 0 ]; echo $?)
-check "eval ran" $(grep -q '"eval_loss"' "$WORK/run/metrics.jsonl" 2>/dev/null; echo $?)
+evals=$(python3 -c "
+import json, sys
+print(' '.join(str(l['step']) for l in map(json.loads, open(sys.argv[1])) if 'eval_loss' in l))" "$WORK/run/metrics.jsonl" 2>/dev/null)
+check "eval_on_start: eval lines at steps 0 5 (got '$evals')" $([ "$evals" = "0 5" ]; echo $?)
 check "the mapped flag's note, once" $([ "$(grep -c "note: --attn_implementation 'flash_attention_2'" "$WORK/run.log")" -eq 1 ]; echo $?)
 check "the older spelling's note" $(grep -q "note: --max_seq_length" "$WORK/run.log"; echo $?)
 
@@ -45,6 +49,15 @@ import json, sys
 print([json.loads(l) for l in open(sys.argv[1]) if '\"loss\"' in l][-1]['learning_rate'])" "$WORK/minlr/metrics.jsonl" 2>/dev/null)
 check "cosine_with_min_lr: step 4's lr 5.7322330e-4 (got $lr)" \
   $(python3 -c "import sys; sys.exit(abs(float('${lr:-0}') - 5.7322330470336313e-4) > 1e-12)"; echo $?)
+
+# --deepspeed ds.json: ZeRO stage 2 on 2 ranks, as --accelerate_config zero2 would.
+printf '{"zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": "auto", "optimizer": {"type": "AdamW"}}\n' \
+  > "$WORK/ds.json"
+timeout 300 "$MPIRUN" --oversubscribe --bind-to none -np 2 "$TRLHPC" sft "${TINY[@]}" --output_dir "$WORK/ds" \
+  --max_length 128 --max_steps 2 --deepspeed "$WORK/ds.json" > "$WORK/ds.log" 2>&1
+rc=$?
+check "--deepspeed stage 2 trains as zero2 (exit $rc)" $([ "$rc" -eq 0 ] && grep -q "sharding zero2" "$WORK/ds.log"; echo $?)
+[ "$rc" -eq 0 ] || sed 's/^/    /' "$WORK/ds.log" | tail -5
 
 # Refused values: exit 1 with the message on every rank, before any collective.
 timeout 120 "$MPIRUN" --oversubscribe -np 2 "$TRLHPC" sft "${TINY[@]}" --output_dir "$WORK/fp16" --fp16 \

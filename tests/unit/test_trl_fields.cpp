@@ -168,6 +168,8 @@ TEST(TrlFields, MappedFieldsDoWhatTheySayAndSaySoOnce) {
   EXPECT_EQ(parsed({"--lr_scheduler_kwargs", "{\"min_lr_rate\": 0.1}"}).lr_scheduler_kwargs, "{\"min_lr_rate\": 0.1}");
   EXPECT_EQ(parsed({"--config", yaml_file("lr_scheduler_kwargs: {min_lr_rate: 0.1}\n")}).lr_scheduler_kwargs,
             "{\"min_lr_rate\":0.1}");
+  EXPECT_TRUE(parsed({"--eval_on_start"}).eval_on_start);
+  EXPECT_FALSE(parsed({"--eval_on_start", "false"}).eval_on_start);
   EXPECT_TRUE(parsed({"--logging_first_step"}).logging_first_step);
   EXPECT_FALSE(parsed({"--logging_first_step", "False"}).logging_first_step);
   EXPECT_TRUE(parsed({"--activation_checkpointing", "true", "--gradient_checkpointing", "false"}).gradient_checkpointing ==

@@ -82,6 +82,7 @@ struct SftConfig {
   // TrainingArguments' eval_strategy: "no" (default) or "steps" (every eval_steps, and after the last
   // step). Evaluation runs when it is "steps" or --eval_dataset is given.
   std::string eval_strategy = "no";
+  bool eval_on_start = false;  // TrainingArguments': also evaluate before the first step (logged at step 0)
   bool shuffle_dataset = true;
   // HF's dataloader_drop_last (default false): true drops the incomplete last batch of per_device x dp
   // rows of each epoch; false keeps it as a smaller last step (batching/sampler.hpp).
@@ -104,6 +105,7 @@ struct SftConfig {
 
   // Parallelism.
   std::string accelerate_config;
+  std::string deepspeed;  // TrainingArguments' --deepspeed: a DeepSpeed JSON file or object (cli/deepspeed_config.hpp)
   int64_t dp_replicate_size = 1, dp_shard_size = -1, tp_size = 1, cp_size = 1, sp_size = 1;
   bool tp_sequence_parallel = false;  // Megatron sequence parallelism inside the tp group
   std::string sharding = "none";    // none (DDP) | zero1 | zero2 | zero3 (set from accelerate profiles)
