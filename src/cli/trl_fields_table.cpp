@@ -24,7 +24,11 @@ void apply_use_cpu(const std::string& value, const Flags& explicit_flags, SftCon
 }
 // save_strategy no: no checkpoints, whatever save_steps says (transformers ignores save_steps then).
 void apply_save_strategy(const std::string& value, const Flags&, SftConfig& c) {
-  if (trl_value_accepted("no", value)) c.save_steps = 0;
+  c.save_strategy = trl_value_accepted("no", value) ? "no" : trl_value_accepted("epoch", value) ? "epoch" : "steps";
+  if (c.save_strategy == "no") c.save_steps = 0;
+}
+void apply_logging_strategy(const std::string& value, const Flags&, SftConfig& c) {
+  c.logging_strategy = trl_value_accepted("no", value) ? "no" : trl_value_accepted("epoch", value) ? "epoch" : "steps";
 }
 // transformers' SequentialSampler is trlhpc's file order.
 void apply_sampling(const std::string& value, const Flags& explicit_flags, SftConfig& c) {
@@ -91,7 +95,9 @@ const std::vector<TrlField> kTable = {
     {"neftune_noise_alpha", H::refused, "null", "", "NEFTune is not implemented: leave it unset"},
     {"torch_empty_cache_steps", H::no_op, "*", "no PyTorch caching allocator to empty", nullptr},
     {"auto_find_batch_size", H::refused, "false", "", "set --per_device_train_batch_size (trlhpc env shows the memory plan)"},
-    {"logging_strategy", H::honored, "steps", "log every --logging_steps", "use steps (no and epoch are not implemented)"},
+    {"logging_strategy", H::honored, "steps|epoch|no", "steps: every --logging_steps and the last step; epoch: after each "
+     "epoch; no: no train lines (--logging_first_step still logs step 1)", "use steps, epoch or no", nullptr, nullptr,
+     apply_logging_strategy},
     {"logging_steps", H::honored, "*", "", nullptr},
     {"logging_first_step", H::honored, "*", "also log the first step", nullptr, nullptr, nullptr, apply_logging_first_step},
     {"log_on_each_node", H::no_op, "*", "rank 0 writes the metrics", nullptr},
@@ -120,8 +126,8 @@ const std::vector<TrlField> kTable = {
     {"include_for_metrics", H::refused, "[]|null", "", "there is no compute_metrics: leave it empty"},
     {"batch_eval_metrics", H::refused, "false", "", "there is no compute_metrics: leave it false"},
     {"save_only_model", H::refused, "false", "", "checkpoints always hold the optimizer and data position for an exact resume; the final model.safetensors is the model alone"},
-    {"save_strategy", H::honored, "steps|no", "steps: every --save_steps; no: no checkpoints",
-     "use steps or no (epoch and best are not implemented)", nullptr, nullptr, apply_save_strategy},
+    {"save_strategy", H::honored, "steps|epoch|no", "steps: every --save_steps; epoch: after each epoch and the last "
+     "step; no: no checkpoints", "use steps, epoch or no (best is not implemented)", nullptr, nullptr, apply_save_strategy},
     {"save_steps", H::honored, "*", "(TRL's default 500; trlhpc's 0: no checkpoints)", nullptr},
     {"save_on_each_node", H::refused, "false", "", "not supported: trlhpc writes one checkpoint per save into --output_dir"},
     {"save_total_limit", H::honored, "*", "(null: keep all)", nullptr},

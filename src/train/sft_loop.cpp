@@ -229,11 +229,17 @@ SftLoopOutcome SftLoop::run(double peak_flops_per_rank) {
     }
     const bool last = step + 1 == total_steps_;
     // A window of skipped steps only still logs its line (loss null), so skipped_steps shows.
-    const bool first_log = config_.logging_first_step && step == 0;  // transformers logs global step 1 then
-    if (every(config_.logging_steps, step) || last || first_log) log_step(step, r, peak_flops_per_rank);
+    // transformers' DefaultFlowCallback: logging_first_step logs global step 1 whatever the strategy; epoch
+    // strategies act when an epoch's last step is done (and when max_steps ends one early).
+    const bool epoch_end = (step + 1) % sampler_.steps_per_epoch() == 0 || last;
+    const bool first_log = config_.logging_first_step && step == 0;
+    const bool log_now = config_.logging_strategy == "epoch" ? epoch_end
+                         : config_.logging_strategy == "no"  ? false
+                                                             : every(config_.logging_steps, step) || last;
+    if (log_now || first_log) log_step(step, r, peak_flops_per_rank);
     if (eval_ && (every(config_.eval_steps, step) || last) && !evaluate_and_log(step + 1, epoch_after(step)))
       return stop_for(watch_.agreed_signal(world), step + 1);
-    if (every(save_steps_, step)) save(step + 1);
+    if (config_.save_strategy == "epoch" ? epoch_end : every(save_steps_, step)) save(step + 1);
     report_async_save();
   }
   finish_async_save();

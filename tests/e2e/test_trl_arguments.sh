@@ -39,6 +39,24 @@ check "eval_on_start: eval lines at steps 0 5 (got '$evals')" $([ "$evals" = "0 
 check "the mapped flag's note, once" $([ "$(grep -c "note: --attn_implementation 'flash_attention_2'" "$WORK/run.log")" -eq 1 ]; echo $?)
 check "the older spelling's note" $(grep -q "note: --max_seq_length" "$WORK/run.log"; echo $?)
 
+# Epoch strategies: 12 rows, 2 per step = 6 steps per epoch, 2 epochs: train lines and checkpoints after
+# steps 6 and 12; logging_strategy no: no train lines at all.
+head -n 12 examples/tiny-chat/train.jsonl > "$WORK/small.jsonl"
+SMALL=(--model_config examples/tiny-chat/config.json --tokenizer examples/tiny-chat --dataset_name "$WORK/small.jsonl"
+       --dataset_cache_dir none --max_length 128 --per_device_train_batch_size 2 --num_train_epochs 2)
+timeout 300 "$TRLHPC" sft "${SMALL[@]}" --output_dir "$WORK/epoch" --logging_strategy epoch --save_strategy epoch \
+  > "$WORK/epoch.log" 2>&1
+steps=$(python3 -c "
+import json, sys
+print(' '.join(str(l['step']) for l in map(json.loads, open(sys.argv[1])) if 'loss' in l))" "$WORK/epoch/metrics.jsonl" 2>/dev/null)
+check "logging_strategy epoch: train lines at 6 12 (got '$steps')" $([ "$steps" = "6 12" ]; echo $?)
+saved=$(cd "$WORK/epoch" 2>/dev/null && ls -d checkpoint-* | tr '\n' ' ')
+check "save_strategy epoch: checkpoint-12 checkpoint-6 (got '$saved')" $([ "$saved" = "checkpoint-12 checkpoint-6 " ]; echo $?)
+timeout 300 "$TRLHPC" sft "${SMALL[@]}" --output_dir "$WORK/nolog" --logging_strategy no > "$WORK/nolog.log" 2>&1
+rc=$?
+check "logging_strategy no: exit 0 and no train lines (exit $rc)" \
+  $([ "$rc" -eq 0 ] && ! grep -q '"loss"' "$WORK/nolog/metrics.jsonl" 2>/dev/null; echo $?)
+
 # cosine_with_min_lr (transformers' formula): 4 steps from 1e-3, min_lr_rate 0.5; the 4th step uses
 # 1e-3 * (0.5 * (1 + cos(pi * 3/4)) * 0.5 + 0.5) = 5.7322330e-4.
 timeout 300 "$TRLHPC" sft "${TINY[@]}" --output_dir "$WORK/minlr" --max_length 128 --max_steps 4 --logging_steps 1 \

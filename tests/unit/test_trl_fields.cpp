@@ -157,7 +157,11 @@ TEST(TrlFields, MappedFieldsDoWhatTheySayAndSaySoOnce) {
   EXPECT_EQ(parsed({"--use_cpu", "--device", "cuda"}).device, "cuda");
   EXPECT_EQ(parsed({"--save_steps", "5", "--save_strategy", "no"}).save_steps, 0);
   EXPECT_EQ(parsed({"--save_steps", "5", "--save_strategy", "steps"}).save_steps, 5);
-  EXPECT_NE(error_of({"--save_strategy", "epoch"}).find("--save_strategy 'epoch'"), std::string::npos);
+  EXPECT_EQ(parsed({"--save_strategy", "epoch"}).save_strategy, "epoch");
+  EXPECT_NE(error_of({"--save_strategy", "best"}).find("--save_strategy 'best'"), std::string::npos);
+  EXPECT_EQ(parsed({"--logging_strategy", "epoch"}).logging_strategy, "epoch");
+  EXPECT_EQ(parsed({"--logging_strategy", "no"}).logging_strategy, "no");
+  EXPECT_NE(error_of({"--logging_strategy", "always"}).find("use steps, epoch or no"), std::string::npos);
   EXPECT_FALSE(parsed({"--train_sampling_strategy", "sequential"}).shuffle_dataset);
   EXPECT_EQ(parsed({"--pad_to_multiple_of=auto"}).pad_to_multiple_of, 0);
   EXPECT_EQ(parsed({"--pad_to_multiple_of", "64"}).pad_to_multiple_of, 64);

@@ -66,6 +66,10 @@ struct SftConfig {
   std::string seq_parallel_communication_data_type = "fp32";
   int64_t logging_steps = 10;
   bool logging_first_step = false;  // TrainingArguments': also log after the first step (TRL argument table)
+  // TrainingArguments' logging_strategy / save_strategy: "steps" (every logging_steps / save_steps), "epoch"
+  // (after each epoch's last step, and after the last step) or "no" (no train lines / no checkpoints).
+  std::string logging_strategy = "steps";
+  std::string save_strategy = "steps";
   // Where the logged metrics also go besides metrics.jsonl: "tensorboard" (event files under
   // logging_dir, written by rank 0) or "none". HF's report_to, with transformers 5's default (4.x
   // defaulted to "all"); "all" means every integration trlhpc has, i.e. tensorboard.
