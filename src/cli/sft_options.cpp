@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdio>
@@ -12,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "trlhpc/cli/accelerate_config.hpp"
+#include "trlhpc/cli/deepspeed_config.hpp"
+#include "trlhpc/cli/trl_fields.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/data/dataset/dataset_mixture.hpp"
 #include "trlhpc/parallel/progress_thread.hpp"
@@ -55,9 +58,10 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
       ("max_steps", po::value<int64_t>(&c.max_steps)->default_value(c.max_steps), "optimizer steps (-1: use epochs)")
       ("num_train_epochs", po::value<double>(&c.num_train_epochs)->default_value(c.num_train_epochs), "epochs when max_steps is -1")
       ("per_device_train_batch_size", po::value<int64_t>(&c.per_device_train_batch_size)->default_value(c.per_device_train_batch_size), "rows per micro-batch per dp rank")
+      ("per_device_eval_batch_size", po::value<int64_t>(&c.per_device_eval_batch_size)->default_value(c.per_device_eval_batch_size), "rows per evaluation micro-batch per dp rank")
       ("gradient_accumulation_steps", po::value<int64_t>(&c.gradient_accumulation_steps)->default_value(c.gradient_accumulation_steps), "micro-batches per optimizer step")
       ("learning_rate", po::value<double>(&c.learning_rate)->default_value(c.learning_rate), "peak learning rate")
-      ("lr_scheduler_type", po::value<std::string>(&c.lr_scheduler_type)->default_value(c.lr_scheduler_type), "linear|cosine|constant|constant_with_warmup")
+      ("lr_scheduler_type", po::value<std::string>(&c.lr_scheduler_type)->default_value(c.lr_scheduler_type), "linear|cosine|cosine_with_min_lr|constant|constant_with_warmup (--lr_scheduler_kwargs: min_lr_rate, num_cycles)")
       ("warmup_steps", po::value<int64_t>(&c.warmup_steps)->default_value(c.warmup_steps), "")
       ("warmup_ratio", po::value<double>(&c.warmup_ratio)->default_value(c.warmup_ratio), "")
       ("weight_decay", po::value<double>(&c.weight_decay)->default_value(c.weight_decay), "AdamW decoupled weight decay (not on biases and norms)")
@@ -129,8 +133,22 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
        "while compute runs (thread), or only the training thread's own MPI calls do (none)");
   po::options_description all("trlhpc sft options");
   all.add(model).add(train).add(peft).add(parallel);
-  all.add_options()("help,h", "print this help");
+  all.add_options()("help,h", "print this help")(
+      "help_trl_fields", "print how every argument of TRL's SFTConfig, ModelConfig, ScriptArguments and "
+      "DatasetMixtureConfig is handled: honored, mapped, no-op or refused (docs/guide/trl-arguments.md)");
   return all;
+}
+
+// The TRL arguments that are not trlhpc options (cli/trl_fields.hpp), as strings checked after parsing.
+// `--fp16` alone means true, as for the flags above. Renamed spellings are rewritten before parsing.
+po::options_description describe_trl(const po::options_description& native, std::vector<std::string>& names) {
+  po::options_description trl("TRL arguments (trlhpc sft --help_trl_fields)");
+  for (const TrlField& field : trl_fields()) {
+    if (field.rename_to || native.find_nothrow(field.name, false)) continue;
+    trl.add_options()(field.name, po::value<std::string>()->implicit_value("true"), field.what);
+    names.push_back(field.name);
+  }
+  return trl;
 }
 
 // No prefix guessing: a misspelt flag must be an error, not silently another option.
@@ -186,12 +204,23 @@ nlohmann::ordered_json yaml_to_json(const YAML::Node& node, const std::string& w
   return number.is_number() ? number : nlohmann::ordered_json(text);
 }
 
+// A refused value of a YAML entry ({"--fp16", "true"}) fails here, so that the message names the file and
+// line; the value is applied later, with the command line's, by parse_sft_options.
+void refuse_trl_value(const std::vector<std::string>& entry, const std::vector<std::string>& trl_names) {
+  const std::string name = entry[0].substr(2);
+  if (entry.size() != 2 || std::find(trl_names.begin(), trl_names.end(), name) == trl_names.end()) return;
+  SftConfig scratch;
+  std::vector<std::string> notes;
+  apply_trl_field(*find_trl_field(name), entry[1], {}, scratch, notes);
+}
+
 // YAML scalars become "--key value" tokens so one parser (and one set of error messages) serves both.
 // Each entry is first parsed on its own, so an unknown key or a bad value names the file and its line
 // (a config file is not a command line: "unrecognised option '--lr'" would send the user to the wrong place).
 // The one list-valued key, TRL's `datasets:` mixture, is parsed into `mixture` instead.
 std::vector<std::string> yaml_as_args(const std::string& path, const po::options_description& desc,
-                                      std::vector<dataset::DatasetEntry>& mixture) {
+                                      const std::vector<std::string>& trl_names,
+                                      std::vector<dataset::DatasetEntry>& mixture, std::vector<std::string>& notes) {
   if (!std::filesystem::exists(path)) throw UserError("--config " + path + ": file not found");
   YAML::Node root;
   try {
@@ -206,35 +235,58 @@ std::vector<std::string> yaml_as_args(const std::string& path, const po::options
     const std::string where = "--config " + path + ":" + std::to_string(kv.first.Mark().line + 1) + ": ";
     if (!kv.first.IsScalar()) throw UserError(where + "a key must be an option name, not a list or mapping");
     const std::string key = kv.first.as<std::string>();
+    const bool known = key != "config" && key != "help" && key != "help_trl_fields" &&
+                       (desc.find_nothrow(key, false) || find_trl_field(key));
+    if (!known)
+      throw UserError(where + "unknown option '" + key + "' (trlhpc sft --help lists the options; a YAML key is the "
+                      "option without its leading --)");
+    // TRL writes None (and DatasetMixtureConfig's empty list) for an unset field: trlhpc's default stays.
+    if (kv.second.IsNull() || (key == "datasets" && kv.second.IsSequence() && kv.second.size() == 0)) continue;
     if (key == "datasets") {
       mixture = dataset::parse_dataset_mixture(kv.second, path);
       continue;
     }
     // List-valued options (lora_target_modules: [q_proj, v_proj]) take a YAML list or one scalar;
     // chat_template_kwargs a YAML mapping ({enable_thinking: false}) or its JSON text.
+    // TRL arguments that are no trlhpc option take any YAML value, as JSON text (lr_scheduler_kwargs: {}).
     const bool list_option = key == "lora_target_modules" || key == "lora_modules_to_save";
-    if (key == "chat_template_kwargs" && kv.second.IsMap()) {
-      args.insert(args.end(), {"--" + key, yaml_to_json(kv.second, where).dump()});
+    const bool trl_only = std::find(trl_names.begin(), trl_names.end(), key) != trl_names.end();
+    if ((key == "chat_template_kwargs" || trl_only) && (kv.second.IsMap() || kv.second.IsSequence())) {
+      const std::vector<std::string> entry = rewrite_trl_arguments({"--" + key, yaml_to_json(kv.second, where).dump()}, &notes);
+      try {
+        refuse_trl_value(entry, trl_names);
+      } catch (const UserError& e) {
+        throw UserError(where + e.what());
+      }
+      args.insert(args.end(), entry.begin(), entry.end());
       continue;
     }
-    if (!kv.second.IsScalar() && !(list_option && kv.second.IsSequence()))
+    // A one-item list for a single-valued option (transformers writes report_to: [tensorboard]); an
+    // empty one leaves the default.
+    YAML::Node value = kv.second;
+    if (value.IsSequence() && !list_option) {
+      if (value.size() == 0) continue;
+      if (value.size() == 1 && value[0].IsScalar()) value = value[0];
+    }
+    if (!value.IsScalar() && !(list_option && value.IsSequence()))
       throw UserError(where + "option '" + key + "' must be a single value");
-    if (key == "config" || key == "help" || !desc.find_nothrow(key, false))
-      throw UserError(where + "unknown option '" + key + "' (trlhpc sft --help lists the options; a YAML key is the "
-                      "option without its leading --)");
     std::vector<std::string> entry = {"--" + key};
-    if (kv.second.IsSequence()) {
-      for (const auto& item : kv.second) {
+    if (value.IsSequence()) {
+      for (const auto& item : value) {
         if (!item.IsScalar()) throw UserError(where + "option '" + key + "' takes a list of names");
         entry.push_back(item.as<std::string>());
       }
     } else {
-      entry.push_back(kv.second.as<std::string>());
+      entry.push_back(value.as<std::string>());
     }
+    entry = rewrite_trl_arguments(entry, &notes);
     try {
       po::variables_map scratch;
       po::store(parse(entry, desc), scratch);
+      refuse_trl_value(entry, trl_names);
     } catch (const po::error& e) {
+      throw UserError(where + e.what());
+    } catch (const UserError& e) {
       throw UserError(where + e.what());
     }
     args.insert(args.end(), entry.begin(), entry.end());
@@ -244,23 +296,43 @@ std::vector<std::string> yaml_as_args(const std::string& path, const po::options
 
 }  // namespace
 
+namespace {
+
+// Each note once, in order: a flag given twice, or in the file and on the command line, says it once.
+void report_notes(const std::vector<std::string>& notes, const SftOptionContext& context) {
+  std::set<std::string> said;
+  for (const std::string& note : notes) {
+    if (!said.insert(note).second) continue;
+    if (context.notes) context.notes->push_back(note);
+    else if (context.is_main) std::fprintf(stderr, "trlhpc: note: %s\n", note.c_str());
+  }
+}
+
+}  // namespace
+
 bool parse_sft_options(const std::vector<std::string>& args, SftConfig& config, std::string* help_text,
                        const SftOptionContext& context) {
   std::string config_file;
   po::options_description desc = describe(config, config_file);
+  std::vector<std::string> trl_names, notes;
+  po::options_description everything;
+  everything.add(desc).add(describe_trl(desc, trl_names));
   po::variables_map vm;
   try {
-    po::store(parse(args, desc), vm);
-    if (vm.count("help")) {
+    po::store(parse(rewrite_trl_arguments(args, &notes), everything), vm);
+    if (vm.count("help") || vm.count("help_trl_fields")) {
       std::ostringstream os;
-      os << "usage: trlhpc sft [--config FILE.yaml] [options]\n\n" << desc;
+      if (vm.count("help_trl_fields")) os << trl_field_table_markdown();
+      else os << "usage: trlhpc sft [--config FILE.yaml] [options]\n\n" << desc
+              << "\nEvery other argument of TRL's SFTConfig, ModelConfig and ScriptArguments is mapped, accepted as a "
+                 "no-op or refused by name: trlhpc sft --help_trl_fields\n";
       if (help_text) *help_text = os.str();
       return false;
     }
     if (vm.count("config")) {
       const std::string file = vm["config"].as<std::string>();
       // Command-line values were stored first, so they win over the file (po::store keeps the first).
-      po::store(parse(yaml_as_args(file, desc, config.datasets), desc), vm);
+      po::store(parse(yaml_as_args(file, everything, trl_names, config.datasets, notes), everything), vm);
       if (!config.datasets.empty()) config.datasets_config_file = file;
     }
     po::notify(vm);
@@ -275,10 +347,15 @@ bool parse_sft_options(const std::vector<std::string>& args, SftConfig& config, 
   // HF's TrainingArguments: with eval_strategy "steps" and no eval_steps, evaluate every logging_steps.
   if (config.eval_strategy == "steps" && vm["eval_steps"].defaulted()) config.eval_steps = config.logging_steps;
   parse_comm_progress(config.comm_progress);  // UserError naming the flag, on every rank alike
+  std::set<std::string> explicit_flags;  // given on the command line or in --config: they win
+  for (const auto& [name, value] : vm)
+    if (!value.defaulted()) explicit_flags.insert(name);
+  // TRL arguments that are no trlhpc option: checked (refusals name the field) and applied, in table order.
+  for (const std::string& name : trl_names)
+    if (vm.count(name)) apply_trl_field(*find_trl_field(name), vm[name].as<std::string>(), explicit_flags, config, notes);
+  if (!config.deepspeed.empty()) apply_deepspeed_config(explicit_flags, context.world_size, config, notes);
+  report_notes(notes, context);
   if (!config.accelerate_config.empty()) {
-    std::set<std::string> explicit_flags;  // given on the command line or in --config: they win
-    for (const auto& [name, value] : vm)
-      if (!value.defaulted()) explicit_flags.insert(name);
     const AccelerateConfig accelerate = read_accelerate_config(config.accelerate_config, context.world_size);
     if (context.is_main)
       for (const std::string& warning : accelerate.warnings) std::fprintf(stderr, "trlhpc: warning: %s\n", warning.c_str());

@@ -43,7 +43,7 @@ SftLoop::SftLoop(const SftConfig& config, LrSchedule schedule, Trainer& trainer,
       sampler_(sampler_config(config, train, trainer.model().groups().dp().size())),
       total_steps_(total_steps_of(config, sampler_)),
       scheduler_(schedule, config.learning_rate, warmup_steps_for(config.warmup_steps, config.warmup_ratio, total_steps_),
-                 total_steps_),
+                 total_steps_, parse_lr_scheduler_kwargs(schedule, config.lr_scheduler_kwargs, config.learning_rate)),
       watch_(watch) {}
 
 void SftLoop::set_checkpoints(checkpoint::SaveRequest request, int64_t save_steps,
@@ -178,7 +178,7 @@ std::optional<EvalResult> SftLoop::evaluate() {
   ParallelModel& model = trainer_.model();
   const batching::EvalPlan plan = batching::eval_micro_batches(eval_->num_rows(), model.groups().dp().size(),
                                                                 model.groups().dp().rank(),
-                                                                config_.per_device_train_batch_size);
+                                                                config_.per_device_eval_batch_size);
   std::vector<Batch> batches;
   for (const std::vector<int64_t>& rows : plan.micro_batches) batches.push_back(model.shard_tokens(eval_->collate(rows)));
   // Every rank runs the same number of forwards (sharded strategies gather inside them): pad with
@@ -189,11 +189,28 @@ std::optional<EvalResult> SftLoop::evaluate() {
   return trainer_.evaluate_unless(batches, [&] { return watch_.agreed_signal(world) != 0; });
 }
 
+bool SftLoop::evaluate_and_log(int64_t steps_done, double epoch) {
+  trainer_.model().groups().set_phase("evaluation at step " + std::to_string(steps_done));
+  const std::optional<EvalResult> eval = evaluate();
+  if (!eval) return false;
+  EvalMetrics metrics{eval->loss, std::nullopt, std::nullopt};
+  if (eval->has_token_metrics) {
+    metrics.entropy = eval->entropy;
+    metrics.mean_token_accuracy = eval->mean_token_accuracy;
+  }
+  logger_.log_eval(steps_done, metrics, epoch);
+  return true;
+}
+
 SftLoopOutcome SftLoop::run(double peak_flops_per_rank) {
   const ModelConfig& model = trainer_.model().config();
   Communicator& world = trainer_.model().groups().world().host();
   start_ = Clock::now();
   ProcessGroups& groups = trainer_.model().groups();
+  // TrainingArguments' eval_on_start: a sanity check of the untrained model, logged at step 0 (a resumed
+  // run has been evaluated before).
+  if (eval_ && config_.eval_on_start && first_step_ == 0 && !evaluate_and_log(0, 0.0))
+    return stop_for(watch_.agreed_signal(world), 0);
   for (int64_t step = first_step_; step < total_steps_; ++step) {
     groups.set_phase("step " + std::to_string(step + 1));
     if (const int signal = watch_.agreed_signal(world)) return stop_for(signal, step);
@@ -212,19 +229,17 @@ SftLoopOutcome SftLoop::run(double peak_flops_per_rank) {
     }
     const bool last = step + 1 == total_steps_;
     // A window of skipped steps only still logs its line (loss null), so skipped_steps shows.
-    if (every(config_.logging_steps, step) || last) log_step(step, r, peak_flops_per_rank);
-    if (eval_ && (every(config_.eval_steps, step) || last)) {
-      groups.set_phase("evaluation at step " + std::to_string(step + 1));
-      const std::optional<EvalResult> eval = evaluate();
-      if (!eval) return stop_for(watch_.agreed_signal(world), step + 1);
-      EvalMetrics metrics{eval->loss, std::nullopt, std::nullopt};
-      if (eval->has_token_metrics) {
-        metrics.entropy = eval->entropy;
-        metrics.mean_token_accuracy = eval->mean_token_accuracy;
-      }
-      logger_.log_eval(step + 1, metrics, epoch_after(step));
-    }
-    if (every(save_steps_, step)) save(step + 1);
+    // transformers' DefaultFlowCallback: logging_first_step logs global step 1 whatever the strategy; epoch
+    // strategies act when an epoch's last step is done (and when max_steps ends one early).
+    const bool epoch_end = (step + 1) % sampler_.steps_per_epoch() == 0 || last;
+    const bool first_log = config_.logging_first_step && step == 0;
+    const bool log_now = config_.logging_strategy == "epoch" ? epoch_end
+                         : config_.logging_strategy == "no"  ? false
+                                                             : every(config_.logging_steps, step) || last;
+    if (log_now || first_log) log_step(step, r, peak_flops_per_rank);
+    if (eval_ && (every(config_.eval_steps, step) || last) && !evaluate_and_log(step + 1, epoch_after(step)))
+      return stop_for(watch_.agreed_signal(world), step + 1);
+    if (config_.save_strategy == "epoch" ? epoch_end : every(save_steps_, step)) save(step + 1);
     report_async_save();
   }
   finish_async_save();

@@ -66,6 +66,8 @@ class SftLoop {
   // Mean loss over every eval row (batching::eval_micro_batches deals them over the dp ranks); nullopt
   // when the ranks agreed on a preemption signal between two batches.
   std::optional<EvalResult> evaluate();
+  // Evaluates and logs eval metrics at `steps_done` optimizer steps; false when a stop signal came.
+  bool evaluate_and_log(int64_t steps_done, double epoch);
   double epoch_after(int64_t step) const;
   // A checkpoint of `steps` optimizer steps done (in the background with --async_save); its folder.
   std::string save(int64_t steps);

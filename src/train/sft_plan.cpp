@@ -153,6 +153,7 @@ SftPlan plan_sft_job(const SftConfig& c, int world_size) {
   // The order of the checks is the order of the messages a user with several mistakes sees.
   SftPlan plan;
   plan.schedule = parse_lr_schedule(c.lr_scheduler_type);
+  parse_lr_scheduler_kwargs(plan.schedule, c.lr_scheduler_kwargs, c.learning_rate);  // its UserErrors, early
   const ParallelDims resolved = requested_dims(c, world_size);
   plan.trainer = trainer_options(c);
   plan.trainer.parallel.lora = plan_lora(c, plan);

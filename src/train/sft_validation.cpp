@@ -66,6 +66,8 @@ void validate_sft_options(const SftConfig& c) {
     require("--num_train_epochs", c.num_train_epochs, true, "must be a finite number");
   require("--per_device_train_batch_size", c.per_device_train_batch_size,
           c.per_device_train_batch_size >= 1 && c.per_device_train_batch_size <= kInt32Max, "must be in [1, 2147483647]");
+  require("--per_device_eval_batch_size", c.per_device_eval_batch_size,
+          c.per_device_eval_batch_size >= 1 && c.per_device_eval_batch_size <= kInt32Max, "must be in [1, 2147483647]");
   require("--gradient_accumulation_steps", c.gradient_accumulation_steps,
           c.gradient_accumulation_steps >= 1 && c.gradient_accumulation_steps <= kInt32Max, "must be in [1, 2147483647]");
 

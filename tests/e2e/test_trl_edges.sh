@@ -46,7 +46,9 @@ PY
 }
 
 echo "dataloader_drop_last false (default) and true"
-sft 1 "$WORK/one" --per_device_train_batch_size 4
+# Evaluation batches as the training ones (per rank x dp the same in every layout): eval entropy and
+# token accuracy are means over eval batches, as TRL's, so they follow --per_device_eval_batch_size.
+sft 1 "$WORK/one" --per_device_train_batch_size 4 --per_device_eval_batch_size 4
 check_epochs "$WORK/one" 12 6
 sft 1 "$WORK/drop" --per_device_train_batch_size 4 --dataloader_drop_last
 check_epochs "$WORK/drop" 10 5
@@ -71,9 +73,11 @@ print(f"    {len(b)} lines, worst relative difference {worst:.3g}")
 assert worst <= 1e-5, worst
 PY
 }
-for layout in "2 ddp --per_device_train_batch_size 2" "2 tp2 --tp_size 2 --per_device_train_batch_size 4" \
-              "2 tp2sp --tp_size 2 --tp_sequence_parallel --per_device_train_batch_size 4" \
-              "2 cp2 --cp_size 2 --per_device_train_batch_size 4" "2 sp2 --sp_size 2 --per_device_train_batch_size 4"; do
+for layout in "2 ddp --per_device_train_batch_size 2 --per_device_eval_batch_size 2" \
+              "2 tp2 --tp_size 2 --per_device_train_batch_size 4 --per_device_eval_batch_size 4" \
+              "2 tp2sp --tp_size 2 --tp_sequence_parallel --per_device_train_batch_size 4 --per_device_eval_batch_size 4" \
+              "2 cp2 --cp_size 2 --per_device_train_batch_size 4 --per_device_eval_batch_size 4" \
+              "2 sp2 --sp_size 2 --per_device_train_batch_size 4 --per_device_eval_batch_size 4"; do
   set -- $layout
   np=$1 name=$2
   shift 2

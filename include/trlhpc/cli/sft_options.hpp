@@ -1,7 +1,9 @@
 #pragma once
 // Command-line and YAML options of `trlhpc sft` (CONTRACT.md), parsed into an SftConfig.
 // `--config FILE.yaml` holds the same keys as the flags; flags given on the command line win.
-// Unknown flags or YAML keys, and values of the wrong type, are UserErrors naming the key.
+// Unknown flags or YAML keys, and values of the wrong type, are UserErrors naming the key. Every argument
+// of TRL's dataclasses is known (cli/trl_fields.hpp): honored, mapped, accepted as a no-op or refused by
+// name; a YAML null (TRL's None) leaves trlhpc's default.
 #include <string>
 #include <vector>
 
@@ -15,6 +17,9 @@ namespace trlhpc {
 struct SftOptionContext {
   int world_size = 1;
   bool is_main = true;
+  // Notes on mapped TRL arguments (cli/trl_fields.hpp), each once: appended here when set, else printed
+  // by the main rank to stderr.
+  std::vector<std::string>* notes = nullptr;
 };
 
 // Parses argv (without the program name and the "sft" word). Returns false when --help was printed.

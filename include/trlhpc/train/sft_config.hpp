@@ -38,9 +38,11 @@ struct SftConfig {
   int64_t max_steps = -1;
   double num_train_epochs = 3.0;
   int64_t per_device_train_batch_size = 8;
+  int64_t per_device_eval_batch_size = 8;  // rows per evaluation micro-batch per dp rank (TrainingArguments)
   int64_t gradient_accumulation_steps = 1;
   double learning_rate = 2e-5;
   std::string lr_scheduler_type = "linear";
+  std::string lr_scheduler_kwargs;  // JSON object, transformers' scheduler_specific_kwargs (optim/lr_scheduler.hpp)
   int64_t warmup_steps = 0;
   double warmup_ratio = 0.0;
   double weight_decay = 0.0;
@@ -63,6 +65,11 @@ struct SftConfig {
   // (accelerate / DeepSpeed ALST's seq_parallel_communication_data_type; half the bytes).
   std::string seq_parallel_communication_data_type = "fp32";
   int64_t logging_steps = 10;
+  bool logging_first_step = false;  // TrainingArguments': also log after the first step (TRL argument table)
+  // TrainingArguments' logging_strategy / save_strategy: "steps" (every logging_steps / save_steps), "epoch"
+  // (after each epoch's last step, and after the last step) or "no" (no train lines / no checkpoints).
+  std::string logging_strategy = "steps";
+  std::string save_strategy = "steps";
   // Where the logged metrics also go besides metrics.jsonl: "tensorboard" (event files under
   // logging_dir, written by rank 0) or "none". HF's report_to, with transformers 5's default (4.x
   // defaulted to "all"); "all" means every integration trlhpc has, i.e. tensorboard.
@@ -79,6 +86,7 @@ struct SftConfig {
   // TrainingArguments' eval_strategy: "no" (default) or "steps" (every eval_steps, and after the last
   // step). Evaluation runs when it is "steps" or --eval_dataset is given.
   std::string eval_strategy = "no";
+  bool eval_on_start = false;  // TrainingArguments': also evaluate before the first step (logged at step 0)
   bool shuffle_dataset = true;
   // HF's dataloader_drop_last (default false): true drops the incomplete last batch of per_device x dp
   // rows of each epoch; false keeps it as a smaller last step (batching/sampler.hpp).
@@ -101,6 +109,7 @@ struct SftConfig {
 
   // Parallelism.
   std::string accelerate_config;
+  std::string deepspeed;  // TrainingArguments' --deepspeed: a DeepSpeed JSON file or object (cli/deepspeed_config.hpp)
   int64_t dp_replicate_size = 1, dp_shard_size = -1, tp_size = 1, cp_size = 1, sp_size = 1;
   bool tp_sequence_parallel = false;  // Megatron sequence parallelism inside the tp group
   std::string sharding = "none";    // none (DDP) | zero1 | zero2 | zero3 (set from accelerate profiles)
