@@ -33,6 +33,12 @@ using namespace attention_detail;
 // Budget for the stored dS tiles of one slab of query tiles (see attention_bwd).
 constexpr int64_t kScoreStoreBytes = int64_t{64} << 20;
 
+// Query tiles per slab: as many as the dS store budget allows, at least one.
+int64_t score_store_slab(int64_t B, int64_t NH, int64_t q_tiles, int64_t k_tiles) {
+  const int64_t per_query_tile = B * NH * k_tiles * kQueryTile * kKeyTile;
+  return std::clamp<int64_t>(kScoreStoreBytes / int64_t{sizeof(float)} / per_query_tile, 1, q_tiles);
+}
+
 // Everything the backward passes share.
 struct BackwardArgs {
   const float *qh, *doh, *lse, *delta;  // qh, doh (B, NH, Tq, HS) per-head copies of q, dout; delta (B, NH, Tq)
@@ -153,7 +159,7 @@ void attention_bwd_impl(const T* q, const T* k, const T* v, const T* o, const fl
   // so dS is computed once. A slab is as many query tiles as the store budget allows (at least one).
   constexpr int64_t kPairFloats = kQueryTile * kKeyTile;
   const int64_t per_query_tile = B * NH * k_tiles * kPairFloats;
-  const int64_t slab = std::clamp<int64_t>(kScoreStoreBytes / int64_t{sizeof(float)} / per_query_tile, 1, q_tiles);
+  const int64_t slab = score_store_slab(B, NH, q_tiles, k_tiles);
   // (B, NH, slab, k_tiles, kQueryTile, kKeyTile); left uninitialised, pass 2 reads only what pass 1 wrote.
   float* const ds_store = scratch.ds.reserve(slab * per_query_tile);
   auto ds_tile = [&](int64_t b, int64_t h, int64_t qt_in_slab, int64_t kt) {
@@ -241,6 +247,24 @@ void attention_bwd(const uint16_t* q, const uint16_t* k, const uint16_t* v, cons
                    int64_t NH, int64_t KVH, int64_t HS, float scale, int64_t window, float softcap) {
   attention_bwd_impl(q, k, v, o, lse, dout, q_pos, k_pos, q_doc, k_doc, dq, dk, dv, B, Tq, Tk, NH, KVH, HS, scale,
                      window, softcap);
+}
+
+int64_t attention_scratch_bytes(int64_t B, int64_t Tq, int64_t Tk, int64_t NH, int64_t KVH, int64_t HS, bool backward) {
+  // Each term as its Scratch::reserve asks (rounded as capacity_bytes rounds); see pack_kv and attention_bwd_impl.
+  auto held = [](int64_t floats) { return (floats + 15) / 16 * 64; };
+  if (B == 0 || Tq == 0 || Tk == 0 || NH == 0) return 0;
+  const int64_t q_tiles = (Tq + kQueryTile - 1) / kQueryTile, k_tiles = (Tk + kKeyTile - 1) / kKeyTile;
+  const int64_t kv = held(B * KVH * k_tiles * kKeyTile * HS);
+  if (!backward) return 2 * kv;
+  const int64_t slab = score_store_slab(B, NH, q_tiles, k_tiles);
+  return 4 * kv + held(B * NH * Tq) + 2 * held(B * NH * Tq * HS) + held(slab * B * NH * k_tiles * kQueryTile * kKeyTile);
+}
+
+int64_t attention_scratch_held_bytes() {
+  const AttentionScratch& s = attention_scratch();
+  int64_t n = 0;
+  for (const Scratch* b : {&s.kt, &s.vp, &s.vt, &s.kp, &s.delta, &s.qh, &s.doh, &s.ds}) n += b->capacity_bytes();
+  return n;
 }
 
 }  // namespace trlhpc::cpu

@@ -26,6 +26,7 @@ class Scratch {
     }
     return data_.get();
   }
+  int64_t capacity_bytes() const { return data_ ? (capacity_ + 15) / 16 * 64 : 0; }
 
  private:
   struct Free {

@@ -293,7 +293,10 @@ int run_env_command(int argc, char** argv, MpiEnvironment& mpi, std::ostream& ou
   ProcessGroups groups(Mesh(dims), mpi.world());
   json report = build_report(options, topo, groups);
   if (mpi.world_rank() == 0 && model) {
-    const StepMemoryPlan plan = plan_step_memory(*model, dims, sharding_kind, options.batch);
+    MicroBatchShape batch = options.batch;
+    batch.cpu_kernels = topo.gpu_index() < 0;
+    StepMemoryPlan plan = plan_step_memory(*model, dims, sharding_kind, batch);
+    if (batch.cpu_kernels) plan.process_bytes = process_resident_bytes();  // this process: libraries and MPI, no data
     const MemoryAccount& m = plan.persistent;
     report["memory_per_rank"] = {{"model", options.model}, {"architecture", model->architecture_name()},
                                  {"parameters", model->parameter_count()},
@@ -303,7 +306,10 @@ int run_env_command(int argc, char** argv, MpiEnvironment& mpi, std::ostream& ou
                                  {"gradient_checkpointing", options.batch.gradient_checkpointing},
                                  {"gathered_unit_bytes", plan.gathered_unit_bytes},
                                  {"activation_bytes", plan.activation_bytes}, {"loss_bytes", plan.loss_bytes},
-                                 {"floor_bytes", plan.floor_bytes()}};
+                                 {"attention_bytes", plan.attention_bytes}, {"floor_bytes", plan.floor_bytes()},
+                                 {"process_bytes", plan.process_bytes},
+                                 {"predicted_peak_bytes", plan.predicted_peak_bytes()},
+                                 {"cp_size", dims.cp}, {"sp_size", dims.sp}};
     // The layer pattern: S = sliding window, F = full attention (N: no RoPE on that layer).
     std::string pattern;
     for (int64_t l = 0; l < model->num_hidden_layers; ++l)
@@ -332,8 +338,12 @@ int run_env_command(int argc, char** argv, MpiEnvironment& mpi, std::ostream& ou
             << ", optimizer " << mib(m["optimizer_bytes"]) << "; a step of " << m["rows"] << " x " << m["max_length"]
             << " tokens" << (m["gradient_checkpointing"].get<bool>() ? " with gradient checkpointing" : "")
             << " adds the largest gathered unit + gradient " << mib(m["gathered_unit_bytes"]) << ", activations "
-            << mib(m["activation_bytes"]) << ", loss chunk " << mib(m["loss_bytes"]) << ": floor "
-            << mib(m["floor_bytes"]) << "\n";
+            << mib(m["activation_bytes"]) << ", loss chunk " << mib(m["loss_bytes"]) << ", attention "
+            << mib(m["attention_bytes"]) << ": floor " << mib(m["floor_bytes"]);
+        if (m["process_bytes"].get<int64_t>() > 0)
+          out << "; with this process (" << mib(m["process_bytes"]) << ", before any data) a predicted peak of "
+              << mib(m["predicted_peak_bytes"]) << " resident";
+        out << "\n";
         std::string structure;
         for (const json& part : m["structure"]) structure += (structure.empty() ? "" : ", ") + part.get<std::string>();
         out << "Family " << m["family"].get<std::string>() << ": " << structure << "\n";

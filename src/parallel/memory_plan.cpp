@@ -1,10 +1,15 @@
 #include "trlhpc/parallel/memory_plan.hpp"
 
 #include <algorithm>
+#include <fstream>
+#include <string>
 
 #include "trlhpc/model/decoder.hpp"
 #include "trlhpc/model/parameter_names.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
+#include "trlhpc/kernels/cpu.hpp"
+#include "trlhpc/parallel/ring_attention.hpp"
+#include "trlhpc/parallel/ulysses_attention.hpp"
 
 namespace trlhpc {
 namespace {
@@ -52,6 +57,35 @@ MemoryAccount plan_memory(const ModelConfig& config, const ParallelDims& dims, S
   return m;
 }
 
+namespace {
+
+// The sequence attention's buffers as SequenceAttention builds them for this layout (Ulysses over sp
+// wrapping the ring over cp, or the plain kernel), each counted by its own allocation routine, plus
+// the CPU kernel's scratch for its largest call: the ring calls it per row on one zigzag chunk of
+// queries against up to both chunks of a block; Ulysses hands it every token and its share of heads.
+int64_t planned_attention_bytes(const ModelConfig& local, const ParallelDims& dims, const MicroBatchShape& batch,
+                                int64_t T) {
+  const DType act = batch.compute_dtype;
+  AttentionShape s{.B = batch.rows, .Tq = T / (int64_t{dims.cp} * dims.sp), .Tk = 0, .NH = local.num_attention_heads,
+                   .KVH = local.num_key_value_heads, .HS = local.head_dim};
+  s.Tk = s.Tq;
+  int64_t bytes = 0;
+  if (dims.sp > 1) {
+    bytes += UlyssesAttention::planned_workspace_bytes(s, dims.sp, act);
+    const int64_t rep = s.KVH % dims.sp == 0 ? 1 : dims.sp / s.KVH;  // kv heads copied when fewer than sp
+    s.Tq = s.Tk = s.Tq * dims.sp, s.NH /= dims.sp, s.KVH = s.KVH * rep / dims.sp;
+  }
+  int64_t kernel_B = s.B, kernel_Tq = s.Tq;
+  if (dims.cp > 1) {
+    bytes += RingAttention::planned_workspace_bytes(s, act, act);
+    kernel_B = 1, kernel_Tq = s.Tq / 2;
+  }
+  if (batch.cpu_kernels) bytes += cpu::attention_scratch_bytes(kernel_B, kernel_Tq, s.Tk, s.NH, s.KVH, s.HS, true);
+  return bytes;
+}
+
+}  // namespace
+
 StepMemoryPlan plan_step_memory(const ModelConfig& config, const ParallelDims& dims, ShardingKind sharding,
                                 const MicroBatchShape& batch, Offload offload) {
   StepMemoryPlan plan;
@@ -78,10 +112,19 @@ StepMemoryPlan plan_step_memory(const ModelConfig& config, const ParallelDims& d
   const int64_t Nl = dims.tp_sequence_parallel ? N / dims.tp : N;
   plan.activation_bytes =
       Decoder::planned_activation_bytes(local, N, Nl, batch.gradient_checkpointing, batch.compute_dtype);
+  plan.attention_bytes = planned_attention_bytes(local, dims, batch, T);
   // The head sees every token of the rank (gathered over tp under tp sequence parallel).
   const int64_t chunk = std::max<int64_t>(1, std::min(batch.loss_chunk_tokens, N));
   plan.loss_bytes = kF32 * chunk * (local.vocab_size + 2 * local.hidden_size);
   return plan;
+}
+
+int64_t process_resident_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;  // "VmRSS:  123 kB"
+  return 0;
 }
 
 }  // namespace trlhpc

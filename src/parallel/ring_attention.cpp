@@ -97,6 +97,29 @@ RingAttention::~RingAttention() = default;
 
 int64_t RingAttention::workspace_bytes() const { return ws_ ? ws_->bytes() : 0; }
 
+namespace {
+
+// Every buffer of a workspace for local shape s, each from alloc(shape, dtype). One routine for the
+// real buffers (Ops::allocate) and the memory plan (a byte counter), so the two cannot drift apart.
+template <class Alloc>
+void allocate_ring_buffers(RingAttention::Workspace& w, const AttentionShape& s, DType kv_dtype, DType o_dtype,
+                           Alloc&& alloc) {
+  w.B = s.B, w.Tl = s.Tq, w.NH = s.NH, w.KVH = s.KVH, w.HS = s.HS;
+  w.kv_dtype = kv_dtype, w.o_dtype = o_dtype;
+  for (int i = 0; i < 2; ++i) {
+    w.kv[i] = alloc(Shape{2 * w.kv_numel()}, kv_dtype);
+    w.meta[i] = alloc(Shape{2 * w.B * w.Tl}, DType::I32);
+  }
+  w.dkv_block = alloc(Shape{2 * w.kv_numel()}, DType::F32);
+  w.dkv_send = alloc(Shape{2 * w.kv_numel()}, DType::F32);
+  w.dkv_recv = alloc(Shape{2 * w.kv_numel()}, DType::F32);
+  w.o_blk = alloc(Shape{1, w.Tc(), w.NH, w.HS}, DType::F32);
+  w.lse_blk = alloc(Shape{1, w.NH, w.Tc()}, DType::F32);
+  if (o_dtype != DType::F32) w.o_acc = alloc(Shape{w.B, w.Tl, w.NH, w.HS}, DType::F32);
+}
+
+}  // namespace
+
 RingAttention::Workspace& RingAttention::workspace(Ops& ops, const AttentionShape& s, DType kv_dtype, DType o_dtype) {
   TRLHPC_ASSERT(s.Tq == s.Tk && s.Tq % 2 == 0,
                 "ring attention needs the two zigzag chunks of equal length: local T " + std::to_string(s.Tq) +
@@ -104,20 +127,19 @@ RingAttention::Workspace& RingAttention::workspace(Ops& ops, const AttentionShap
   if (ws_ && ws_->fits(s, kv_dtype, o_dtype)) return *ws_;
   ws_ = std::make_unique<Workspace>();
   Workspace& w = *ws_;
-  w.B = s.B, w.Tl = s.Tq, w.NH = s.NH, w.KVH = s.KVH, w.HS = s.HS;
-  w.kv_dtype = kv_dtype, w.o_dtype = o_dtype;
-  for (int i = 0; i < 2; ++i) {
-    w.kv[i] = ops.allocate({2 * w.kv_numel()}, kv_dtype);
-    w.meta[i] = ops.allocate({2 * w.B * w.Tl}, DType::I32);
-  }
-  w.dkv_block = ops.allocate({2 * w.kv_numel()});
-  w.dkv_send = ops.allocate({2 * w.kv_numel()});
-  w.dkv_recv = ops.allocate({2 * w.kv_numel()});
-  w.o_blk = ops.allocate({1, w.Tc(), w.NH, w.HS});
-  w.lse_blk = ops.allocate({1, w.NH, w.Tc()});
-  if (o_dtype != DType::F32) w.o_acc = ops.allocate({w.B, w.Tl, w.NH, w.HS});
+  allocate_ring_buffers(w, s, kv_dtype, o_dtype, [&ops](const Shape& shape, DType dtype) { return ops.allocate(shape, dtype); });
   w.host_meta.resize(static_cast<size_t>(2 * w.B * w.Tl));
   return w;
+}
+
+int64_t RingAttention::planned_workspace_bytes(const AttentionShape& s, DType kv_dtype, DType o_dtype) {
+  Workspace w;
+  int64_t bytes = 0;
+  allocate_ring_buffers(w, s, kv_dtype, o_dtype, [&bytes](const Shape& shape, DType dtype) {
+    bytes += shape_numel(shape) * static_cast<int64_t>(dtype_size(dtype));
+    return Tensor();
+  });
+  return bytes;
 }
 
 namespace {

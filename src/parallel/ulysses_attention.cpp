@@ -95,6 +95,37 @@ UlyssesAttention::~UlyssesAttention() = default;
 
 int64_t UlyssesAttention::workspace_bytes() const { return ws_ ? ws_->bytes() : 0; }
 
+namespace {
+
+// Every buffer of a workspace for local shape s over P ranks, each from alloc(shape, dtype): one
+// routine for the real buffers (Ops::allocate) and the memory plan (a byte counter).
+template <class Alloc>
+void allocate_ulysses_buffers(UlyssesAttention::Workspace& w, const AttentionShape& s, int P, DType act_dtype,
+                              Alloc&& alloc) {
+  w.B = s.B, w.Tl = s.Tq, w.NH = s.NH, w.KVH = s.KVH, w.HS = s.HS, w.P = P;
+  w.act_dtype = act_dtype;
+  w.rep = s.KVH % P == 0 ? 1 : P / s.KVH;
+  w.NHl = s.NH / P;
+  w.KVHl = s.KVH * w.rep / P;
+  const int64_t T = w.T();
+  const Shape staging{int64_t{P} * w.B * w.Tl * std::max(w.NHl, w.KVHl) * w.HS};
+  w.send = alloc(staging, DType::F32);
+  w.recv = alloc(staging, DType::F32);
+  if (act_dtype != DType::F32) {
+    w.send_act = alloc(staging, act_dtype);
+    w.recv_act = alloc(staging, act_dtype);
+  }
+  for (Tensor* t : {&w.qh, &w.oh, &w.doh}) *t = alloc(Shape{w.B, T, w.NHl, w.HS}, act_dtype);
+  w.dqh = alloc(Shape{w.B, T, w.NHl, w.HS}, DType::F32);
+  for (Tensor* t : {&w.kh, &w.vh}) *t = alloc(Shape{w.B, T, w.KVHl, w.HS}, act_dtype);
+  for (Tensor* t : {&w.dkh, &w.dvh}) *t = alloc(Shape{w.B, T, w.KVHl, w.HS}, DType::F32);
+  w.ids_all = alloc(Shape{int64_t{P} * w.B * w.Tl}, DType::I32);
+  w.pos_full = alloc(Shape{w.B, T}, DType::I32);
+  w.doc_full = alloc(Shape{w.B, T}, DType::I32);
+}
+
+}  // namespace
+
 UlyssesAttention::Workspace& UlyssesAttention::workspace(Ops& ops, const AttentionShape& s, DType act_dtype) {
   const int P = comm_.size();
   if (ws_ && ws_->fits(s, P, act_dtype)) return *ws_;
@@ -105,28 +136,20 @@ UlyssesAttention::Workspace& UlyssesAttention::workspace(Ops& ops, const Attenti
                     " dividing or divisible by it (ParallelDims::validate_model)");
   ws_ = std::make_unique<Workspace>();
   Workspace& w = *ws_;
-  w.B = s.B, w.Tl = s.Tq, w.NH = s.NH, w.KVH = s.KVH, w.HS = s.HS, w.P = P;
-  w.act_dtype = act_dtype;
-  w.rep = s.KVH % P == 0 ? 1 : P / s.KVH;
-  w.NHl = s.NH / P;
-  w.KVHl = s.KVH * w.rep / P;
-  const int64_t T = w.T();
-  w.send = ops.allocate({int64_t{P} * w.B * w.Tl * std::max(w.NHl, w.KVHl) * w.HS});
-  w.recv = ops.allocate(w.send.shape());
-  if (act_dtype != DType::F32) {
-    w.send_act = ops.allocate(w.send.shape(), act_dtype);
-    w.recv_act = ops.allocate(w.send.shape(), act_dtype);
-  }
-  for (Tensor* t : {&w.qh, &w.oh, &w.doh}) *t = ops.allocate({w.B, T, w.NHl, w.HS}, act_dtype);
-  w.dqh = ops.allocate({w.B, T, w.NHl, w.HS});
-  for (Tensor* t : {&w.kh, &w.vh}) *t = ops.allocate({w.B, T, w.KVHl, w.HS}, act_dtype);
-  for (Tensor* t : {&w.dkh, &w.dvh}) *t = ops.allocate({w.B, T, w.KVHl, w.HS});
-  w.ids_all = ops.allocate({int64_t{P} * w.B * w.Tl}, DType::I32);
-  w.pos_full = ops.allocate({w.B, T}, DType::I32);
-  w.doc_full = ops.allocate({w.B, T}, DType::I32);
+  allocate_ulysses_buffers(w, s, P, act_dtype, [&ops](const Shape& shape, DType dtype) { return ops.allocate(shape, dtype); });
   w.q_runs = head_runs(s.NH, 1, P);
   w.kv_runs = head_runs(s.KVH, w.rep, P);
   return w;
+}
+
+int64_t UlyssesAttention::planned_workspace_bytes(const AttentionShape& s, int sp, DType act_dtype) {
+  Workspace w;
+  int64_t bytes = 0;
+  allocate_ulysses_buffers(w, s, sp, act_dtype, [&bytes](const Shape& shape, DType dtype) {
+    bytes += shape_numel(shape) * static_cast<int64_t>(dtype_size(dtype));
+    return Tensor();
+  });
+  return bytes;
 }
 
 namespace {

@@ -181,12 +181,12 @@ void set_up_checkpoints(const SftConfig& c, const SftPlan& plan, const dataset::
 // what a step of a full-length micro-batch adds (memory_plan.hpp), so a user sees the floor the peak
 // resident memory should approach.
 void log_start(const SftConfig& c, const SftPlan& plan, const Trainer& trainer, const Topology& topology, const Ops& ops,
-               DeviceCommKind device_comm,
-               int64_t total_steps, MetricsLogger& logger) {
+               DeviceCommKind device_comm, int64_t process_bytes, int64_t total_steps, MetricsLogger& logger) {
   const MemoryAccount memory = trainer.memory();
   const ShardingKind sharding = plan.trainer.parallel.data_parallel.sharding;
   MicroBatchShape shape{c.per_device_train_batch_size, c.max_length, c.gradient_checkpointing, c.loss_chunk_tokens,
                         c.bf16 ? DType::BF16 : DType::F32, plan.trainer.parallel.lora.has_value()};
+  shape.cpu_kernels = ops.device() == Device::CPU;
   if (const std::optional<LoraConfig>& lora = plan.trainer.parallel.lora) {  // tp rank 0 holds the replicated factors
     std::vector<int64_t> unit_elements(static_cast<size_t>(lora_unit_layout(plan.model, *lora).count), 0);
     for (const ParameterSpec& spec :
@@ -202,14 +202,19 @@ void log_start(const SftConfig& c, const SftPlan& plan, const Trainer& trainer, 
                                : "; offload " + std::string(offload_name(offload)) + ": pinned host " +
                                      mib(memory.host_bytes) + ", device saving " + mib(memory.device_bytes_saved);
   const int64_t floor = memory.parameter_bytes + memory.gradient_bytes + memory.optimizer_bytes +
-                        step.gathered_unit_bytes + step.activation_bytes + step.loss_bytes;
+                        step.gathered_unit_bytes + step.activation_bytes + step.loss_bytes + step.attention_bytes;
+  // On the CPU the process (libraries, MPI, tokenizer, dataset) shares the memory the peak is read from.
+  const std::string predicted = shape.cpu_kernels ? ", process " + mib(process_bytes) + ", predicted peak " +
+                                                        mib(floor + process_bytes)
+                                                  : std::string();
   logger.message("model " + std::string(plan.model.architecture_name()) + " " +
                  std::to_string(plan.model.parameter_count()) + " parameters; mesh " + plan.dims.to_string() +
                  trainable_summary(plan) + "; sharding " + sharding_name(sharding) +
                  "; per rank: parameters " + mib(memory.parameter_bytes) +
                  ", gradients " + mib(memory.gradient_bytes) + ", optimizer " + mib(memory.optimizer_bytes) +
                  ", largest gathered unit + gradient " + mib(step.gathered_unit_bytes) + ", activations " +
-                 mib(step.activation_bytes) + ", loss chunk " + mib(step.loss_bytes) + ", floor " + mib(floor) + host + "; " +
+                 mib(step.activation_bytes) + ", loss chunk " + mib(step.loss_bytes) + ", attention " +
+                 mib(step.attention_bytes) + ", floor " + mib(floor) + predicted + host + "; " +
                  "backend " + backend_description(ops, topology) + ", device collectives " +
                  device_comm_kind_name(device_comm) + "; " + std::to_string(total_steps) + " steps");
   if (const std::string warning = cpu_blas_warning(); !warning.empty()) logger.message("warning: " + warning);
@@ -328,6 +333,7 @@ int run_watched_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
                    " are given; the mixture is used and --dataset_name ignored, as TRL does");
   log_dataset(c, train, logger);
 
+  const int64_t process_bytes = process_resident_bytes();  // before the model: the memory plan's process term
   Trainer trainer(plan.model, *ops, groups, plan.trainer);
   std::optional<checkpoint::AsyncCheckpointSaver> async;  // --async_save: outlives the loop's saves
   if (c.async_save) {
@@ -337,7 +343,7 @@ int run_watched_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   }
   SftLoop loop(c, plan.schedule, trainer, train, eval ? &*eval : nullptr, logger, watch);
   set_up_checkpoints(c, plan, train, trainer, loop, logger, async ? &*async : nullptr);
-  log_start(c, plan, trainer, topology, *ops, device_comms.kind, loop.total_steps(), logger);
+  log_start(c, plan, trainer, topology, *ops, device_comms.kind, process_bytes, loop.total_steps(), logger);
   const SftLoopOutcome outcome = loop.run(peak_flops_per_rank(c, *ops, groups));
   if (outcome.signal) return report_preemption(c, outcome.signal, outcome, loop.total_steps(), logger);
   logger.finish();

@@ -14,6 +14,7 @@
 #include <memory>
 #include <random>
 
+#include "trlhpc/parallel/memory_plan.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
 #include "trlhpc/train/trainer.hpp"
 
@@ -108,6 +109,13 @@ TEST(SequenceParallelMemory, ActivationsFallLinearlyAndLongRowsFitTheBudget) {
     for (int64_t s = 0; s < kSteps; ++s)
       EXPECT_NEAR(run.losses[static_cast<size_t>(s)], single.losses[static_cast<size_t>(s)],
                   1e-5 * single.losses[static_cast<size_t>(s)]);
+    // The memory plan counts the sequence attention's buffers as they are allocated (the CPU kernel's
+    // scratch left out here: unit.test_cpu_attention_scratch checks that term).
+    MicroBatchShape shape;
+    shape.rows = 1, shape.seq_len = kSeqLen, shape.cpu_kernels = false;
+    ModelConfig config = long_context_model();
+    config.num_hidden_layers = 2;
+    EXPECT_EQ(plan_step_memory(config, dims.resolved(P), ShardingKind::None, shape).attention_bytes, run.workspace_bytes);
     // The decoder's buffers are exactly proportional to the local tokens; the workspace is too.
     EXPECT_EQ(run.activation_bytes * P, single.activation_bytes);
     // With the workspace (one layer's worth, shared by all layers) it stays within 30% of 1/P; the

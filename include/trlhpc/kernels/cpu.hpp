@@ -159,6 +159,13 @@ void attention_bwd(const uint16_t* q, const uint16_t* k, const uint16_t* v, cons
 void attention_merge(float* o_acc, float* lse_acc, const float* o_blk, const float* lse_blk, int64_t B, int64_t T,
                      int64_t NH, int64_t HS);
 
+// The working memory attention_fwd / attention_bwd keep in the calling thread between calls (repacked
+// K/V, the backward's per-head q/dout copies and its dS store, bounded at 64 MiB): what a call of this
+// shape leaves held, each buffer being as large as the largest call so far. The memory plan counts it.
+int64_t attention_scratch_bytes(int64_t B, int64_t Tq, int64_t Tk, int64_t NH, int64_t KVH, int64_t HS, bool backward);
+// The bytes the calling thread holds now (for tests of attention_scratch_bytes).
+int64_t attention_scratch_held_bytes();
+
 // ---- lora_dropout.cpp -----------------------------------------------------------------------------
 // LoRA's input dropout, x and out (N, F) (may alias): element (n, f) is kept, scaled by 1 / (1 - p), when
 // dropout_keeps(key, rows[n], columns[n], feature_offset + f, p) (core/philox.hpp), else 0. rows / columns

@@ -64,6 +64,8 @@ class RingAttention final : public SequenceAttention {
   void reset_stats() { stats_ = {}; }
   // Bytes of the ring buffers currently allocated (K/V double buffer, dK/dV buffers, block results).
   int64_t workspace_bytes() const override;
+  // What workspace_bytes() will be after a call with local shape s (the memory plan's count).
+  static int64_t planned_workspace_bytes(const AttentionShape& s, DType kv_dtype, DType o_dtype);
 
   struct Workspace;  // the ring buffers, defined in src/parallel/ring_attention.cpp
 

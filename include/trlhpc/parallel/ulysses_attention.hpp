@@ -61,6 +61,8 @@ class UlyssesAttention final : public SequenceAttention {
   const UlyssesAttentionStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }
   int64_t workspace_bytes() const override;  // bytes of the head-sharded buffers currently allocated
+  // What workspace_bytes() will be after a call with local shape s over sp ranks (the memory plan's count).
+  static int64_t planned_workspace_bytes(const AttentionShape& s, int sp, DType act_dtype);
 
   struct Workspace;  // defined in src/parallel/ulysses_attention.cpp
 
