@@ -148,8 +148,8 @@ def flops_per_token(shape):
     C, L, NH = shape["hidden_size"], shape["num_hidden_layers"], shape["num_attention_heads"]
     KVH, Fi, HS = shape["num_key_value_heads"], shape["intermediate_size"], C // NH
     layer = C * NH * HS + NH * HS + 2 * (C * KVH * HS + KVH * HS) + NH * HS * C + 3 * C * Fi + 2 * C
-    n = VOCAB * C + L * layer + C  # tied: the embedding counted once (PaLM's 6N + 12 L H Q T)
-    return 6 * n + 12 * L * NH * HS * SEQ
+    n = VOCAB * C + L * layer + C  # tied: the embedding counted once
+    return 6 * n + 6 * L * NH * HS * (SEQ + 1)  # causal rows of one SEQ-token document (train/flops.hpp)
 
 
 def run_peer(model_dir, data, steps, threads, mode, bf16):
@@ -180,7 +180,7 @@ def run_trlhpc(binary, model_dir, data, steps, threads, out, env_change, extra):
     metrics = [json.loads(l) for l in open(os.path.join(out, "metrics.jsonl")) if '"loss"' in l]
     steady = metrics[2:]
     tps = sum(m["tokens_per_second"] for m in steady) / len(steady)
-    own_peak = sum(m["tokens_per_second"] / m["mfu"] for m in steady) / len(steady)  # = sgemm peak / FLOPs per token
+    own_peak = sum(m["tokens_per_second"] / m["mfu_of_gemm_rate"] for m in steady) / len(steady)  # = sgemm peak / FLOPs per token
     return [m["loss"] for m in metrics], tps, rss, own_peak
 
 

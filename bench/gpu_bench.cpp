@@ -9,8 +9,8 @@
 // embeddings, qkv bias (Qwen2.5-0.5B), random init (weights_from_init). Data: packed rows of seq_len
 // tokens, documents of 128..2048 tokens with positions restarting, every token a target except the
 // last of each document. A step = Decoder::forward_backward + global grad norm + AdamW + zero grads,
-// exactly what the trainer does on one rank. Reported: tokens/s, MFU by the PaLM formula
-// (include/trlhpc/train/flops.hpp; peak 989 TFLOP/s = H100/H200 dense bf16), peak device memory, and
+// exactly what the trainer does on one rank. Reported: tokens/s, MFU by the trainer's count
+// (include/trlhpc/train/flops.hpp: 6 N + causal pairs per document; peak 989 TFLOP/s = H100/H200 dense bf16), peak device memory, and
 // GPU time per op (cudaEvent pairs, CudaOpsOptions::time_ops). --bf16: the mixed-precision recipe
 // (CudaOpsOptions::compute_dtype BF16: fp32 masters and AdamW, bf16 activations and GEMM operands), as
 // `trlhpc sft --bf16`. --json writes tokens_per_second, mfu, peak_memory_gib (in use) and the step's loss
@@ -190,7 +190,8 @@ std::string train_step_report(const Options& o) {
 
   const double tokens = static_cast<double>(o.rows * o.seq_len);
   const double tokens_per_s = tokens / seconds;
-  const double mfu = training_flops_per_token(config, o.seq_len) * tokens_per_s / o.peak;
+  // The trainer's count (flops.hpp): 6 N per token plus the causal pairs of this packing's documents.
+  const double mfu = training_flops(config, o.rows * o.seq_len, attended_pairs(config, batch)) / seconds / o.peak;
   std::ostringstream os;
   if (!o.json.empty()) {
     std::ofstream j(o.json);

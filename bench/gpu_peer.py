@@ -19,9 +19,9 @@ documents and the comparison would be unfair. Without --batch: one random causal
 
 Modes: autocast = fp32 master weights + torch.autocast(bfloat16) (TRL's bf16=True on an fp32 checkpoint,
 the peer of gpu_bench --bf16); bf16 = the whole model in bfloat16; fp32 and tf32 = full precision
-without/with TF32 matmuls (peers of gpu_bench's fp32 Decoder). MFU: the PaLM formula of
-include/trlhpc/train/flops.hpp (6 N + 12 L H Q T per token, N = all parameters with the tied head counted
-once, T = seq_len). --tiny: hidden 64, 4 heads, 2 kv heads, intermediate 128 (the vocabulary stays,
+without/with TF32 matmuls (peers of gpu_bench's fp32 Decoder). MFU: the count of
+include/trlhpc/train/flops.hpp (6 N per token + 12 L H Q per causal (query, key) pair of each document,
+N = all parameters with the tied head counted once). --tiny: hidden 64, 4 heads, 2 kv heads, intermediate 128 (the vocabulary stays,
 since the batch's ids use it) for a CPU self-check. Prints a markdown row and "RESULT tokens_per_s=...".
 """
 import argparse
@@ -144,9 +144,11 @@ def main():
 
     n_params = sum(t.numel() for t in model.parameters())  # tied head counted once, as flops.hpp
     head_dim = config.hidden_size // config.num_attention_heads
-    flops_per_token = 6 * n_params + 12 * a.layers * config.num_attention_heads * head_dim * seq_len
+    # Causal pairs: the query at document position p attends p + 1 keys (flops.hpp, positions restart per document).
+    pairs = float((pos.to(torch.float64) + 1).sum())
+    step_flops = 6 * n_params * rows * seq_len + 12 * a.layers * config.num_attention_heads * head_dim * pairs
     tokens_per_s = rows * seq_len / seconds
-    mfu = flops_per_token * tokens_per_s / a.peak
+    mfu = step_flops / seconds / a.peak
     peak_gib = torch.cuda.max_memory_allocated() / 2**30 if cuda else None
     if not torch.isfinite(loss):
         raise SystemExit(f"peer: non-finite loss {loss.item()}")

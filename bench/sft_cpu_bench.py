@@ -36,7 +36,8 @@ SEQ, ROWS, BATCH = 512, 48, 4
 
 def flops_per_token(cfg):
     n = sum(p.numel() for p in Qwen2ForCausalLM(cfg).parameters())  # tied: embedding counted once
-    return 6 * n + 12 * cfg.num_hidden_layers * cfg.num_attention_heads * (cfg.hidden_size // cfg.num_attention_heads) * SEQ
+    # Causal attention over rows of one SEQ-token document, as trlhpc counts it (train/flops.hpp): 6 L H Q (T + 1).
+    return 6 * n + 6 * cfg.num_hidden_layers * cfg.num_attention_heads * (cfg.hidden_size // cfg.num_attention_heads) * (SEQ + 1)
 
 
 def gemm_peak(threads):
@@ -85,8 +86,8 @@ def run_trlhpc(binary, model_dir, data, steps, threads, out, blas_env):
     rss = next(int(l.split()[-1]) for l in p.stderr.splitlines() if "Maximum resident" in l) / 1024
     metrics = [json.loads(l) for l in open(os.path.join(out, "metrics.jsonl"))]
     steady = metrics[2:]
-    # trlhpc's MFU uses the same FLOPs per token and its own measured sgemm rate: peak / flops_per_token.
-    peak = sum(m["tokens_per_second"] / m["mfu"] for m in steady) / len(steady)
+    # trlhpc's mfu_of_gemm_rate uses the same FLOPs per token and its own measured sgemm rate: peak / flops_per_token.
+    peak = sum(m["tokens_per_second"] / m["mfu_of_gemm_rate"] for m in steady) / len(steady)
     return [m["loss"] for m in metrics], [m["tokens_per_second"] for m in metrics], rss, peak
 
 

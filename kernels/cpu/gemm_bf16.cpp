@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "kernels/cpu/bf16_pack.hpp"
+#include "kernels/cpu/cpuid.hpp"
 #include "kernels/cpu/gemm_avx512bf16.hpp"
 #include "kernels/cpu/scratch.hpp"
 #include "trlhpc/kernels/cpu.hpp"
@@ -67,8 +68,7 @@ bool cpu_has_avx512bf16() {
 
 bool cpu_has_amx_bf16() {
   // CPUID.(EAX=7,ECX=0):EDX bit 22 AMX-BF16, bit 24 AMX-TILE.
-  unsigned a = 7, b = 0, c = 0, d = 0;
-  __asm__ volatile("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
+  const unsigned d = cpuid(7, 0).edx;
   return ((d >> 22) & 1u) && ((d >> 24) & 1u);
 }
 
@@ -340,6 +340,15 @@ std::string bf16_gemm_name() {
 }
 
 std::string bf16_gemm_check() { return bf16_choice().error; }
+
+GemmIsa bf16_gemm_isa() {
+  switch (bf16_choice().engine) {
+    case Bf16GemmEngine::AMX: return GemmIsa::AmxBf16;
+    case Bf16GemmEngine::AVX512BF16: return GemmIsa::Avx512Bf16;
+    case Bf16GemmEngine::F32: break;
+  }
+  return fp32_gemm_isa();  // bf16-rounded operands through the fp32 GEMM
+}
 
 void matmul_bf16(const GemmOperand& a, bool trans_a, const GemmOperand& b, bool trans_b, const GemmResult& c,
                  int64_t M, int64_t N, int64_t K, float alpha, float beta, Bf16GemmEngine engine) {

@@ -70,6 +70,18 @@ std::string cpu_gemm_name() {
 }
 std::string cpu_gemm_check() { return gemm_choice().error; }
 
+GemmIsa fp32_gemm_isa() {
+  switch (gemm_choice().engine) {
+    case Gemm::Avx512: return GemmIsa::Avx512Fma;
+    case Gemm::Avx2: return GemmIsa::Avx2Fma;
+    case Gemm::OpenBlas: break;
+  }
+  // OpenBLAS picks its kernel for the CPU it runs on (DYNAMIC_ARCH), so the CPU's widest FMA is the
+  // ISA it computes with.
+  if (gemm_avx512_supported()) return GemmIsa::Avx512Fma;
+  return gemm_avx2_supported() ? GemmIsa::Avx2Fma : GemmIsa::NoFma;
+}
+
 void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t M, int64_t N, int64_t K,
             float alpha, float beta) {
   if (M <= 0 || N <= 0) return;

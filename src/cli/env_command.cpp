@@ -1,11 +1,15 @@
 #include "trlhpc/cli/env_command.hpp"
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <set>
 
 #include "trlhpc/cli/accelerate_config.hpp"
+#include "trlhpc/kernels/cpu.hpp"
 #include "trlhpc/model/model_config.hpp"
+#include "trlhpc/ops/backend.hpp"
+#include "trlhpc/ops/nominal_peak.hpp"
 #include "trlhpc/parallel/memory_plan.hpp"
 
 #include <array>
@@ -180,6 +184,40 @@ json build_report(const EnvOptions& options, const Topology& topo, ProcessGroups
   return report;
 }
 
+// Both MFU references (train/mfu_peaks.hpp) of this rank for each compute dtype `trlhpc sft` can run:
+// the nominal peak of its threads and the measured GEMM rate (the start-up measurement of sft).
+json peak_report(const Topology& topo) {
+  json peaks;
+  peaks["cpu"] = topo.device() == Device::CPU ? cpu::cpu_model().brand : "";
+  peaks["threads"] = topo.cpu_threads();
+  for (const DType dtype : {DType::F32, DType::BF16}) {
+    const std::unique_ptr<Ops> ops = make_ops(topo, BackendOptions{dtype});
+    const NominalPeak nominal = nominal_peak(*ops, topo.cpu_threads());
+    const int64_t side = 2048;  // sft's side for models up to 2048 wide (gemm_measurement_side)
+    json& p = peaks[dtype == DType::BF16 ? "bf16" : "fp32"];
+    p["nominal"] = nominal.flops_per_second > 0 ? json(nominal.flops_per_second) : json();
+    p["nominal_how"] = nominal.describe();
+    p["isa"] = nominal.isa;
+    p["flops_per_cycle_per_core"] = nominal.flops_per_cycle;
+    p["clock_hz"] = nominal.clock.hz;
+    p["clock_source"] = nominal.clock.source;
+    p["measured_gemm"] = measure_matmul_flops(*ops, side);
+    p["measured_gemm_side"] = side;
+  }
+  return peaks;
+}
+
+void print_peaks(std::ostream& out, const json& peaks) {
+  const std::string cpu = peaks["cpu"].get<std::string>();
+  out << "\nPeak FLOP/s of rank 0 (" << peaks["threads"] << " threads" << (cpu.empty() ? "" : ", " + cpu)
+      << "; MFU is against the nominal peak, the log also gives it against the measured GEMM rate)\n";
+  for (const char* dtype : {"fp32", "bf16"}) {
+    const json& p = peaks[dtype];
+    out << "  " << dtype << ": " << p["nominal_how"].get<std::string>() << "; measured GEMM "
+        << flops_text(p["measured_gemm"].get<double>()) << " (" << p["measured_gemm_side"] << "^3, best of 4)\n";
+  }
+}
+
 std::string bracketed(const std::string& text) {
   std::string s = "[";
   s += text;
@@ -320,11 +358,13 @@ int run_env_command(int argc, char** argv, MpiEnvironment& mpi, std::ostream& ou
     report["memory_per_rank"]["structure"] = model->structure();
     report["memory_per_rank"]["sliding_window"] = model->sliding_window;
   }
+  if (mpi.world_rank() == 0) report["peak_flops_per_rank"] = peak_report(topo);
   if (mpi.world_rank() == 0) {
     if (options.json) {
       out << report.dump(2) << "\n";
     } else {
       print_human(out, report);
+      print_peaks(out, report["peak_flops_per_rank"]);
       if (report.contains("memory_per_rank")) {
         const json& m = report["memory_per_rank"];
         auto mib = [](const json& b) {

@@ -60,12 +60,12 @@ std::string backend_description(const Ops& ops, const Topology& topology) {
   return "cpu (" + dtype + ", " + gemm + " GEMM, " + std::to_string(topology.cpu_threads()) + " threads)";
 }
 
-double measure_matmul_flops(Ops& ops) {
+double measure_matmul_flops(Ops& ops, int64_t side) {
   // Best of several single calls: the least disturbed run is the closest to the hardware's rate. 2048
-  // rather than 1024: the model's GEMMs (K of 512..8192, thousands of rows) run at the large-matrix
-  // rate, which 1024^3 underestimates by 5-10 % (MFU above 100 % was printed with it). F32 operands:
-  // under a BF16 compute dtype the backend rounds them as it reads them, as it does the master weights.
-  const int64_t n = 2048;
+  // or more rather than 1024: the model's GEMMs (K of 512..8192, thousands of rows) run at the
+  // large-matrix rate, which 1024^3 underestimates by 5-10 %. F32 operands: under a BF16 compute dtype
+  // the backend rounds them as it reads them, as it does the master weights.
+  const int64_t n = side;
   const std::vector<float> half(static_cast<size_t>(n * n), 0.5f);
   const Tensor a = ops.allocate({n, n}), b = ops.allocate({n, n}), c = ops.allocate({n, n});
   ops.copy_from_host(a, half.data(), half.size() * sizeof(float));

@@ -103,6 +103,7 @@ void MetricsLogger::log_step(const StepMetrics& m) {
                          {"num_tokens", m.num_tokens},
                          {"tokens_per_second", m.tokens_per_second},
                          {"mfu", m.mfu},
+                         {"mfu_of_gemm_rate", m.mfu_of_gemm_rate ? nlohmann::json(*m.mfu_of_gemm_rate) : nlohmann::json()},
                          {"epoch", m.epoch}};
   line["peak_memory_mib"] = peak_resident_mib();
   if (m.skipped_steps > 0) line["skipped_steps"] = m.skipped_steps;  // --skip_nonfinite_steps
@@ -110,10 +111,13 @@ void MetricsLogger::log_step(const StepMetrics& m) {
   if (m.mean_token_accuracy) line["mean_token_accuracy"] = *m.mean_token_accuracy;
   write_line(line);
   // A window of skipped steps only has no loss, rate or MFU: "-" rather than "-nan".
-  std::printf("%sstep %lld/%lld  loss %s  grad_norm %s  lr %.3e  %s tok/s  MFU %s  ETA %s%s", tty_ ? "\r\033[K" : "",
+  const std::string of_gemm =
+      m.mfu_of_gemm_rate ? " (" + shown(100.0 * *m.mfu_of_gemm_rate, "%.1f%%") + " of GEMM rate)" : std::string();
+  std::printf("%sstep %lld/%lld  loss %s  grad_norm %s  lr %.3e  %s tok/s  MFU %s%s  ETA %s%s", tty_ ? "\r\033[K" : "",
               static_cast<long long>(m.step), static_cast<long long>(m.total_steps), shown(m.loss, "%.4f").c_str(),
               shown(m.grad_norm, "%.3f").c_str(), m.learning_rate, shown(m.tokens_per_second, "%.0f").c_str(),
-              shown(100.0 * m.mfu, "%.1f%%").c_str(), format_duration(m.seconds_left).c_str(), tty_ ? "" : "\n");
+              shown(100.0 * m.mfu, "%.1f%%").c_str(), of_gemm.c_str(), format_duration(m.seconds_left).c_str(),
+              tty_ ? "" : "\n");
   std::fflush(stdout);
   progress_shown_ = tty_;
 }

@@ -25,9 +25,9 @@
 #include "trlhpc/train/checkpoint/async_save.hpp"
 #include "trlhpc/train/checkpoint/checkpoint.hpp"
 #include "trlhpc/train/checkpoint/manifest.hpp"
-#include "trlhpc/train/flops.hpp"
 #include "trlhpc/train/metrics_logger.hpp"
 #include "trlhpc/train/metrics_plot.hpp"
+#include "trlhpc/train/mfu_peaks.hpp"
 #include "trlhpc/train/model_export.hpp"
 #include "trlhpc/train/output_dir.hpp"
 #include "trlhpc/train/output_dir_lock.hpp"
@@ -181,7 +181,8 @@ void set_up_checkpoints(const SftConfig& c, const SftPlan& plan, const dataset::
 // what a step of a full-length micro-batch adds (memory_plan.hpp), so a user sees the floor the peak
 // resident memory should approach.
 void log_start(const SftConfig& c, const SftPlan& plan, const Trainer& trainer, const Topology& topology, const Ops& ops,
-               DeviceCommKind device_comm, int64_t process_bytes, int64_t total_steps, MetricsLogger& logger) {
+               DeviceCommKind device_comm, const MfuPeaks& peaks, int64_t process_bytes, int64_t total_steps,
+               MetricsLogger& logger) {
   const MemoryAccount memory = trainer.memory();
   const ShardingKind sharding = plan.trainer.parallel.data_parallel.sharding;
   MicroBatchShape shape{c.per_device_train_batch_size, c.max_length, c.gradient_checkpointing, c.loss_chunk_tokens,
@@ -216,15 +217,9 @@ void log_start(const SftConfig& c, const SftPlan& plan, const Trainer& trainer, 
                  mib(step.activation_bytes) + ", loss chunk " + mib(step.loss_bytes) + ", attention " +
                  mib(step.attention_bytes) + ", floor " + mib(floor) + predicted + host + "; " +
                  "backend " + backend_description(ops, topology) + ", device collectives " +
-                 device_comm_kind_name(device_comm) + "; " + std::to_string(total_steps) + " steps");
+                 device_comm_kind_name(device_comm) + "; " + peaks.describe() + "; " + std::to_string(total_steps) +
+                 " steps");
   if (const std::string warning = cpu_blas_warning(); !warning.empty()) logger.message("warning: " + warning);
-}
-
-// The MFU denominator: --peak_flops, else the measured GEMM rate; the same (smallest) on every rank.
-double peak_flops_per_rank(const SftConfig& c, Ops& ops, ProcessGroups& groups) {
-  double peak = c.peak_flops > 0 ? c.peak_flops : measure_matmul_flops(ops);
-  groups.world().host().all_reduce(std::span<double>(&peak, 1), ReduceOp::Min);
-  return peak;
 }
 
 void log_saved(const SftConfig& c, ProcessGroups& groups, MetricsLogger& logger) {
@@ -343,8 +338,10 @@ int run_watched_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   }
   SftLoop loop(c, plan.schedule, trainer, train, eval ? &*eval : nullptr, logger, watch);
   set_up_checkpoints(c, plan, train, trainer, loop, logger, async ? &*async : nullptr);
-  log_start(c, plan, trainer, topology, *ops, device_comms.kind, process_bytes, loop.total_steps(), logger);
-  const SftLoopOutcome outcome = loop.run(peak_flops_per_rank(c, *ops, groups));
+  groups.set_phase("measuring the GEMM rate for MFU");
+  const MfuPeaks peaks = mfu_peaks(c, plan.model, *ops, topology, groups);
+  log_start(c, plan, trainer, topology, *ops, device_comms.kind, peaks, process_bytes, loop.total_steps(), logger);
+  const SftLoopOutcome outcome = loop.run(peaks);
   if (outcome.signal) return report_preemption(c, outcome.signal, outcome, loop.total_steps(), logger);
   logger.finish();
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <utility>
 
 #include "trlhpc/core/error.hpp"
@@ -121,22 +122,19 @@ void SftLoop::handle_nonfinite(int64_t step, const StepResult& r) {
 
 double SftLoop::epoch_after(int64_t step) const { return sampler_.epoch_after(step); }
 
-std::vector<Batch> SftLoop::step_micro_batches(int64_t step, int64_t* seq_len) {
+std::vector<Batch> SftLoop::step_micro_batches(int64_t step) {
   const batching::SamplerPosition pos = sampler_.position(step);
   const int64_t dp_rank = trainer_.model().groups().dp().rank();
   std::vector<Batch> micro;
-  *seq_len = 0;
   for (int64_t a = 0; a < config_.gradient_accumulation_steps; ++a) {
     const std::vector<int64_t> rows = sampler_.micro_batch(pos.epoch, pos.step, a, dp_rank);
     // An empty slot of a partial last batch (sampler.hpp) still runs the step's collectives.
-    const Batch batch = rows.empty() ? padding_batch(2) : train_.collate(rows);
-    *seq_len = std::max(*seq_len, batch.seq_len);
-    micro.push_back(trainer_.model().shard_tokens(batch));
+    micro.push_back(trainer_.model().shard_tokens(rows.empty() ? padding_batch(2) : train_.collate(rows)));
   }
   return micro;
 }
 
-void SftLoop::log_step(int64_t step, const StepResult& result, double peak_flops_per_rank) {
+void SftLoop::log_step(int64_t step, const StepResult& result, const MfuPeaks& peaks) {
   StepMetrics m;
   m.total_steps = total_steps_;
   m.step = step + 1;
@@ -148,19 +146,22 @@ void SftLoop::log_step(int64_t step, const StepResult& result, double peak_flops
   m.epoch = epoch_after(step);
   m.num_tokens = num_tokens_;
   m.tokens_per_second = window_.tokens_per_second();
-  m.mfu = window_.mfu(peak_flops_per_rank, trainer_.model().groups().world().size());
-  // Above 1 the denominator is wrong (the measured GEMM rate, or --peak_flops, is below what the
-  // model's matmuls reached): say so once and report the bound, not a utilisation above 100 %.
-  if (m.mfu > 1.0) {
-    if (!mfu_warned_) {
-      char text[160];
-      std::snprintf(text, sizeof text, "warning: MFU %.4g %% at step %lld: the peak it is measured against (%.4g FLOP/s per rank, ",
-                    100.0 * m.mfu, static_cast<long long>(step + 1), peak_flops_per_rank);
-      logger_.message(text + std::string(config_.peak_flops > 0 ? "--peak_flops" : "the measured GEMM rate") +
-                      ") is below the rate reached; MFU is capped at 100 %, pass --peak_flops with the hardware's peak");
-    }
+  const int world = trainer_.model().groups().world().size();
+  const double unknown = std::numeric_limits<double>::quiet_NaN();
+  m.mfu = peaks.nominal > 0 ? window_.mfu(peaks.nominal, world) : unknown;
+  if (peaks.measured_gemm > 0) m.mfu_of_gemm_rate = window_.mfu(peaks.measured_gemm, world);
+  // Model FLOPs above the nominal peak cannot happen: one of the two numbers is wrong. Say once which
+  // (the value printed is the real quotient, not capped, so the report carries it).
+  if (m.mfu > 1.0 && !mfu_warned_) {
     mfu_warned_ = true;
-    m.mfu = 1.0;
+    char text[160];
+    std::snprintf(text, sizeof text, "warning: MFU %.4g %% at step %lld is above the peak it is measured against (",
+                  100.0 * m.mfu, static_cast<long long>(step + 1));
+    logger_.message(text + peaks.nominal_text + "): " +
+                    (peaks.nominal_from_flag
+                         ? "--peak_flops is below the rate reached; pass the hardware's peak per rank"
+                         : "the nominal peak (its FMA-unit table or clock, ops/nominal_peak.hpp) or the FLOP count "
+                           "(train/flops.hpp) is wrong; please report it with this line and the start line"));
   }
   const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
   const double done = static_cast<double>(step + 1 - first_step_);
@@ -202,7 +203,7 @@ bool SftLoop::evaluate_and_log(int64_t steps_done, double epoch) {
   return true;
 }
 
-SftLoopOutcome SftLoop::run(double peak_flops_per_rank) {
+SftLoopOutcome SftLoop::run(const MfuPeaks& peaks) {
   const ModelConfig& model = trainer_.model().config();
   Communicator& world = trainer_.model().groups().world().host();
   start_ = Clock::now();
@@ -215,13 +216,12 @@ SftLoopOutcome SftLoop::run(double peak_flops_per_rank) {
     groups.set_phase("step " + std::to_string(step + 1));
     if (const int signal = watch_.agreed_signal(world)) return stop_for(signal, step);
     const auto t0 = Clock::now();
-    int64_t seq_len = 0;
-    const std::vector<Batch> micro = step_micro_batches(step, &seq_len);
+    const std::vector<Batch> micro = step_micro_batches(step);
     trainer_.model().decoder().set_lora_dropout_step(step);  // LoRA dropout: a fresh mask every step
     const StepResult r = trainer_.step(micro, scheduler_.lr(step));
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     if (r.finite) {
-      window_.add(r.loss, r.tokens, seconds, training_flops_per_token(model, seq_len) * static_cast<double>(r.tokens));
+      window_.add(r.loss, r.tokens, seconds, training_flops(model, r.tokens, r.attended_pairs));
       if (r.has_token_metrics) window_.add_token_metrics(r.entropy_ratio_sum, r.accuracy_ratio_sum, r.micro_steps);
       num_tokens_ += r.tokens;
     } else {
@@ -236,7 +236,7 @@ SftLoopOutcome SftLoop::run(double peak_flops_per_rank) {
     const bool log_now = config_.logging_strategy == "epoch" ? epoch_end
                          : config_.logging_strategy == "no"  ? false
                                                              : every(config_.logging_steps, step) || last;
-    if (log_now || first_log) log_step(step, r, peak_flops_per_rank);
+    if (log_now || first_log) log_step(step, r, peaks);
     if (eval_ && (every(config_.eval_steps, step) || last) && !evaluate_and_log(step + 1, epoch_after(step)))
       return stop_for(watch_.agreed_signal(world), step + 1);
     if (config_.save_strategy == "epoch" ? epoch_end : every(save_steps_, step)) save(step + 1);

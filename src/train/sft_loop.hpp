@@ -25,6 +25,7 @@
 #include "trlhpc/train/checkpoint/async_save.hpp"
 #include "trlhpc/train/checkpoint/checkpoint.hpp"
 #include "trlhpc/train/metrics_window.hpp"
+#include "trlhpc/train/mfu_peaks.hpp"
 #include "trlhpc/train/preemption.hpp"
 #include "trlhpc/train/sft_config.hpp"
 #include "trlhpc/train/trainer.hpp"
@@ -54,15 +55,14 @@ class SftLoop {
                        checkpoint::AsyncCheckpointSaver* async = nullptr);
   // Continues after `progress.step` steps (the trainer already holds the checkpoint's state).
   void resume_at(const checkpoint::TrainingProgress& progress);
-  // Every step, with MFU against `peak_flops_per_rank`.
-  SftLoopOutcome run(double peak_flops_per_rank);
+  // Every step, with MFU against `peaks` (mfu_peaks.hpp).
+  SftLoopOutcome run(const MfuPeaks& peaks);
 
  private:
   using Clock = std::chrono::steady_clock;
-  // This rank's micro-batches of optimizer step `step`; *seq_len: the longest collated row (before
-  // sequence sharding), for the attention FLOPs.
-  std::vector<Batch> step_micro_batches(int64_t step, int64_t* seq_len);
-  void log_step(int64_t step, const StepResult& result, double peak_flops_per_rank);
+  // This rank's micro-batches of optimizer step `step`, cut to its cp/sp shard.
+  std::vector<Batch> step_micro_batches(int64_t step);
+  void log_step(int64_t step, const StepResult& result, const MfuPeaks& peaks);
   // Mean loss over every eval row (batching::eval_micro_batches deals them over the dp ranks); nullopt
   // when the ranks agreed on a preemption signal between two batches.
   std::optional<EvalResult> evaluate();

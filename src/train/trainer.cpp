@@ -6,6 +6,7 @@
 
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/train/flops.hpp"
 
 namespace trlhpc {
 
@@ -50,18 +51,21 @@ void add_token_metrics(const LossResult& r, double* q) {
 }  // namespace
 
 StepResult Trainer::step(const std::vector<Batch>& micro_batches, double lr) {
-  // N_global and the token count, summed over every rank that holds different tokens, with the
-  // micro-batches that tp sequence parallel cannot split (checked on every rank at once).
-  int64_t counts[3] = {0, 0, unsplittable_batches(micro_batches)};
+  // N_global, the token count and the attended (query, key) pairs (the model FLOPs, flops.hpp), summed
+  // over every rank that holds different tokens, with the micro-batches that tp sequence parallel
+  // cannot split (checked on every rank at once).
+  int64_t counts[4] = {0, 0, unsplittable_batches(micro_batches), 0};
   for (const Batch& b : micro_batches) {
     counts[0] += b.target_tokens();
     for (int32_t d : b.doc_ids) counts[1] += d != kPaddingDocId;
+    counts[3] += attended_pairs(model_->config(), b);
   }
-  groups_.loss().host().all_reduce(std::span<int64_t>(counts, 3));
+  groups_.loss().host().all_reduce(std::span<int64_t>(counts, 4));
   require_splittable(counts[2]);
   StepResult result;
   result.target_tokens = counts[0];
   result.tokens = counts[1];
+  result.attended_pairs = counts[3];
   const float grad_scale = counts[0] > 0 ? 1.0f / static_cast<float>(counts[0]) : 0.0f;
 
   // sums[0]: the loss sum; then per micro-step (entropy sum, top-1 count, valid targets, metrics

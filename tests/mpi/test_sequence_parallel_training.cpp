@@ -144,6 +144,10 @@ void expect_layouts_match(const std::string& model, const std::vector<SpLayout>&
       const StepResult& ref = want[static_cast<size_t>(s)];
       EXPECT_EQ(got.target_tokens, ref.target_tokens) << "step " << s;
       EXPECT_EQ(got.tokens, ref.tokens) << "step " << s;
+      // The MFU FLOP count (train/flops.hpp): each cp/sp shard counts its tokens' causal pairs, and the
+      // sum over the loss group is the single process's, packed or padded, sliding or full.
+      EXPECT_EQ(got.attended_pairs, ref.attended_pairs) << "step " << s;
+      EXPECT_GT(got.attended_pairs, 0) << "step " << s;
       const double bound = s == 0 ? kBound : later_bound;
       EXPECT_LE(relative(got.loss, ref.loss), bound) << "step " << s << ": " << got.loss << " vs " << ref.loss;
       EXPECT_LE(relative(got.grad_norm, ref.grad_norm), bound) << "step " << s << ": " << got.grad_norm << " vs "

@@ -21,6 +21,12 @@ void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c
 // cpu_gemm_check(): empty, or what is wrong with TRLHPC_CPU_GEMM.
 std::string cpu_gemm_name();
 std::string cpu_gemm_check();
+// The instructions a GEMM multiplies with, for the nominal peak (src/ops/nominal_peak.cpp): no FMA
+// (SSE/AVX without FMA), AVX2 FMA, AVX-512 FMA, AVX512-BF16 dot products (VDPBF16PS), AMX-BF16 tiles.
+enum class GemmIsa { NoFma, Avx2Fma, Avx512Fma, Avx512Bf16, AmxBf16 };
+// Those of matmul as dispatched here (TRLHPC_CPU_GEMM included); under OpenBLAS the CPU's widest FMA,
+// which OpenBLAS's own CPU dispatch picks.
+GemmIsa fp32_gemm_isa();
 
 // ---- gemm_avx512.cpp ------------------------------------------------------------------------------
 // trlhpc's own AVX-512 fp32 GEMM, which matmul uses when the CPU supports it.
@@ -57,11 +63,25 @@ Bf16GemmEngine bf16_gemm_engine();
 std::string bf16_gemm_name();
 std::string bf16_gemm_check();
 bool bf16_gemm_available(Bf16GemmEngine engine);
+// The ISA of bf16_gemm_engine(): AMX-BF16, AVX512-BF16, or fp32_gemm_isa() for the f32 engine.
+GemmIsa bf16_gemm_isa();
 void matmul_bf16(const GemmOperand& a, bool trans_a, const GemmOperand& b, bool trans_b, const GemmResult& c,
                  int64_t M, int64_t N, int64_t K, float alpha, float beta);
 // The same with an explicit engine, which must be available (tests and benchmarks).
 void matmul_bf16(const GemmOperand& a, bool trans_a, const GemmOperand& b, bool trans_b, const GemmResult& c,
                  int64_t M, int64_t N, int64_t K, float alpha, float beta, Bf16GemmEngine engine);
+
+// ---- cpu_model.cpp -------------------------------------------------------------------------------
+// Who made the CPU and which family (CPUID leaves 0, 1 and 0x80000002-4): the FMA units per core, which
+// CPUID does not report, follow from it (the nominal-peak table, src/ops/nominal_peak.cpp).
+enum class CpuVendor { Intel, Amd, Other };
+struct CpuModel {
+  CpuVendor vendor = CpuVendor::Other;
+  int family = 0;     // display family (base + extended): 6 Intel Core/Xeon, 0x19 AMD Zen 3/4, 0x1A Zen 5
+  int model = 0;      // display model
+  std::string brand;  // "Intel(R) Xeon(R) Platinum 8480+", "" when the CPU has no brand leaves
+};
+CpuModel cpu_model();
 
 // y (N, C) += bias (C) broadcast over rows.
 void bias_add(float* y, const float* bias, int64_t N, int64_t C);

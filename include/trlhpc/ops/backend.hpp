@@ -32,8 +32,9 @@ std::unique_ptr<Ops> make_ops(const Topology& topology, const BackendOptions& op
 // "cpu (avx512-bf16 GEMM, 2 threads)", "cuda:0 (NVIDIA H200)": for start lines and `trlhpc env`.
 std::string backend_description(const Ops& ops, const Topology& topology);
 
-// The backend's measured GEMM rate in FLOP/s (the MFU denominator when --peak_flops is not given): best of
-// several 2048^3 products in the compute dtype (on the CPU under BF16: the mixed bf16 GEMM).
-double measure_matmul_flops(Ops& ops);
+// The backend's measured GEMM rate in FLOP/s (the second MFU reference beside the nominal peak,
+// nominal_peak.hpp): best of several side^3 products in the compute dtype (on the CPU under BF16: the
+// mixed bf16 GEMM). `side` >= 2048: smaller cubes run below the large-matrix rate the model's GEMMs reach.
+double measure_matmul_flops(Ops& ops, int64_t side = 2048);
 
 }  // namespace trlhpc

@@ -20,7 +20,9 @@ struct StepMetrics {
   int64_t step = 0, total_steps = 0;
   double loss = 0, grad_norm = 0, learning_rate = 0, epoch = 0;
   int64_t num_tokens = 0;  // tokens trained on so far (all ranks, incl. padding-free tokens only)
-  double tokens_per_second = 0, mfu = 0, seconds_left = 0;
+  double tokens_per_second = 0, seconds_left = 0;
+  double mfu = 0;  // against the nominal peak or --peak_flops (mfu_peaks.hpp); NaN: unknown (logged null)
+  std::optional<double> mfu_of_gemm_rate;  // against the measured GEMM rate; nullopt: not measured (null)
   int64_t skipped_steps = 0;  // steps skipped so far for a non-finite loss or gradient norm
   std::optional<double> entropy, mean_token_accuracy;  // TRL's (absent when the backend lacks them)
 };

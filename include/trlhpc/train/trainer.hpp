@@ -32,6 +32,7 @@ struct StepResult {
   double grad_norm = 0;        // global L2 norm before clipping
   int64_t target_tokens = 0;   // N_global
   int64_t tokens = 0;          // non-padding input tokens of the global batch
+  int64_t attended_pairs = 0;  // their causal (query, key) pairs summed over the layers (flops.hpp)
   // False when the loss or the gradient norm is NaN or infinite (the same verdict on every rank):
   // the optimizer did not step, the gradients were dropped, the parameters are unchanged.
   bool finite = true;
