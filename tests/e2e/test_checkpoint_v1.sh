@@ -21,12 +21,14 @@ failures=0
 fail() { echo "FAIL $*"; failures=$((failures + 1)); }
 export OMP_NUM_THREADS=1
 
+# The old binary evaluated in batches of the train batch (2 rows); evaluation now takes
+# --per_device_eval_batch_size (default 8), and eval_entropy, a mean over eval batches as TRL's, follows it.
 sft() {  # sft NP OUT LOG FLAGS...: the fixture's run (its model, 4 steps, a checkpoint and an eval every 2)
   local np=$1 out=$2 log=$3
   shift 3
   timeout 300 "$MPIRUN" --oversubscribe -np "$np" "$TRLHPC" sft --config examples/tiny-chat/sft.yaml \
     --model_config "$FIXTURE/model_config.json" --max_steps 4 --save_steps 2 --logging_steps 1 --eval_steps 2 \
-    --peak_flops 1e12 --output_dir "$out" "$@" >"$log" 2>&1
+    --per_device_eval_batch_size 2 --peak_flops 1e12 --output_dir "$out" "$@" >"$log" 2>&1
 }
 
 compare() {  # compare EXPECTED.jsonl GOT.jsonl BOUND: every step GOT logged, as EXPECTED logged it
