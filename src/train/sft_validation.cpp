@@ -88,6 +88,12 @@ void validate_sft_options(const SftConfig& c) {
   require_fp32_finite("--adam_epsilon", c.adam_epsilon);
   require("--max_grad_norm", c.max_grad_norm, c.max_grad_norm >= 0, "must be >= 0 and finite (0: no clipping)");
 
+  // The per-token loss (kernels/token_loss.hpp).
+  require("--label_smoothing_factor", c.label_smoothing_factor,
+          c.label_smoothing_factor >= 0 && c.label_smoothing_factor <= 1, "must be in [0, 1] (0: no label smoothing)");
+  if (c.loss_type != "nll" && c.loss_type != "dft")  // TRL's SFTTrainer accepts these two
+    throw UserError("--loss_type " + c.loss_type + ": use nll (cross-entropy) or dft (TRL's Dynamic Fine-Tuning loss)");
+
   // Sequences (the data path holds lengths in int32).
   require("--max_length", c.max_length, c.max_length >= 2 && c.max_length <= kInt32Max, "must be in [2, 2147483647]");
   require("--pad_to_multiple_of", c.pad_to_multiple_of, c.pad_to_multiple_of >= 0 && c.pad_to_multiple_of <= kInt32Max,
@@ -119,6 +125,13 @@ void validate_sft_options(const SftConfig& c) {
   require_parallel_size("--sp_size", c.sp_size);
   require("--bucket_size_mb", c.bucket_size_mb, c.bucket_size_mb >= 1 && c.bucket_size_mb <= (int64_t{1} << 40),
           "must be in [1, 1099511627776]");
+  if (c.tp_size > 1 && c.label_smoothing_factor > 0 && c.loss_type == "nll")
+    reject("--label_smoothing_factor", number_text(c.label_smoothing_factor),
+           "not implemented with --tp_size > 1 (the vocabulary-parallel loss is the plain cross-entropy): use "
+           "--tp_size 1, with --sharding zero3 (or fsdp) for the memory");
+  if (c.tp_size > 1 && c.loss_type == "dft")
+    throw UserError("--loss_type dft: not implemented with --tp_size > 1 (the vocabulary-parallel loss is the plain "
+                    "cross-entropy): use --tp_size 1, with --sharding zero3 (or fsdp) for the memory");
 }
 
 int64_t checked_total_steps(const SftConfig& c, int64_t steps_per_epoch, int64_t global_batch_size) {

@@ -48,6 +48,10 @@ struct SftConfig {
   double weight_decay = 0.0;
   double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8;
   double max_grad_norm = 1.0;
+  // The per-token loss (kernels/token_loss.hpp): TrainingArguments' label_smoothing_factor (transformers'
+  // LabelSmoother) and TRL's loss_type, "nll" or "dft" (which ignores label smoothing, as TRL does).
+  double label_smoothing_factor = 0.0;
+  std::string loss_type = "nll";
   uint64_t seed = 42;
   int64_t max_length = 1024;
   bool packing = false;
