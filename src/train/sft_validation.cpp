@@ -9,6 +9,8 @@
 
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/data/chat_template/template_kwargs.hpp"
+#include "trlhpc/train/best_model.hpp"
+#include "trlhpc/train/sft_data.hpp"
 
 namespace trlhpc {
 namespace {
@@ -52,6 +54,37 @@ void require_beta(const char* flag, double v) {
 
 void require_parallel_size(const char* flag, int64_t v) {
   require(flag, v, v >= 1 && v <= kInt32Max, "must be an integer in [1, 2147483647]");
+}
+
+// transformers' checks of the best-model options (TrainingArguments.__post_init__, Trainer.__init__), with
+// its wording, plus the metrics trlhpc's evaluation reports (transformers finds a missing one only at the
+// first evaluation).
+void validate_best_model_options(const SftConfig& c) {
+  const bool selects = c.load_best_model_at_end || c.save_strategy == "best" || !c.metric_for_best_model.empty();
+  if (!selects) return;
+  if (c.save_strategy == "best" && c.metric_for_best_model.empty() && !c.load_best_model_at_end)
+    throw UserError("--save_strategy best: --metric_for_best_model must be provided (e.g. eval_loss), as transformers "
+                    "requires");
+  const std::string metric = best_model_metric_name(c.metric_for_best_model.empty() ? "loss" : c.metric_for_best_model);
+  if (metric != "eval_loss" && metric != "eval_entropy" && metric != "eval_mean_token_accuracy")
+    throw UserError("--metric_for_best_model " + c.metric_for_best_model + ": " + metric + " is not an evaluation metric "
+                    "of trlhpc sft; use eval_loss, eval_entropy or eval_mean_token_accuracy");
+  if (!c.greater_is_better.empty() && c.greater_is_better != "true" && c.greater_is_better != "false")
+    throw UserError("--greater_is_better " + c.greater_is_better + ": use true or false");
+  if ((c.load_best_model_at_end || c.save_strategy == "best") && !evaluates(c))
+    throw UserError(std::string(c.load_best_model_at_end ? "--load_best_model_at_end" : "--save_strategy best") +
+                    " needs evaluation: give --eval_dataset (or a test split) and --eval_strategy steps");
+  if (!c.load_best_model_at_end || c.save_strategy == "best") return;
+  // trlhpc evaluates with --eval_dataset even under eval_strategy no; transformers' strategies must match.
+  const std::string eval_strategy = c.eval_strategy == "no" && !c.eval_dataset.empty() ? "steps" : c.eval_strategy;
+  if (eval_strategy != c.save_strategy)
+    throw UserError("--load_best_model_at_end requires the save and eval strategy to match, except when "
+                    "--save_strategy best, but found eval strategy " + eval_strategy + " and save strategy " +
+                    c.save_strategy);
+  if (c.save_strategy == "steps" && c.save_steps > 0 && (c.eval_steps == 0 || c.save_steps % c.eval_steps != 0))
+    throw UserError("--load_best_model_at_end requires the saving steps to be a round multiple of the evaluation "
+                    "steps, but found --save_steps " + std::to_string(c.save_steps) + ", which is not a round "
+                    "multiple of --eval_steps " + std::to_string(c.eval_steps));
 }
 
 }  // namespace
@@ -113,6 +146,7 @@ void validate_sft_options(const SftConfig& c) {
                     "DatasetMixtureConfig), and there is none; with --dataset_name use its own test split "
                     "(--dataset_test_split) or drop test_split_size");
   require("--save_steps", c.save_steps, c.save_steps >= 0, "must be >= 0 (0: no checkpoints)");
+  validate_best_model_options(c);
   require("--save_total_limit", c.save_total_limit, c.save_total_limit >= 0, "must be >= 0 (0: keep every checkpoint)");
   require("--peak_flops", c.peak_flops, c.peak_flops >= 0, "must be >= 0 and finite (0: measure the GEMM rate)");
 

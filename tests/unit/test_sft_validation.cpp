@@ -65,6 +65,19 @@ TEST(SftValidation, EachRuleNamesTheFlagTheValueAndTheRange) {
       {[](SftConfig& c) { c.adam_epsilon = 1e-50; },
        "--adam_epsilon 1e-50: out of fp32 range (the optimizer computes in fp32: |value| in [1.2e-38, 3.4e38] or 0)"},
       {[](SftConfig& c) { c.max_grad_norm = -1; }, "--max_grad_norm -1: must be >= 0 and finite (0: no clipping)"},
+      {[](SftConfig& c) { c.save_strategy = "best", c.eval_dataset = "e.jsonl"; },
+       "--save_strategy best: --metric_for_best_model must be provided (e.g. eval_loss), as transformers requires"},
+      {[](SftConfig& c) { c.load_best_model_at_end = true; },
+       "--load_best_model_at_end needs evaluation: give --eval_dataset (or a test split) and --eval_strategy steps"},
+      {[](SftConfig& c) { c.load_best_model_at_end = true, c.eval_dataset = "e.jsonl", c.save_strategy = "epoch"; },
+       "--load_best_model_at_end requires the save and eval strategy to match, except when --save_strategy best, but "
+       "found eval strategy steps and save strategy epoch"},
+      {[](SftConfig& c) { c.load_best_model_at_end = true, c.eval_strategy = "steps", c.eval_steps = 4, c.save_steps = 6; },
+       "--load_best_model_at_end requires the saving steps to be a round multiple of the evaluation steps, but found "
+       "--save_steps 6, which is not a round multiple of --eval_steps 4"},
+      {[](SftConfig& c) { c.metric_for_best_model = "bleu"; },
+       "--metric_for_best_model bleu: eval_bleu is not an evaluation metric of trlhpc sft; use eval_loss, eval_entropy "
+       "or eval_mean_token_accuracy"},
       {[](SftConfig& c) { c.label_smoothing_factor = 1.5; },
        "--label_smoothing_factor 1.5: must be in [0, 1] (0: no label smoothing)"},
       {[](SftConfig& c) { c.loss_type = "dpo"; },
@@ -118,6 +131,9 @@ TEST(SftValidation, RangeEdgesPass) {
       [](SftConfig& c) { c.dp_shard_size = 4, c.dp_replicate_size = 2, c.tp_size = 2, c.cp_size = 2, c.sp_size = 2; },
       [](SftConfig& c) { c.bucket_size_mb = 1, c.loss_chunk_tokens = 1; },
       [](SftConfig& c) { c.label_smoothing_factor = 1, c.loss_type = "dft"; },
+      [](SftConfig& c) { c.load_best_model_at_end = true, c.eval_strategy = "steps", c.eval_steps = 2, c.save_steps = 6; },
+      [](SftConfig& c) { c.save_strategy = "best", c.load_best_model_at_end = true, c.eval_dataset = "e.jsonl"; },
+      [](SftConfig& c) { c.save_strategy = "best", c.metric_for_best_model = "mean_token_accuracy", c.eval_dataset = "e"; },
       [](SftConfig& c) { c.loss_type = "dft", c.label_smoothing_factor = 0.2, c.tp_size = 1; },
   };
   for (size_t i = 0; i < fine.size(); ++i) {

@@ -157,7 +157,15 @@ TEST(TrlFields, MappedFieldsDoWhatTheySayAndSaySoOnce) {
   EXPECT_EQ(parsed({"--save_steps", "5", "--save_strategy", "no"}).save_steps, 0);
   EXPECT_EQ(parsed({"--save_steps", "5", "--save_strategy", "steps"}).save_steps, 5);
   EXPECT_EQ(parsed({"--save_strategy", "epoch"}).save_strategy, "epoch");
-  EXPECT_NE(error_of({"--save_strategy", "best"}).find("--save_strategy 'best'"), std::string::npos);
+  EXPECT_EQ(parsed({"--save_strategy", "best"}).save_strategy, "best");
+  EXPECT_NE(error_of({"--save_strategy", "always"}).find("use steps, epoch, best or no"), std::string::npos);
+  EXPECT_TRUE(parsed({"--load_best_model_at_end"}).load_best_model_at_end);
+  EXPECT_EQ(parsed({"--metric_for_best_model", "eval_mean_token_accuracy"}).metric_for_best_model,
+            "eval_mean_token_accuracy");
+  EXPECT_EQ(parsed({"--greater_is_better", "True"}).greater_is_better, "true");
+  EXPECT_EQ(parsed({"--greater_is_better", "false"}).greater_is_better, "false");
+  EXPECT_EQ(parsed({"--config", yaml_file("greater_is_better: null\n")}).greater_is_better, "");
+  EXPECT_NE(error_of({"--greater_is_better", "maybe"}).find("use true or false"), std::string::npos);
   EXPECT_EQ(parsed({"--logging_strategy", "epoch"}).logging_strategy, "epoch");
   EXPECT_EQ(parsed({"--logging_strategy", "no"}).logging_strategy, "no");
   EXPECT_NE(error_of({"--logging_strategy", "always"}).find("use steps, epoch or no"), std::string::npos);
