@@ -16,6 +16,8 @@
 // With a logit softcap c (Gemma 2): each row is first capped in place, z <- c tanh(z / c), keeping
 // t = tanh(z / c); the row's loss, metrics and softmax gradient are then those of the capped logits, and
 // the gradient is multiplied by 1 - t^2 on its way back to the head's output (capped_row_loss).
+// With a TokenLoss other than plain (label smoothing, DFT; token_loss.hpp) the row's loss and gradient
+// are the ones given there (shaped_row_loss); the plain rows keep their original arithmetic, bit for bit.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -43,13 +45,40 @@ struct RowMetrics {
   bool top1 = false;
 };
 
+// The label-smoothed and/or DFT loss of a row (token_loss.hpp), once row_loss has left z (V) =
+// exp(z - zmax) with sum = sum_v z: nll = logsumexp - z[y], z_mean = mean of the original logits.
+// With the gradient, z becomes grad_scale * w * (softmax - (1 - eps) onehot(y) - eps / V), w = p_y (DFT,
+// a constant: detached, as TRL's .detach()) or 1.
+double shaped_row_loss(float* z, int64_t V, int32_t y, bool want_grad, float grad_scale, double sum, double nll,
+                       float zmax, double z_mean, const TokenLoss& token_loss) {
+  const double eps = token_loss.label_smoothing;
+  const double lse = static_cast<double>(zmax) + std::log(sum);
+  const double smoothed = (1.0 - eps) * nll + eps * (lse - z_mean);  // = nll when eps = 0
+  const double w = token_loss.dft ? std::exp(-nll) : 1.0;
+  if (want_grad) {
+    const double scale = static_cast<double>(grad_scale) * w;
+    const float mult = static_cast<float>(scale / sum);
+    const float uniform = static_cast<float>(scale * eps / static_cast<double>(V));
+#pragma omp simd
+    for (int64_t v = 0; v < V; ++v) z[v] = z[v] * mult - uniform;
+    z[y] -= static_cast<float>(scale * (1.0 - eps));
+  }
+  return w * smoothed;
+}
+
 // Loss of one row of logits z (V) for target y. z is overwritten: with exp(z - max) for the forward
 // only, with grad_scale * (softmax(z) - onehot(y)) when the gradient is wanted. `metrics` (optional)
 // receives the row's entropy and whether y is the first index of the maximum.
-double row_loss(float* z, int64_t V, int32_t y, bool want_grad, float grad_scale, RowMetrics* metrics) {
+double row_loss(float* z, int64_t V, int32_t y, bool want_grad, float grad_scale, RowMetrics* metrics,
+                const TokenLoss& token_loss) {
   // Three simple loops rather than one fused one: each vectorises on its own (GCC leaves a fused
   // exp + double-sum loop, or a std::max reduction, scalar), and a row of V floats stays in L2.
   const double z_target = z[y];
+  // mean_v z for label smoothing, read before the row is overwritten with exponentials.
+  const double z_mean =
+      token_loss.label_smoothing > 0
+          ? lane_sum<double>(V, [z](int64_t v) { return static_cast<double>(z[v]); }) / static_cast<double>(V)
+          : 0.0;
   float zmax = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : zmax)
   for (int64_t v = 0; v < V; ++v) zmax = zmax > z[v] ? zmax : z[v];
@@ -69,25 +98,27 @@ double row_loss(float* z, int64_t V, int32_t y, bool want_grad, float grad_scale
   }
   const double sum = lane_sum<double>(V, [z](int64_t v) { return static_cast<double>(z[v]); });
   if (metrics) metrics->entropy = std::log(sum) - static_cast<double>(weighted) / sum;
+  const double nll = static_cast<double>(zmax) + std::log(sum) - z_target;
+  if (!token_loss.plain()) return shaped_row_loss(z, V, y, want_grad, grad_scale, sum, nll, zmax, z_mean, token_loss);
   if (want_grad) {
     const float mult = static_cast<float>(static_cast<double>(grad_scale) / sum);
 #pragma omp simd
     for (int64_t v = 0; v < V; ++v) z[v] *= mult;
     z[y] -= grad_scale;
   }
-  return static_cast<double>(zmax) + std::log(sum) - z_target;
+  return nll;
 }
 
 // row_loss of the softcapped row: z (V) <- c tanh(z / c) first, then row_loss; the gradient it leaves
 // (with respect to the capped logits) is multiplied by d(c tanh(z / c)) / dz = 1 - t^2. t: (V) scratch.
 double capped_row_loss(float* z, float* t, int64_t V, int32_t y, bool want_grad, float grad_scale, float cap,
-                       RowMetrics* metrics) {
+                       RowMetrics* metrics, const TokenLoss& token_loss) {
 #pragma omp simd
   for (int64_t v = 0; v < V; ++v) {
     t[v] = tanh_approx(z[v] / cap);
     z[v] = t[v] * cap;
   }
-  const double loss = row_loss(z, V, y, want_grad, grad_scale, metrics);
+  const double loss = row_loss(z, V, y, want_grad, grad_scale, metrics, token_loss);
   if (want_grad) {
 #pragma omp simd
     for (int64_t v = 0; v < V; ++v) z[v] *= 1.0f - t[v] * t[v];
@@ -106,15 +137,15 @@ void logit_softcap(float* x, int64_t n, float cap) {
 double cross_entropy_fwd_bwd(const float* hidden, const float* weight, const int32_t* targets, int64_t N, int64_t C,
                              int64_t V, float grad_scale, float* dhidden, float* dweight, int64_t chunk_tokens,
                              int64_t* valid_tokens, CrossEntropyMetrics* metrics, bool bf16_gemm,
-                             float logit_softcap) {
+                             float logit_softcap, const TokenLoss& token_loss) {
   return cross_entropy_fwd_bwd(hidden, GemmOperand{weight, false}, targets, N, C, V, grad_scale, dhidden, dweight,
-                               chunk_tokens, valid_tokens, metrics, bf16_gemm, logit_softcap);
+                               chunk_tokens, valid_tokens, metrics, bf16_gemm, logit_softcap, token_loss);
 }
 
 double cross_entropy_fwd_bwd(const float* hidden, const GemmOperand& weight, const int32_t* targets, int64_t N,
                              int64_t C, int64_t V, float grad_scale, float* dhidden, float* dweight,
                              int64_t chunk_tokens, int64_t* valid_tokens, CrossEntropyMetrics* metrics, bool bf16_gemm,
-                             float logit_softcap) {
+                             float logit_softcap, const TokenLoss& token_loss) {
   TRLHPC_REQUIRE(bf16_gemm || !weight.bf16, "cross_entropy_fwd_bwd: a bf16 weight needs the bf16 GEMMs (bf16_gemm)");
   // b: the weight (bf16 or fp32) or an fp32 buffer of this function.
   const auto gemm = [bf16_gemm](const float* a, bool ta, const GemmOperand& b, bool tb, float* c, int64_t M,
@@ -127,6 +158,9 @@ double cross_entropy_fwd_bwd(const float* hidden, const GemmOperand& weight, con
   TRLHPC_REQUIRE(logit_softcap >= 0 && std::isfinite(logit_softcap),
                  "cross_entropy_fwd_bwd: logit softcap " + std::to_string(logit_softcap) +
                      " is not a positive number; use 0 for none");
+  TRLHPC_REQUIRE(token_loss.label_smoothing >= 0 && token_loss.label_smoothing <= 1,
+                 "cross_entropy_fwd_bwd: label smoothing " + std::to_string(token_loss.label_smoothing) +
+                     " is outside [0, 1]");
   const bool want_grad = dhidden != nullptr;
   // Valid token indices, in order: (n_valid)
   std::vector<int64_t> rows;
@@ -175,8 +209,9 @@ double cross_entropy_fwd_bwd(const float* hidden, const GemmOperand& weight, con
       const int32_t y = targets[chunk_rows[r]];
       loss_rows[static_cast<size_t>(r)] =
           logit_softcap > 0
-              ? capped_row_loss(z, tanh_rows.get() + r * V, V, y, want_grad, grad_scale, logit_softcap, row_metrics)
-              : row_loss(z, V, y, want_grad, grad_scale, row_metrics);
+              ? capped_row_loss(z, tanh_rows.get() + r * V, V, y, want_grad, grad_scale, logit_softcap, row_metrics,
+                                token_loss)
+              : row_loss(z, V, y, want_grad, grad_scale, row_metrics, token_loss);
     }
     for (int64_t r = 0; r < cm; ++r) total += loss_rows[static_cast<size_t>(r)];
     if (metrics)

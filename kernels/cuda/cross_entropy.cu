@@ -72,11 +72,15 @@ __global__ void scatter_rows_kernel(const TI* __restrict__ src, const int32_t* _
 // entropy[r] = log(sum) - sum_v exp(z - max)(z - max) / sum, top1[r] = (first index of the maximum ==
 // target); the index is reduced as a float, exact for V < 2^24 (the caller checks). softcap c > 0: the
 // row holds capped logits (c tanh(.)), and dz is multiplied by 1 - (z / c)^2 (the cap's derivative).
+// token_loss not plain (label smoothing eps, DFT; token_loss.hpp): loss[r] = w ((1 - eps) nll + eps (lse -
+// mean z)) and dz = grad_scale w (softmax - (1 - eps) onehot - eps / V), w = p_y (DFT) or 1, as the CPU
+// kernel; the plain rows keep their original arithmetic.
 template <class TZ>
 __global__ void __launch_bounds__(kSoftmaxThreads)
     softmax_loss_kernel(const float* logits, const int32_t* __restrict__ rows, const int32_t* __restrict__ targets,
                         int64_t V, bool want_grad, float grad_scale, TZ* dz, double* __restrict__ loss,
-                        double* __restrict__ entropy, int32_t* __restrict__ top1, float softcap) {
+                        double* __restrict__ entropy, int32_t* __restrict__ top1, float softcap,
+                        TokenLoss token_loss) {
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
   const float* z = logits + r * V;  // (V)
@@ -100,8 +104,20 @@ __global__ void __launch_bounds__(kSoftmaxThreads)
   __syncthreads();
   block_max = group_max(lane < kSoftmaxThreads / 32 ? scratch[lane] : -INFINITY, 32);
   const float sum = block_sum(m == -INFINITY ? 0.0f : s * __expf(m - block_max), scratch);
-  if (threadIdx.x == 0)
-    loss[r] = static_cast<double>(block_max) + log(static_cast<double>(sum)) - static_cast<double>(z_target);
+  const double nll = static_cast<double>(block_max) + log(static_cast<double>(sum)) - static_cast<double>(z_target);
+  // The same for every thread, so the block_sum below is reached by all. (TokenLoss::plain() is host code.)
+  const bool plain = token_loss.label_smoothing == 0.0f && !token_loss.dft;
+  const double eps = token_loss.label_smoothing;
+  const double w = token_loss.dft ? exp(-nll) : 1.0;  // p_y, detached
+  if (!plain) {
+    float z_part = 0.0f;
+    if (eps > 0.0)
+      for (int64_t v = threadIdx.x; v < V; v += kSoftmaxThreads) z_part += z[v];
+    const double z_mean = eps > 0.0 ? static_cast<double>(block_sum(z_part, scratch)) / static_cast<double>(V) : 0.0;
+    if (threadIdx.x == 0) loss[r] = w * ((1.0 - eps) * nll + eps * (nll + static_cast<double>(z_target) - z_mean));
+  } else if (threadIdx.x == 0) {
+    loss[r] = nll;
+  }
   if (entropy) {
     float w = 0.0f, first = static_cast<float>(V);
     for (int64_t v = threadIdx.x; v < V; v += kSoftmaxThreads) {
@@ -117,6 +133,17 @@ __global__ void __launch_bounds__(kSoftmaxThreads)
     }
   }
   if (!want_grad) return;
+  if (!plain) {
+    const float scale = static_cast<float>(static_cast<double>(grad_scale) * w);
+    const float shaped_mult = scale / sum, on_target = static_cast<float>(scale * (1.0 - eps));
+    const float uniform = static_cast<float>(scale * eps / static_cast<double>(V));
+    for (int64_t v = threadIdx.x; v < V; v += kSoftmaxThreads) {
+      const float zv = z[v], t = softcap > 0.0f ? zv / softcap : 0.0f;  // read before dz may overwrite it
+      const float g = __expf(zv - block_max) * shaped_mult - uniform;
+      dz[r * V + v] = from_float<TZ>((v == y ? g - on_target : g) * (1.0f - t * t));
+    }
+    return;
+  }
   const float mult = grad_scale / sum;
   if (softcap > 0.0f) {
     for (int64_t v = threadIdx.x; v < V; v += kSoftmaxThreads) {
@@ -164,9 +191,11 @@ template <class T, class TD>
 double cross_entropy_fwd_bwd(const T* hidden, const T* weight, const int32_t* targets, int64_t N, int64_t C, int64_t V,
                              float grad_scale, TD* dhidden, float* dweight, int64_t chunk_tokens,
                              int64_t* valid_tokens, Matmul& matmul, DeviceAllocator& allocator, cudaStream_t stream,
-                             LossMetricSums* metrics, const int32_t* host_targets, float logit_softcap) {
+                             LossMetricSums* metrics, const int32_t* host_targets, float logit_softcap,
+                             const TokenLoss& token_loss) {
   return cross_entropy_launch(hidden, weight, targets, N, C, V, grad_scale, dhidden, dweight, chunk_tokens,
-                              valid_tokens, matmul, allocator, stream, metrics != nullptr, host_targets, logit_softcap)
+                              valid_tokens, matmul, allocator, stream, metrics != nullptr, host_targets, logit_softcap,
+                              token_loss)
       .read(metrics);
 }
 
@@ -175,12 +204,15 @@ PendingLossRows cross_entropy_launch(const T* hidden, const T* weight, const int
                                      int64_t V, float grad_scale, TD* dhidden, float* dweight, int64_t chunk_tokens,
                                      int64_t* valid_tokens, Matmul& matmul, DeviceAllocator& allocator,
                                      cudaStream_t stream, bool want_metrics_in, const int32_t* host_targets,
-                                     float logit_softcap) {
+                                     float logit_softcap, const TokenLoss& token_loss) {
   TRLHPC_REQUIRE(chunk_tokens > 0,
                  "cross_entropy_fwd_bwd: chunk_tokens must be positive, got " + std::to_string(chunk_tokens));
   TRLHPC_REQUIRE(logit_softcap >= 0.0f && std::isfinite(logit_softcap),
                  "cross_entropy_fwd_bwd: logit softcap " + std::to_string(logit_softcap) +
                      " is not a positive number; use 0 for none");
+  TRLHPC_REQUIRE(token_loss.label_smoothing >= 0.0f && token_loss.label_smoothing <= 1.0f,
+                 "cross_entropy_fwd_bwd: label smoothing " + std::to_string(token_loss.label_smoothing) +
+                     " is outside [0, 1]");
   const bool want_grad = dhidden != nullptr;
   std::vector<int32_t> copied_targets;  // (N) when the caller has no host copy
   if (!host_targets && N > 0) {
@@ -239,7 +271,7 @@ PendingLossRows cross_entropy_launch(const T* hidden, const T* weight, const int
     softmax_loss_kernel<T><<<static_cast<unsigned>(cm), kSoftmaxThreads, 0, stream>>>(
         logits.get(), chunk_rows, targets, V, want_grad, grad_scale, dz, loss_rows + c0,
         want_metrics ? entropy_rows + c0 : nullptr, want_metrics ? top1_rows + c0 : nullptr,
-        logit_softcap);
+        logit_softcap, token_loss);
     TRLHPC_CHECK_CUDA_LAUNCH("softmax_loss_kernel");
     if (!want_grad) continue;
     // dh_chunk (cm, C) = dz (cm, V) @ weight (V, C), scattered to the token rows
@@ -255,21 +287,26 @@ PendingLossRows cross_entropy_launch(const T* hidden, const T* weight, const int
 
 template double cross_entropy_fwd_bwd<float, float>(const float*, const float*, const int32_t*, int64_t, int64_t,
                                                     int64_t, float, float*, float*, int64_t, int64_t*, Matmul&,
-                                                    DeviceAllocator&, cudaStream_t, LossMetricSums*, const int32_t*, float);
+                                                    DeviceAllocator&, cudaStream_t, LossMetricSums*, const int32_t*,
+                                                    float, const TokenLoss&);
 template double cross_entropy_fwd_bwd<bf16, float>(const bf16*, const bf16*, const int32_t*, int64_t, int64_t, int64_t,
                                                    float, float*, float*, int64_t, int64_t*, Matmul&,
-                                                   DeviceAllocator&, cudaStream_t, LossMetricSums*, const int32_t*, float);
+                                                   DeviceAllocator&, cudaStream_t, LossMetricSums*, const int32_t*,
+                                                   float, const TokenLoss&);
 template double cross_entropy_fwd_bwd<bf16, bf16>(const bf16*, const bf16*, const int32_t*, int64_t, int64_t, int64_t,
                                                   float, bf16*, float*, int64_t, int64_t*, Matmul&, DeviceAllocator&,
-                                                  cudaStream_t, LossMetricSums*, const int32_t*, float);
+                                                  cudaStream_t, LossMetricSums*, const int32_t*, float,
+                                                  const TokenLoss&);
 template double cross_entropy_fwd_bwd<float, bf16>(const float*, const float*, const int32_t*, int64_t, int64_t,
                                                    int64_t, float, bf16*, float*, int64_t, int64_t*, Matmul&,
-                                                   DeviceAllocator&, cudaStream_t, LossMetricSums*, const int32_t*, float);
+                                                   DeviceAllocator&, cudaStream_t, LossMetricSums*, const int32_t*,
+                                                   float, const TokenLoss&);
 
 #define TRLHPC_CE_LAUNCH(T, TD)                                                                                     \
   template PendingLossRows cross_entropy_launch<T, TD>(const T*, const T*, const int32_t*, int64_t, int64_t, int64_t, \
                                                        float, TD*, float*, int64_t, int64_t*, Matmul&,               \
-                                                       DeviceAllocator&, cudaStream_t, bool, const int32_t*, float);
+                                                       DeviceAllocator&, cudaStream_t, bool, const int32_t*, float, \
+                                                       const TokenLoss&);
 TRLHPC_CE_LAUNCH(float, float)
 TRLHPC_CE_LAUNCH(bf16, float)
 TRLHPC_CE_LAUNCH(bf16, bf16)

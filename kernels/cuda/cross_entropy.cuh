@@ -25,6 +25,7 @@
 
 #include "device_allocator.cuh"
 #include "matmul.cuh"
+#include "trlhpc/kernels/token_loss.hpp"
 
 namespace trlhpc::cuda {
 
@@ -58,13 +59,13 @@ PendingLossRows cross_entropy_launch(const T* hidden, const T* weight, const int
                                      int64_t V, float grad_scale, TD* dhidden, float* dweight, int64_t chunk_tokens,
                                      int64_t* valid_tokens, Matmul& matmul, DeviceAllocator& allocator,
                                      cudaStream_t stream, bool want_metrics, const int32_t* host_targets,
-                                     float logit_softcap);
+                                     float logit_softcap, const TokenLoss& token_loss = {});
 // The same, read at once (one synchronisation at the end).
 template <class T, class TD>
 double cross_entropy_fwd_bwd(const T* hidden, const T* weight, const int32_t* targets, int64_t N, int64_t C, int64_t V,
                              float grad_scale, TD* dhidden, float* dweight, int64_t chunk_tokens,
                              int64_t* valid_tokens, Matmul& matmul, DeviceAllocator& allocator, cudaStream_t stream,
                              LossMetricSums* metrics = nullptr, const int32_t* host_targets = nullptr,
-                             float logit_softcap = 0.0f);
+                             float logit_softcap = 0.0f, const TokenLoss& token_loss = {});
 
 }  // namespace trlhpc::cuda

@@ -69,6 +69,10 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
       ("adam_beta2", po::value<double>(&c.adam_beta2)->default_value(c.adam_beta2), "")
       ("adam_epsilon", po::value<double>(&c.adam_epsilon)->default_value(c.adam_epsilon), "")
       ("max_grad_norm", po::value<double>(&c.max_grad_norm)->default_value(c.max_grad_norm), "global-norm clipping (0: off)")
+      ("label_smoothing_factor", po::value<double>(&c.label_smoothing_factor)->default_value(c.label_smoothing_factor),
+       "transformers' label smoothing eps in [0, 1]: (1 - eps) nll + eps mean_v(-log p_v) per target token")
+      ("loss_type", po::value<std::string>(&c.loss_type)->default_value(c.loss_type),
+       "nll | dft (TRL's DFT: each token's nll times its detached probability; ignores label smoothing)")
       ("seed", po::value<uint64_t>(&c.seed)->default_value(c.seed), "init and data-order seed")
       ("max_length", po::value<int64_t>(&c.max_length)->default_value(c.max_length), "tokens per example / packed row")
       ("packing", flag(&c.packing), "pack examples into max_length rows")

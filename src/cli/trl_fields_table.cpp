@@ -24,7 +24,10 @@ void apply_use_cpu(const std::string& value, const Flags& explicit_flags, SftCon
 }
 // save_strategy no: no checkpoints, whatever save_steps says (transformers ignores save_steps then).
 void apply_save_strategy(const std::string& value, const Flags&, SftConfig& c) {
-  c.save_strategy = trl_value_accepted("no", value) ? "no" : trl_value_accepted("epoch", value) ? "epoch" : "steps";
+  c.save_strategy = trl_value_accepted("no", value)      ? "no"
+                    : trl_value_accepted("epoch", value) ? "epoch"
+                    : trl_value_accepted("best", value)  ? "best"
+                                                         : "steps";
   if (c.save_strategy == "no") c.save_steps = 0;
 }
 void apply_logging_strategy(const std::string& value, const Flags&, SftConfig& c) {
@@ -41,6 +44,15 @@ void apply_lr_scheduler_kwargs(const std::string& value, const Flags&, SftConfig
 void apply_eval_on_start(const std::string& value, const Flags&, SftConfig& c) { c.eval_on_start = is_true(value); }
 void apply_deepspeed(const std::string& value, const Flags&, SftConfig& c) {
   c.deepspeed = trl_value_accepted("null", value) ? "" : value;
+}
+void apply_load_best_model_at_end(const std::string& value, const Flags&, SftConfig& c) {
+  c.load_best_model_at_end = is_true(value);
+}
+void apply_metric_for_best_model(const std::string& value, const Flags&, SftConfig& c) {
+  c.metric_for_best_model = trl_value_accepted("null", value) ? "" : value;
+}
+void apply_greater_is_better(const std::string& value, const Flags&, SftConfig& c) {
+  c.greater_is_better = trl_value_accepted("null", value) ? "" : is_true(value) ? "true" : "false";
 }
 void apply_logging_first_step(const std::string& value, const Flags&, SftConfig& c) { c.logging_first_step = is_true(value); }
 
@@ -74,7 +86,7 @@ const std::vector<TrlField> kTable = {
     {"average_tokens_across_devices", H::honored, "true", "the loss is normalised by the target tokens of all ranks",
      "trlhpc always normalises by the target tokens of all data-parallel ranks: leave it true"},
     {"max_grad_norm", H::honored, "*", "global-norm clipping (0: off)", nullptr},
-    {"label_smoothing_factor", H::refused, "0", "", "label smoothing is not implemented: leave it 0"},
+    {"label_smoothing_factor", H::honored, "*", "transformers' LabelSmoother in the fused loss, train and eval: (1 - eps) nll + eps mean_v(-log p_v) per target token, over the global target count (ignored under loss_type dft, as TRL; needs --tp_size 1)", nullptr},
     {"bf16", H::honored, "*", "bf16 mixed precision (null: off)", nullptr},
     {"fp16", H::refused, "false", "", "fp16 is not supported: use --bf16"},
     {"bf16_full_eval", H::refused, "false", "", "evaluation runs in the training precision: use --bf16"},
@@ -126,8 +138,9 @@ const std::vector<TrlField> kTable = {
     {"include_for_metrics", H::refused, "[]|null", "", "there is no compute_metrics: leave it empty"},
     {"batch_eval_metrics", H::refused, "false", "", "there is no compute_metrics: leave it false"},
     {"save_only_model", H::refused, "false", "", "checkpoints always hold the optimizer and data position for an exact resume; the final model.safetensors is the model alone"},
-    {"save_strategy", H::honored, "steps|epoch|no", "steps: every --save_steps; epoch: after each epoch and the last "
-     "step; no: no checkpoints", "use steps, epoch or no (best is not implemented)", nullptr, nullptr, apply_save_strategy},
+    {"save_strategy", H::honored, "steps|epoch|no|best", "steps: every --save_steps; epoch: after each epoch and the last "
+     "step; best: after each evaluation that improves --metric_for_best_model; no: no checkpoints",
+     "use steps, epoch, best or no", nullptr, nullptr, apply_save_strategy},
     {"save_steps", H::honored, "*", "(TRL's default 500; trlhpc's 0: no checkpoints)", nullptr},
     {"save_on_each_node", H::refused, "false", "", "not supported: trlhpc writes one checkpoint per save into --output_dir"},
     {"save_total_limit", H::honored, "*", "(null: keep all)", nullptr},
@@ -139,9 +152,12 @@ const std::vector<TrlField> kTable = {
     {"hub_strategy", H::no_op, "*", "used only by push_to_hub (refused)", nullptr},
     {"hub_always_push", H::no_op, "*", "used only by push_to_hub (refused)", nullptr},
     {"hub_revision", H::no_op, "*", "used only by push_to_hub (refused)", nullptr},
-    {"load_best_model_at_end", H::refused, "false", "", "not implemented: pick the checkpoint-N with the best eval_loss in metrics.jsonl"},
-    {"metric_for_best_model", H::no_op, "*", "used only by load_best_model_at_end (refused)", nullptr},
-    {"greater_is_better", H::no_op, "*", "used only by load_best_model_at_end (refused)", nullptr},
+    {"load_best_model_at_end", H::honored, "*", "the saved model is the best checkpoint's (save and eval strategies must match unless save_strategy best; the best checkpoint survives --save_total_limit)",
+     nullptr, nullptr, nullptr, apply_load_best_model_at_end},
+    {"metric_for_best_model", H::honored, "*", "eval_loss (default with load_best_model_at_end), eval_entropy or eval_mean_token_accuracy; the eval_ prefix is optional",
+     nullptr, nullptr, nullptr, apply_metric_for_best_model},
+    {"greater_is_better", H::honored, "null|true|false", "null: true unless the metric ends in loss",
+     "use true or false", nullptr, nullptr, apply_greater_is_better},
     {"ignore_data_skip", H::refused, "false", "", "a resumed run always continues at the next row: leave it false"},
     {"restore_callback_states_from_checkpoint", H::no_op, "*", "no callbacks", nullptr},
     {"full_determinism", H::mapped, "*", "trlhpc's reductions have a fixed order whatever this says", nullptr,
@@ -200,7 +216,7 @@ const std::vector<TrlField> kTable = {
     {"eval_packing", H::refused, "null", "", "evaluation packs as --packing says: leave it unset"},
     {"completion_only_loss", H::honored, "*", "(null: auto)", nullptr},
     {"assistant_only_loss", H::honored, "*", "", nullptr},
-    {"loss_type", H::honored, "nll", "token-mean cross-entropy", "use nll (dft is not implemented)"},
+    {"loss_type", H::honored, "*", "nll: token-mean cross-entropy; dft: TRL's DFT, each token's nll times its detached probability (needs --tp_size 1)", nullptr},
     {"activation_offloading", H::refused, "false", "", "not implemented: use --gradient_checkpointing, or CPU offload in --accelerate_config"},
     {"pad_token", H::refused, "null", "", "not implemented: set pad_token in the tokenizer's tokenizer_config.json"},
     // ModelConfig.

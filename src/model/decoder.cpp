@@ -34,13 +34,15 @@ DeviceBatch DeviceBatch::upload(const Batch& batch, Ops& ops) {
 }
 
 Decoder::Decoder(ModelConfig config, Ops& ops, ParameterStore& params, bool gradient_checkpointing,
-                 int64_t loss_chunk_tokens, DecoderParallelism parallelism, DecoderAdapters adapters)
+                 int64_t loss_chunk_tokens, DecoderParallelism parallelism, DecoderAdapters adapters,
+                 TokenLoss token_loss)
     : config_(std::move(config)),
       local_(config_),
       ops_(ops),
       params_(params),
       checkpointing_(gradient_checkpointing),
       loss_chunk_tokens_(loss_chunk_tokens),
+      token_loss_(token_loss),
       hooks_(parallelism.hooks),
       attention_(parallelism.attention),
       scratch_(std::make_unique<Scratch>()) {
@@ -58,6 +60,10 @@ Decoder::Decoder(ModelConfig config, Ops& ops, ParameterStore& params, bool grad
   }
   acts_.resize(static_cast<size_t>(config_.num_hidden_layers));
   init_tensor_parallel(parallelism);
+  // sft_validation refuses the combination by its options first; this guards other callers.
+  TRLHPC_REQUIRE(token_loss_.plain() || tp_.size == 1,
+                 "label smoothing and the DFT loss need tp 1: the vocab-parallel loss computes the plain "
+                 "cross-entropy only");
   init_lora(adapters);
 }
 

@@ -149,7 +149,7 @@ LossResult Decoder::head_loss(const DeviceBatch& batch, float grad_scale, bool b
                                                backward ? s.dh : Tensor(), backward ? head_grad() : Tensor(),
                                                loss_chunk_tokens_, &result.target_tokens, /*want_metrics=*/true,
                                                host_copy ? batch.host_targets.data() : nullptr,
-                                               config_.final_logit_softcap());
+                                               config_.final_logit_softcap(), token_loss_);
   if (!defer_loss) result.resolve();
   return result;
 }

@@ -270,7 +270,7 @@ class CpuOps final : public Ops {
                                const Tensor& dhidden, const Tensor& dweight, int64_t chunk_tokens,
                                int64_t* valid_tokens, TokenMetrics* metrics = nullptr,
                                const int32_t* /*host_targets: `targets` is host memory already*/ = nullptr,
-                               float logit_softcap = 0.0f) override {
+                               float logit_softcap = 0.0f, const TokenLoss& token_loss = {}) override {
     const bool backward = dhidden.data() != nullptr;
     cpu::CrossEntropyMetrics m;
     W hw(hidden, W::In);
@@ -281,7 +281,7 @@ class CpuOps final : public Ops {
                                                    weight.dim(1), weight.dim(0), grad_scale,
                                                    backward ? dhw->get() : nullptr, backward ? dweight.f32() : nullptr,
                                                    chunk_tokens, valid_tokens, metrics ? &m : nullptr,
-                                                   compute_dtype_ == DType::BF16, logit_softcap);
+                                                   compute_dtype_ == DType::BF16, logit_softcap, token_loss);
     if (metrics) *metrics = TokenMetrics{true, m.entropy_sum, m.top1};
     return loss;
   }

@@ -107,11 +107,13 @@ class CudaOpsImpl final : public CudaOps {
   double cross_entropy_fwd_bwd(const Tensor& hidden, const Tensor& weight, const Tensor& targets, float grad_scale,
                                const Tensor& dhidden, const Tensor& dweight, int64_t chunk_tokens,
                                int64_t* valid_tokens, TokenMetrics* metrics = nullptr,
-                               const int32_t* host_targets = nullptr, float logit_softcap = 0.0f) override;
+                               const int32_t* host_targets = nullptr, float logit_softcap = 0.0f,
+                               const TokenLoss& token_loss = {}) override;
   std::unique_ptr<PendingLoss> cross_entropy_deferred(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
                                                       float grad_scale, const Tensor& dhidden, const Tensor& dweight,
                                                       int64_t chunk_tokens, int64_t* valid_tokens, bool want_metrics,
-                                                      const int32_t* host_targets, float logit_softcap) override;
+                                                      const int32_t* host_targets, float logit_softcap,
+                                                      const TokenLoss& token_loss = {}) override;
   void logit_softcap(const Tensor& logits, float cap) override;
   void vocab_parallel_ce_max(const Tensor& logits, const Tensor& row_max) override;
   void vocab_parallel_ce_sums(const Tensor& logits, const Tensor& targets, int64_t vocab_start, const Tensor& row_max,

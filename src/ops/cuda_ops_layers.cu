@@ -325,9 +325,10 @@ class CudaPendingLoss final : public PendingLoss {
 double CudaOpsImpl::cross_entropy_fwd_bwd(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
                                           float grad_scale, const Tensor& dhidden, const Tensor& dweight,
                                           int64_t chunk_tokens, int64_t* valid_tokens, TokenMetrics* metrics,
-                                          const int32_t* host_targets, float logit_softcap) {
+                                          const int32_t* host_targets, float logit_softcap,
+                                          const TokenLoss& token_loss) {
   return cross_entropy_deferred(hidden, weight, targets, grad_scale, dhidden, dweight, chunk_tokens, valid_tokens,
-                                metrics != nullptr, host_targets, logit_softcap)
+                                metrics != nullptr, host_targets, logit_softcap, token_loss)
       ->wait(metrics);
 }
 
@@ -336,7 +337,7 @@ std::unique_ptr<PendingLoss> CudaOpsImpl::cross_entropy_deferred(const Tensor& h
                                                                  const Tensor& dhidden, const Tensor& dweight,
                                                                  int64_t chunk_tokens, int64_t* valid_tokens,
                                                                  bool want_metrics, const int32_t* host_targets,
-                                                                 float logit_softcap) {
+                                                                 float logit_softcap, const TokenLoss& token_loss) {
   TRLHPC_ASSERT(weight.rank() == 2, "cross_entropy_fwd_bwd: weight must be (V, C)");
   TRLHPC_ASSERT(hidden.dtype() == weight.dtype(), "cross_entropy_fwd_bwd: hidden and weight must share a dtype");
   expect_dtype(targets, DType::I32, "cross_entropy_fwd_bwd targets");
@@ -363,7 +364,7 @@ std::unique_ptr<PendingLoss> CudaOpsImpl::cross_entropy_deferred(const Tensor& h
                                         grad_scale, backward ? data_of<TD>(dhidden) : nullptr,
                                         backward && dweight.data() ? data_of<float>(dweight) : nullptr, chunk_tokens,
                                         valid_tokens, *matmul_, *allocator_, stream(), want_metrics, host_targets,
-                                        logit_softcap);
+                                        logit_softcap, token_loss);
     });
   });
   return std::make_unique<CudaPendingLoss>(std::move(rows));

@@ -53,11 +53,12 @@ std::unique_ptr<PendingLoss> Ops::cross_entropy_deferred(const Tensor& hidden, c
                                                          const Tensor& targets, float grad_scale, const Tensor& dhidden,
                                                          const Tensor& dweight, int64_t chunk_tokens,
                                                          int64_t* valid_tokens, bool want_metrics,
-                                                         const int32_t* host_targets, float logit_softcap) {
+                                                         const int32_t* host_targets, float logit_softcap,
+                                                         const TokenLoss& token_loss) {
   TokenMetrics metrics;
   const double loss = cross_entropy_fwd_bwd(hidden, weight, targets, grad_scale, dhidden, dweight, chunk_tokens,
                                             valid_tokens, want_metrics ? &metrics : nullptr, host_targets,
-                                            logit_softcap);
+                                            logit_softcap, token_loss);
   return std::make_unique<ReadyLoss>(loss, metrics);
 }
 

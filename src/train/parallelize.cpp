@@ -96,7 +96,7 @@ ParallelModel::ParallelModel(const ModelConfig& config, Ops& ops, ProcessGroups&
   DecoderAdapters adapters;
   if (lora_) adapters = DecoderAdapters{&*lora_, &lora_targets_, store_.get()};
   decoder_ = std::make_unique<Decoder>(config, ops, base_store(), options.gradient_checkpointing,
-                                       options.loss_chunk_tokens, parallelism, adapters);
+                                       options.loss_chunk_tokens, parallelism, adapters, options.token_loss);
 }
 
 ParallelModel::~ParallelModel() = default;

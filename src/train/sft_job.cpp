@@ -160,7 +160,7 @@ void set_up_checkpoints(const SftConfig& c, const SftPlan& plan, const dataset::
                         SftLoop& loop, MetricsLogger& logger, checkpoint::AsyncCheckpointSaver* async) {
   const nlohmann::json identity = run_identity(c, plan, train, loop);
   loop.set_checkpoints({c.output_dir, {}, identity, run_record(c, plan, loop.total_steps()), plan.tokenizer_dir,
-                        c.save_total_limit},
+                        c.save_total_limit, /*keep_step=*/-1, /*best_model=*/nullptr},
                        c.save_steps, async);
   if (plan.resume_dir.empty()) {
     load_initial_weights(c, plan, trainer.model());
@@ -171,10 +171,27 @@ void set_up_checkpoints(const SftConfig& c, const SftPlan& plan, const dataset::
   // A LoRA checkpoint holds the adapters' state; the frozen base comes from the model, as at the start.
   if (trainer.model().has_adapters()) load_base_weights(c, plan, trainer.model());
   const checkpoint::TrainingProgress progress = checkpoint::load_checkpoint(plan.resume_dir, plan.resume_manifest, trainer);
-  loop.resume_at(progress);
+  loop.resume_at(progress, plan.resume_manifest.value("best_model", nlohmann::json()));
   logger.forget_after(progress.step);
   logger.message("resumed from " + plan.resume_dir + " after step " + std::to_string(progress.step) + " of " +
                  std::to_string(loop.total_steps()));
+}
+
+// --load_best_model_at_end: the best checkpoint's weights become the model the job saves
+// (Trainer._load_best_model; TRL's script then saves that model). Collective; the same on every rank.
+void load_best_model(const SftLoop& loop, Trainer& trainer, const nlohmann::json& identity, MetricsLogger& logger) {
+  const std::optional<BestModelTracker>& best = loop.best_model();
+  if (!best || best->best_checkpoint().empty()) {
+    logger.message("warning: --load_best_model_at_end: no checkpoint holds a best " +
+                   (best ? best->metric() : std::string("metric")) + " (none was saved at an evaluation's step); "
+                   "the final model is the last step's");
+    return;
+  }
+  const std::string& dir = best->best_checkpoint();
+  checkpoint::load_checkpoint_parameters(dir, checkpoint::open_manifest(dir, identity), trainer.model());
+  char score[64];
+  std::snprintf(score, sizeof score, "%.17g", best->best_metric().value_or(0.0));
+  logger.message("loaded the best model from " + dir + " (" + best->metric() + " " + score + ")");
 }
 
 // The start line: the model, the layout, and per rank the persistent state the strategy allocated plus
@@ -344,6 +361,7 @@ int run_watched_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   const SftLoopOutcome outcome = loop.run(peaks);
   if (outcome.signal) return report_preemption(c, outcome.signal, outcome, loop.total_steps(), logger);
   logger.finish();
+  if (c.load_best_model_at_end) load_best_model(loop, trainer, run_identity(c, plan, train, loop), logger);
 
   if (trainer.model().has_adapters())  // TRL saves a PEFT run's adapter (PeftModel.save_pretrained)
     export_peft_adapter(trainer.model(), c.output_dir, plan.tokenizer_dir, is_main, plan.base_model_name);

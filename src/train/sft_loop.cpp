@@ -45,6 +45,7 @@ SftLoop::SftLoop(const SftConfig& config, LrSchedule schedule, Trainer& trainer,
       total_steps_(total_steps_of(config, sampler_)),
       scheduler_(schedule, config.learning_rate, warmup_steps_for(config.warmup_steps, config.warmup_ratio, total_steps_),
                  total_steps_, parse_lr_scheduler_kwargs(schedule, config.lr_scheduler_kwargs, config.learning_rate)),
+      best_(BestModelTracker::from_config(config)),
       watch_(watch) {}
 
 void SftLoop::set_checkpoints(checkpoint::SaveRequest request, int64_t save_steps,
@@ -55,7 +56,8 @@ void SftLoop::set_checkpoints(checkpoint::SaveRequest request, int64_t save_step
   checkpoints_ = true;
 }
 
-void SftLoop::resume_at(const checkpoint::TrainingProgress& progress) {
+void SftLoop::resume_at(const checkpoint::TrainingProgress& progress, const nlohmann::json& best_model) {
+  if (best_) best_->restore(best_model);
   first_step_ = progress.step;
   num_tokens_ = progress.num_tokens;
   last_saved_ = progress.step;
@@ -67,6 +69,11 @@ std::string SftLoop::save(int64_t steps) {
   const batching::SamplerPosition next = sampler_.position(steps);
   request.progress = {steps, num_tokens_, epoch_after(steps - 1), next.epoch, next.step};
   last_saved_ = steps;
+  if (best_) {  // as transformers: this checkpoint is the best one if its step is the best step
+    best_->saved(steps, checkpoint::checkpoint_dir(request.output_dir, steps));
+    request.keep_step = best_->best_checkpoint_step();
+    request.best_model = best_->to_json();
+  }
   if (async_) {
     finish_async_save();
     async_->start(request, trainer_);
@@ -190,7 +197,7 @@ std::optional<EvalResult> SftLoop::evaluate() {
   return trainer_.evaluate_unless(batches, [&] { return watch_.agreed_signal(world) != 0; });
 }
 
-bool SftLoop::evaluate_and_log(int64_t steps_done, double epoch) {
+bool SftLoop::evaluate_and_log(int64_t steps_done, double epoch, bool* improved) {
   trainer_.model().groups().set_phase("evaluation at step " + std::to_string(steps_done));
   const std::optional<EvalResult> eval = evaluate();
   if (!eval) return false;
@@ -200,6 +207,7 @@ bool SftLoop::evaluate_and_log(int64_t steps_done, double epoch) {
     metrics.mean_token_accuracy = eval->mean_token_accuracy;
   }
   logger_.log_eval(steps_done, metrics, epoch);
+  if (improved) *improved = best_ && best_->observe(metrics, steps_done);
   return true;
 }
 
@@ -237,9 +245,14 @@ SftLoopOutcome SftLoop::run(const MfuPeaks& peaks) {
                          : config_.logging_strategy == "no"  ? false
                                                              : every(config_.logging_steps, step) || last;
     if (log_now || first_log) log_step(step, r, peaks);
-    if (eval_ && (every(config_.eval_steps, step) || last) && !evaluate_and_log(step + 1, epoch_after(step)))
+    bool improved = false;  // transformers evaluates before it saves: a save at this step may be the best
+    if (eval_ && (every(config_.eval_steps, step) || last) && !evaluate_and_log(step + 1, epoch_after(step), &improved))
       return stop_for(watch_.agreed_signal(world), step + 1);
-    if (config_.save_strategy == "epoch" ? epoch_end : every(save_steps_, step)) save(step + 1);
+    // save_strategy best: a checkpoint whenever the metric improved (Trainer._maybe_log_save_evaluate).
+    const bool save_now = config_.save_strategy == "best"    ? improved
+                          : config_.save_strategy == "epoch" ? epoch_end
+                                                             : every(save_steps_, step);
+    if (save_now) save(step + 1);
     report_async_save();
   }
   finish_async_save();

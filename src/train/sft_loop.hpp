@@ -21,6 +21,7 @@
 #include "trlhpc/data/batching/sampler.hpp"
 #include "trlhpc/data/dataset/sft_dataset.hpp"
 #include "trlhpc/optim/lr_scheduler.hpp"
+#include "trlhpc/train/best_model.hpp"
 #include "trlhpc/train/metrics_logger.hpp"
 #include "trlhpc/train/checkpoint/async_save.hpp"
 #include "trlhpc/train/checkpoint/checkpoint.hpp"
@@ -53,8 +54,11 @@ class SftLoop {
   // waits for one under way and writes its own synchronously (no host copy to make first).
   void set_checkpoints(checkpoint::SaveRequest request, int64_t save_steps,
                        checkpoint::AsyncCheckpointSaver* async = nullptr);
-  // Continues after `progress.step` steps (the trainer already holds the checkpoint's state).
-  void resume_at(const checkpoint::TrainingProgress& progress);
+  // Continues after `progress.step` steps (the trainer already holds the checkpoint's state);
+  // `best_model`: the checkpoint manifest's best-model record (null: none).
+  void resume_at(const checkpoint::TrainingProgress& progress, const nlohmann::json& best_model = nullptr);
+  // The best-model selection (best_model.hpp), when the run asked for one.
+  const std::optional<BestModelTracker>& best_model() const { return best_; }
   // Every step, with MFU against `peaks` (mfu_peaks.hpp).
   SftLoopOutcome run(const MfuPeaks& peaks);
 
@@ -67,7 +71,8 @@ class SftLoop {
   // when the ranks agreed on a preemption signal between two batches.
   std::optional<EvalResult> evaluate();
   // Evaluates and logs eval metrics at `steps_done` optimizer steps; false when a stop signal came.
-  bool evaluate_and_log(int64_t steps_done, double epoch);
+  // *improved (optional): whether the best-model metric improved (always false without a selection).
+  bool evaluate_and_log(int64_t steps_done, double epoch, bool* improved = nullptr);
   double epoch_after(int64_t step) const;
   // A checkpoint of `steps` optimizer steps done (in the background with --async_save); its folder.
   std::string save(int64_t steps);
@@ -99,6 +104,7 @@ class SftLoop {
   std::string async_unreported_;  // folder of the background save not yet logged as saved
   int64_t last_saved_ = -1;       // steps held by the newest checkpoint (the resumed one counts)
   int64_t skipped_steps_ = 0;
+  std::optional<BestModelTracker> best_;  // --metric_for_best_model / --load_best_model_at_end / save_strategy best
   bool mfu_warned_ = false;  // the MFU-above-100 % warning was printed
   const PreemptionWatch& watch_;
   Clock::time_point start_;

@@ -120,6 +120,9 @@ TrainerOptions trainer_options(const SftConfig& c) {
   o.parallel.data_parallel.bucket_elements = c.bucket_size_mb * 1024 * 1024 / 4;
   o.parallel.gradient_checkpointing = c.gradient_checkpointing;
   o.parallel.loss_chunk_tokens = c.loss_chunk_tokens;
+  // TRL's SFTTrainer applies label smoothing only under loss_type nll (the DFT loss ignores it).
+  o.parallel.token_loss.dft = c.loss_type == "dft";
+  o.parallel.token_loss.label_smoothing = o.parallel.token_loss.dft ? 0.0f : static_cast<float>(c.label_smoothing_factor);
   o.parallel.sp_gradient_dtype = c.seq_parallel_communication_data_type == "bf16" ? DType::BF16 : DType::F32;
   o.adamw = {static_cast<float>(c.adam_beta1), static_cast<float>(c.adam_beta2), static_cast<float>(c.adam_epsilon),
              static_cast<float>(c.weight_decay)};

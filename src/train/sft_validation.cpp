@@ -9,6 +9,8 @@
 
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/data/chat_template/template_kwargs.hpp"
+#include "trlhpc/train/best_model.hpp"
+#include "trlhpc/train/sft_data.hpp"
 
 namespace trlhpc {
 namespace {
@@ -54,6 +56,37 @@ void require_parallel_size(const char* flag, int64_t v) {
   require(flag, v, v >= 1 && v <= kInt32Max, "must be an integer in [1, 2147483647]");
 }
 
+// transformers' checks of the best-model options (TrainingArguments.__post_init__, Trainer.__init__), with
+// its wording, plus the metrics trlhpc's evaluation reports (transformers finds a missing one only at the
+// first evaluation).
+void validate_best_model_options(const SftConfig& c) {
+  const bool selects = c.load_best_model_at_end || c.save_strategy == "best" || !c.metric_for_best_model.empty();
+  if (!selects) return;
+  if (c.save_strategy == "best" && c.metric_for_best_model.empty() && !c.load_best_model_at_end)
+    throw UserError("--save_strategy best: --metric_for_best_model must be provided (e.g. eval_loss), as transformers "
+                    "requires");
+  const std::string metric = best_model_metric_name(c.metric_for_best_model.empty() ? "loss" : c.metric_for_best_model);
+  if (metric != "eval_loss" && metric != "eval_entropy" && metric != "eval_mean_token_accuracy")
+    throw UserError("--metric_for_best_model " + c.metric_for_best_model + ": " + metric + " is not an evaluation metric "
+                    "of trlhpc sft; use eval_loss, eval_entropy or eval_mean_token_accuracy");
+  if (!c.greater_is_better.empty() && c.greater_is_better != "true" && c.greater_is_better != "false")
+    throw UserError("--greater_is_better " + c.greater_is_better + ": use true or false");
+  if ((c.load_best_model_at_end || c.save_strategy == "best") && !evaluates(c))
+    throw UserError(std::string(c.load_best_model_at_end ? "--load_best_model_at_end" : "--save_strategy best") +
+                    " needs evaluation: give --eval_dataset (or a test split) and --eval_strategy steps");
+  if (!c.load_best_model_at_end || c.save_strategy == "best") return;
+  // trlhpc evaluates with --eval_dataset even under eval_strategy no; transformers' strategies must match.
+  const std::string eval_strategy = c.eval_strategy == "no" && !c.eval_dataset.empty() ? "steps" : c.eval_strategy;
+  if (eval_strategy != c.save_strategy)
+    throw UserError("--load_best_model_at_end requires the save and eval strategy to match, except when "
+                    "--save_strategy best, but found eval strategy " + eval_strategy + " and save strategy " +
+                    c.save_strategy);
+  if (c.save_strategy == "steps" && c.save_steps > 0 && (c.eval_steps == 0 || c.save_steps % c.eval_steps != 0))
+    throw UserError("--load_best_model_at_end requires the saving steps to be a round multiple of the evaluation "
+                    "steps, but found --save_steps " + std::to_string(c.save_steps) + ", which is not a round "
+                    "multiple of --eval_steps " + std::to_string(c.eval_steps));
+}
+
 }  // namespace
 
 void validate_sft_options(const SftConfig& c) {
@@ -88,6 +121,12 @@ void validate_sft_options(const SftConfig& c) {
   require_fp32_finite("--adam_epsilon", c.adam_epsilon);
   require("--max_grad_norm", c.max_grad_norm, c.max_grad_norm >= 0, "must be >= 0 and finite (0: no clipping)");
 
+  // The per-token loss (kernels/token_loss.hpp).
+  require("--label_smoothing_factor", c.label_smoothing_factor,
+          c.label_smoothing_factor >= 0 && c.label_smoothing_factor <= 1, "must be in [0, 1] (0: no label smoothing)");
+  if (c.loss_type != "nll" && c.loss_type != "dft")  // TRL's SFTTrainer accepts these two
+    throw UserError("--loss_type " + c.loss_type + ": use nll (cross-entropy) or dft (TRL's Dynamic Fine-Tuning loss)");
+
   // Sequences (the data path holds lengths in int32).
   require("--max_length", c.max_length, c.max_length >= 2 && c.max_length <= kInt32Max, "must be in [2, 2147483647]");
   require("--pad_to_multiple_of", c.pad_to_multiple_of, c.pad_to_multiple_of >= 0 && c.pad_to_multiple_of <= kInt32Max,
@@ -107,6 +146,7 @@ void validate_sft_options(const SftConfig& c) {
                     "DatasetMixtureConfig), and there is none; with --dataset_name use its own test split "
                     "(--dataset_test_split) or drop test_split_size");
   require("--save_steps", c.save_steps, c.save_steps >= 0, "must be >= 0 (0: no checkpoints)");
+  validate_best_model_options(c);
   require("--save_total_limit", c.save_total_limit, c.save_total_limit >= 0, "must be >= 0 (0: keep every checkpoint)");
   require("--peak_flops", c.peak_flops, c.peak_flops >= 0, "must be >= 0 and finite (0: measure the GEMM rate)");
 
@@ -119,6 +159,13 @@ void validate_sft_options(const SftConfig& c) {
   require_parallel_size("--sp_size", c.sp_size);
   require("--bucket_size_mb", c.bucket_size_mb, c.bucket_size_mb >= 1 && c.bucket_size_mb <= (int64_t{1} << 40),
           "must be in [1, 1099511627776]");
+  if (c.tp_size > 1 && c.label_smoothing_factor > 0 && c.loss_type == "nll")
+    reject("--label_smoothing_factor", number_text(c.label_smoothing_factor),
+           "not implemented with --tp_size > 1 (the vocabulary-parallel loss is the plain cross-entropy): use "
+           "--tp_size 1, with --sharding zero3 (or fsdp) for the memory");
+  if (c.tp_size > 1 && c.loss_type == "dft")
+    throw UserError("--loss_type dft: not implemented with --tp_size > 1 (the vocabulary-parallel loss is the plain "
+                    "cross-entropy): use --tp_size 1, with --sharding zero3 (or fsdp) for the memory");
 }
 
 int64_t checked_total_steps(const SftConfig& c, int64_t steps_per_epoch, int64_t global_batch_size) {

@@ -1,7 +1,7 @@
 // Whole-model gradient check: the decoder's hand-written backward against central finite differences
 // of its own forward loss, for several elements of EVERY parameter tensor, on tiny configs of both
 // architectures (Qwen2: untied, q/k/v bias, GQA; Llama: tied, attention + MLP biases, MQA, llama3 RoPE
-// scaling) with a packed + padded batch.
+// scaling) with a packed + padded batch, for the plain and the label-smoothed loss.
 // Bound: forward in fp32 gives loss noise ~1e-7 absolute; with step h = 1e-2 the finite difference
 // carries ~1e-5 noise plus O(h^2) truncation, so |fd - grad| <= 3e-4 + 3e-2 |grad| is tight enough to
 // catch a wrong or missing term (those are O(|grad|)) and loose enough for fp32.
@@ -59,12 +59,15 @@ Batch batch() {
 
 class ModelGradCheck : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(ModelGradCheck, EveryParameterTensorAgreesWithFiniteDifferences) {
-  const ModelConfig config = tiny(GetParam());
+// token_loss: label smoothing (--label_smoothing_factor) is a function of the parameters like the plain
+// loss, so the same finite differences check it; DFT is not (its weight is detached: the finite
+// difference would see it move), and tests/unit/test_cpu_token_loss.cpp checks it at the loss instead.
+void check_every_parameter(const std::string& arch, const TokenLoss& token_loss) {
+  const ModelConfig config = tiny(arch);
   auto ops = make_cpu_ops();
   ParameterStore store(config, *ops);
   load_all_units(weights_from_init(config, 7), *ops, store);
-  Decoder decoder(config, *ops, store, /*gradient_checkpointing=*/false, /*loss_chunk_tokens=*/4);
+  Decoder decoder(config, *ops, store, /*gradient_checkpointing=*/false, /*loss_chunk_tokens=*/4, {}, {}, token_loss);
   const DeviceBatch db = DeviceBatch::upload(batch(), *ops);
   const int64_t n = batch().target_tokens();
   decoder.forward_backward(db, 1.0f / static_cast<float>(n));
@@ -88,6 +91,12 @@ TEST_P(ModelGradCheck, EveryParameterTensorAgreesWithFiniteDifferences) {
     }
   }
   EXPECT_EQ(checked, 4 * static_cast<int>(parameter_specs(config).size()));
+}
+
+TEST_P(ModelGradCheck, EveryParameterTensorAgreesWithFiniteDifferences) { check_every_parameter(GetParam(), {}); }
+
+TEST_P(ModelGradCheck, LabelSmoothedLossAgreesWithFiniteDifferences) {
+  check_every_parameter(GetParam(), TokenLoss{0.3f, false});
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, ModelGradCheck, ::testing::Values("qwen2", "llama"));

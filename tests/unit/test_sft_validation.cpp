@@ -65,6 +65,29 @@ TEST(SftValidation, EachRuleNamesTheFlagTheValueAndTheRange) {
       {[](SftConfig& c) { c.adam_epsilon = 1e-50; },
        "--adam_epsilon 1e-50: out of fp32 range (the optimizer computes in fp32: |value| in [1.2e-38, 3.4e38] or 0)"},
       {[](SftConfig& c) { c.max_grad_norm = -1; }, "--max_grad_norm -1: must be >= 0 and finite (0: no clipping)"},
+      {[](SftConfig& c) { c.save_strategy = "best", c.eval_dataset = "e.jsonl"; },
+       "--save_strategy best: --metric_for_best_model must be provided (e.g. eval_loss), as transformers requires"},
+      {[](SftConfig& c) { c.load_best_model_at_end = true; },
+       "--load_best_model_at_end needs evaluation: give --eval_dataset (or a test split) and --eval_strategy steps"},
+      {[](SftConfig& c) { c.load_best_model_at_end = true, c.eval_dataset = "e.jsonl", c.save_strategy = "epoch"; },
+       "--load_best_model_at_end requires the save and eval strategy to match, except when --save_strategy best, but "
+       "found eval strategy steps and save strategy epoch"},
+      {[](SftConfig& c) { c.load_best_model_at_end = true, c.eval_strategy = "steps", c.eval_steps = 4, c.save_steps = 6; },
+       "--load_best_model_at_end requires the saving steps to be a round multiple of the evaluation steps, but found "
+       "--save_steps 6, which is not a round multiple of --eval_steps 4"},
+      {[](SftConfig& c) { c.metric_for_best_model = "bleu"; },
+       "--metric_for_best_model bleu: eval_bleu is not an evaluation metric of trlhpc sft; use eval_loss, eval_entropy "
+       "or eval_mean_token_accuracy"},
+      {[](SftConfig& c) { c.label_smoothing_factor = 1.5; },
+       "--label_smoothing_factor 1.5: must be in [0, 1] (0: no label smoothing)"},
+      {[](SftConfig& c) { c.loss_type = "dpo"; },
+       "--loss_type dpo: use nll (cross-entropy) or dft (TRL's Dynamic Fine-Tuning loss)"},
+      {[](SftConfig& c) { c.label_smoothing_factor = 0.1, c.tp_size = 2; },
+       "--label_smoothing_factor 0.1: not implemented with --tp_size > 1 (the vocabulary-parallel loss is the plain "
+       "cross-entropy): use --tp_size 1, with --sharding zero3 (or fsdp) for the memory"},
+      {[](SftConfig& c) { c.loss_type = "dft", c.tp_size = 2; },
+       "--loss_type dft: not implemented with --tp_size > 1 (the vocabulary-parallel loss is the plain "
+       "cross-entropy): use --tp_size 1, with --sharding zero3 (or fsdp) for the memory"},
       {[](SftConfig& c) { c.max_length = 1; }, "--max_length 1: must be in [2, 2147483647]"},
       {[](SftConfig& c) { c.max_length = int64_t{1} << 31; }, "--max_length 2147483648: must be in [2, 2147483647]"},
       {[](SftConfig& c) { c.pad_to_multiple_of = -8; }, "--pad_to_multiple_of -8: must be in [0, 2147483647] (0: no padding multiple)"},
@@ -107,6 +130,11 @@ TEST(SftValidation, RangeEdgesPass) {
       [](SftConfig& c) { c.logging_steps = 0, c.eval_steps = 0, c.save_steps = 0, c.save_total_limit = 0; },
       [](SftConfig& c) { c.dp_shard_size = 4, c.dp_replicate_size = 2, c.tp_size = 2, c.cp_size = 2, c.sp_size = 2; },
       [](SftConfig& c) { c.bucket_size_mb = 1, c.loss_chunk_tokens = 1; },
+      [](SftConfig& c) { c.label_smoothing_factor = 1, c.loss_type = "dft"; },
+      [](SftConfig& c) { c.load_best_model_at_end = true, c.eval_strategy = "steps", c.eval_steps = 2, c.save_steps = 6; },
+      [](SftConfig& c) { c.save_strategy = "best", c.load_best_model_at_end = true, c.eval_dataset = "e.jsonl"; },
+      [](SftConfig& c) { c.save_strategy = "best", c.metric_for_best_model = "mean_token_accuracy", c.eval_dataset = "e"; },
+      [](SftConfig& c) { c.loss_type = "dft", c.label_smoothing_factor = 0.2, c.tp_size = 1; },
   };
   for (size_t i = 0; i < fine.size(); ++i) {
     SftConfig c;

@@ -127,7 +127,6 @@ TEST(TrlFields, RefusedValuesNameTheFieldTheValueAndWhatToUse) {
   EXPECT_NE(e.find("--dtype bfloat16 or --bf16"), std::string::npos) << e;
   e = error_of({"--torch_dtype", "float16"});  // the older spelling refuses the same way
   EXPECT_NE(e.find("--dtype 'float16'"), std::string::npos) << e;
-  EXPECT_NE(error_of({"--label_smoothing_factor", "0.1"}).find("not implemented"), std::string::npos);
   EXPECT_EQ(error_of({"--label_smoothing_factor", "0.0"}), "");  // TRL's default, another spelling
   EXPECT_EQ(error_of({"--optim", "adamw_torch_fused"}), "");
   // In a YAML file the refusal names the file and the line.
@@ -158,7 +157,15 @@ TEST(TrlFields, MappedFieldsDoWhatTheySayAndSaySoOnce) {
   EXPECT_EQ(parsed({"--save_steps", "5", "--save_strategy", "no"}).save_steps, 0);
   EXPECT_EQ(parsed({"--save_steps", "5", "--save_strategy", "steps"}).save_steps, 5);
   EXPECT_EQ(parsed({"--save_strategy", "epoch"}).save_strategy, "epoch");
-  EXPECT_NE(error_of({"--save_strategy", "best"}).find("--save_strategy 'best'"), std::string::npos);
+  EXPECT_EQ(parsed({"--save_strategy", "best"}).save_strategy, "best");
+  EXPECT_NE(error_of({"--save_strategy", "always"}).find("use steps, epoch, best or no"), std::string::npos);
+  EXPECT_TRUE(parsed({"--load_best_model_at_end"}).load_best_model_at_end);
+  EXPECT_EQ(parsed({"--metric_for_best_model", "eval_mean_token_accuracy"}).metric_for_best_model,
+            "eval_mean_token_accuracy");
+  EXPECT_EQ(parsed({"--greater_is_better", "True"}).greater_is_better, "true");
+  EXPECT_EQ(parsed({"--greater_is_better", "false"}).greater_is_better, "false");
+  EXPECT_EQ(parsed({"--config", yaml_file("greater_is_better: null\n")}).greater_is_better, "");
+  EXPECT_NE(error_of({"--greater_is_better", "maybe"}).find("use true or false"), std::string::npos);
   EXPECT_EQ(parsed({"--logging_strategy", "epoch"}).logging_strategy, "epoch");
   EXPECT_EQ(parsed({"--logging_strategy", "no"}).logging_strategy, "no");
   EXPECT_NE(error_of({"--logging_strategy", "always"}).find("use steps, epoch or no"), std::string::npos);
@@ -172,6 +179,8 @@ TEST(TrlFields, MappedFieldsDoWhatTheySayAndSaySoOnce) {
   EXPECT_EQ(parsed({"--lr_scheduler_kwargs", "{\"min_lr_rate\": 0.1}"}).lr_scheduler_kwargs, "{\"min_lr_rate\": 0.1}");
   EXPECT_EQ(parsed({"--config", yaml_file("lr_scheduler_kwargs: {min_lr_rate: 0.1}\n")}).lr_scheduler_kwargs,
             "{\"min_lr_rate\":0.1}");
+  EXPECT_EQ(parsed({"--label_smoothing_factor", "0.1"}).label_smoothing_factor, 0.1);
+  EXPECT_EQ(parsed({"--loss_type", "dft"}).loss_type, "dft");
   EXPECT_TRUE(parsed({"--eval_on_start"}).eval_on_start);
   EXPECT_FALSE(parsed({"--eval_on_start", "false"}).eval_on_start);
   EXPECT_TRUE(parsed({"--logging_first_step"}).logging_first_step);

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include "trlhpc/kernels/token_loss.hpp"
+
 namespace trlhpc::cpu {
 
 // ---- matmul.cpp -----------------------------------------------------------------------------------
@@ -229,6 +231,8 @@ void geglu_tanh_bwd_bf16(const uint16_t* gate, const uint16_t* up, const uint16_
 // logit_softcap c > 0 (Gemma 2's final_logit_softcapping): z is replaced by c tanh(z / c) (softcap.hpp,
 // fp32) before the softmax, so the loss and the metrics are those of the capped logits (TRL sees the
 // capped outputs.logits) and dz is taken back through the cap (times 1 - tanh(z / c)^2). 0 = none.
+// token_loss: label smoothing and/or DFT (token_loss.hpp) replace loss_t and its dlogits; the metrics
+// stay those of the softmax. Plain (the default): the path above, bit for bit.
 struct CrossEntropyMetrics {
   double entropy_sum = 0;
   int64_t top1 = 0;
@@ -236,12 +240,12 @@ struct CrossEntropyMetrics {
 double cross_entropy_fwd_bwd(const float* hidden, const float* weight, const int32_t* targets, int64_t N,
                              int64_t C, int64_t V, float grad_scale, float* dhidden, float* dweight,
                              int64_t chunk_tokens, int64_t* valid_tokens, CrossEntropyMetrics* metrics = nullptr,
-                             bool bf16_gemm = false, float logit_softcap = 0.0f);
+                             bool bf16_gemm = false, float logit_softcap = 0.0f, const TokenLoss& token_loss = {});
 // The same with the weight as a GEMM operand: bf16 (a compute copy, --bf16; needs bf16_gemm) or fp32.
 double cross_entropy_fwd_bwd(const float* hidden, const GemmOperand& weight, const int32_t* targets, int64_t N,
                              int64_t C, int64_t V, float grad_scale, float* dhidden, float* dweight,
                              int64_t chunk_tokens, int64_t* valid_tokens, CrossEntropyMetrics* metrics, bool bf16_gemm,
-                             float logit_softcap);
+                             float logit_softcap, const TokenLoss& token_loss = {});
 // x (n) = cap * tanh(x / cap) in place (the decoder's returned logits, and the vocab-parallel loss's local
 // logits before its statistics); cap > 0.
 void logit_softcap(float* x, int64_t n, float cap);

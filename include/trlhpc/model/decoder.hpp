@@ -133,9 +133,12 @@ struct LossResult {
 
 class Decoder {
  public:
-  // The store holds the tp slices of its tp layout; `parallelism` must match it (checked).
+  // The store holds the tp slices of its tp layout; `parallelism` must match it (checked). token_loss:
+  // label smoothing / DFT of the training and evaluation loss (kernels/token_loss.hpp); not plain needs
+  // tp 1 (the vocab-parallel loss is the plain cross-entropy; checked).
   Decoder(ModelConfig config, Ops& ops, ParameterStore& params, bool gradient_checkpointing = false,
-          int64_t loss_chunk_tokens = 1024, DecoderParallelism parallelism = {}, DecoderAdapters adapters = {});
+          int64_t loss_chunk_tokens = 1024, DecoderParallelism parallelism = {}, DecoderAdapters adapters = {},
+          TokenLoss token_loss = {});
   ~Decoder();
 
   const ModelConfig& config() const { return config_; }
@@ -284,6 +287,7 @@ class Decoder {
   ParameterStore& params_;
   bool checkpointing_;
   int64_t loss_chunk_tokens_;
+  TokenLoss token_loss_;
   UnitHooks* hooks_ = nullptr;
   UnitHooks no_hooks_;
   SequenceAttention* attention_ = nullptr;

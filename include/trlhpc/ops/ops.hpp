@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "trlhpc/core/tensor.hpp"
+#include "trlhpc/kernels/token_loss.hpp"
 
 namespace trlhpc {
 
@@ -135,12 +136,13 @@ class Ops {
   // memory; a device backend reads them instead of copying `targets` back, which would wait for all the
   // work queued before the call (docs/CUDA-REVIEW-FIXES.md defect 6). logit_softcap > 0: the logits are softcapped
   // before the softmax (loss, metrics and dlogits are those of the capped logits, dlogits times 1 - t^2
-  // back to the head's output); 0 = none, the uncapped path untouched.
+  // back to the head's output); 0 = none, the uncapped path untouched. token_loss: label smoothing and/or
+  // DFT (kernels/token_loss.hpp) replace each token's loss and dlogits; plain (the default) is untouched.
   virtual double cross_entropy_fwd_bwd(const Tensor& hidden /*(N, C)*/, const Tensor& weight /*(V, C)*/,
                                        const Tensor& targets /*(N) I32*/, float grad_scale, const Tensor& dhidden,
                                        const Tensor& dweight, int64_t chunk_tokens, int64_t* valid_tokens,
                                        TokenMetrics* metrics = nullptr, const int32_t* host_targets = nullptr,
-                                       float logit_softcap = 0.0f) = 0;
+                                       float logit_softcap = 0.0f, const TokenLoss& token_loss = {}) = 0;
   // The same call without waiting for its sums (PendingLoss); valid_tokens is filled at once, the
   // gradients are queued as usual. The default computes cross_entropy_fwd_bwd at once and returns its
   // values (the CPU backend, whose "device" is the host); the CUDA backend queues the computation and
@@ -151,7 +153,7 @@ class Ops {
                                                               const Tensor& dhidden, const Tensor& dweight,
                                                               int64_t chunk_tokens, int64_t* valid_tokens,
                                                               bool want_metrics, const int32_t* host_targets,
-                                                              float logit_softcap);
+                                                              float logit_softcap, const TokenLoss& token_loss = {});
   // Vocab-parallel cross-entropy over a chunk of this tp rank's logits (M, Vl) for vocabulary ids
   // [vocab_start, vocab_start + Vl); the decoder all-reduces between the calls (see
   // cpu::vocab_parallel_ce_*). row_max (M), sums (M, 2), targets (M) I32. Not pure: a backend without

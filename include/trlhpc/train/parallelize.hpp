@@ -46,6 +46,7 @@ struct ParallelizeOptions {
   DataParallelOptions data_parallel;
   bool gradient_checkpointing = false;
   int64_t loss_chunk_tokens = 1024;  // tokens per chunk of the fused LM-head loss
+  TokenLoss token_loss;              // --label_smoothing_factor, --loss_type dft (kernels/token_loss.hpp)
   // Ulysses' attention-gradient all-to-all dtype under --bf16 (seq_parallel_communication_data_type).
   DType sp_gradient_dtype = DType::F32;
   // --use_peft: train LoRA adapters on a frozen base (the targets are resolved, and validated, here).

@@ -48,6 +48,10 @@ struct SftConfig {
   double weight_decay = 0.0;
   double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8;
   double max_grad_norm = 1.0;
+  // The per-token loss (kernels/token_loss.hpp): TrainingArguments' label_smoothing_factor (transformers'
+  // LabelSmoother) and TRL's loss_type, "nll" or "dft" (which ignores label smoothing, as TRL does).
+  double label_smoothing_factor = 0.0;
+  std::string loss_type = "nll";
   uint64_t seed = 42;
   int64_t max_length = 1024;
   bool packing = false;
@@ -87,6 +91,13 @@ struct SftConfig {
   // step). Evaluation runs when it is "steps" or --eval_dataset is given.
   std::string eval_strategy = "no";
   bool eval_on_start = false;  // TrainingArguments': also evaluate before the first step (logged at step 0)
+  // TrainingArguments' best-model selection (train/best_model.hpp): the metric ("" = none; "loss" and
+  // "eval_loss" alike), whether higher is better ("" = TrainingArguments' default: not a loss; "true",
+  // "false"), and whether the run's final model is the best checkpoint's. save_strategy "best" saves a
+  // checkpoint whenever the metric improves.
+  std::string metric_for_best_model;
+  std::string greater_is_better;
+  bool load_best_model_at_end = false;
   bool shuffle_dataset = true;
   // HF's dataloader_drop_last (default false): true drops the incomplete last batch of per_device x dp
   // rows of each epoch; false keeps it as a smaller last step (batching/sampler.hpp).

@@ -31,7 +31,7 @@ namespace {
 // `index`: state_index_json's {"datasets", "tensors"}.
 nlohmann::json manifest_of(const SaveRequest& request, const nlohmann::json& index, int64_t optimizer_step) {
   const TrainingProgress& p = request.progress;
-  return {{"format", "trlhpc-checkpoint"},
+  nlohmann::json manifest = {{"format", "trlhpc-checkpoint"},
           {"format_version", kFormatVersion},
           {"step", p.step},
           {"epoch", p.epoch},
@@ -43,6 +43,9 @@ nlohmann::json manifest_of(const SaveRequest& request, const nlohmann::json& ind
           {"state_file", kStateFile},
           {"datasets", index["datasets"]},
           {"tensors", index["tensors"]}};
+  // Only runs that select a best model record it: every other manifest stays as it was.
+  if (!request.best_model.is_null()) manifest["best_model"] = request.best_model;
+  return manifest;
 }
 
 }  // namespace
@@ -169,7 +172,8 @@ std::string write_checkpoint(const SaveRequest& request, ProcessGroup& group, co
       FileRegionWriter file(state_path);
       file.write(offsets.back(), text.data(), text.size());
       file.finish();
-      commit_save(request.output_dir, request.progress.step, manifest, request.tokenizer_dir, request.save_total_limit);
+      commit_save(request.output_dir, request.progress.step, manifest, request.tokenizer_dir, request.save_total_limit,
+                  request.keep_step);
     });
   } catch (const std::exception& e) {
     abandon_save(comm, request, tmp, need_bytes, e.what());

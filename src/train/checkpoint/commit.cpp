@@ -72,13 +72,13 @@ void point_latest_at(const fs::path& output_dir, const fs::path& final_dir) {
   fsync_path(output_dir);
 }
 
-void prune(const std::string& output_dir, int64_t keep, int64_t newest_step) {
+void prune(const std::string& output_dir, int64_t keep, int64_t newest_step, int64_t keep_step) {
   if (keep <= 0) return;
   auto all = committed_checkpoints(output_dir);
   int64_t excess = static_cast<int64_t>(all.size()) - keep;
   for (const auto& [step, dir] : all) {
     if (excess <= 0) break;
-    if (step == newest_step) continue;
+    if (step == newest_step || step == keep_step) continue;  // protected: more than `keep` may then remain
     std::error_code ec;
     // The manifest goes first: a deletion cut short leaves a folder that is no longer a checkpoint.
     fs::remove(fs::path(dir) / kManifestFile, ec);
@@ -100,7 +100,7 @@ std::string begin_save(const std::string& output_dir, int64_t step) {
 }
 
 std::string commit_save(const std::string& output_dir, int64_t step, const nlohmann::json& manifest,
-                        const std::string& tokenizer_dir, int64_t save_total_limit) {
+                        const std::string& tokenizer_dir, int64_t save_total_limit, int64_t keep_step) {
   const fs::path final_dir = checkpoint_dir(output_dir, step);
   const fs::path tmp = final_dir.string() + ".tmp";
   fsync_path(tmp / kStateFile);
@@ -110,7 +110,7 @@ std::string commit_save(const std::string& output_dir, int64_t step, const nlohm
   rename_into_place(tmp, final_dir);
   fsync_path(output_dir);
   point_latest_at(output_dir, final_dir);
-  prune(output_dir, save_total_limit, step);
+  prune(output_dir, save_total_limit, step, keep_step);
   return final_dir.string();
 }
 

@@ -33,6 +33,8 @@ struct SaveRequest {
   nlohmann::json run;           // the mesh, sharding, options and schedule the run used (recorded only)
   std::string tokenizer_dir;    // its tokenizer files are copied into the checkpoint ("" = none)
   int64_t save_total_limit = 0;  // keep at most this many checkpoints (<= 0: all)
+  int64_t keep_step = -1;        // a checkpoint the limit never deletes (the best model's), -1: none
+  nlohmann::json best_model;     // the best-model record (best_model.hpp) for the manifest; null: none
 };
 
 // Collective over the trainer's world group: writes and commits a checkpoint of the trainer's state

@@ -19,8 +19,9 @@ namespace trlhpc::checkpoint {
 // Returns the .tmp folder to write into.
 std::string begin_save(const std::string& output_dir, int64_t step);
 
-// Returns the committed folder. save_total_limit <= 0 keeps every checkpoint.
+// Returns the committed folder. save_total_limit <= 0 keeps every checkpoint; otherwise the oldest go
+// first, never the newest nor `keep_step` (the best model's, -1: none), as transformers' rotate_checkpoints.
 std::string commit_save(const std::string& output_dir, int64_t step, const nlohmann::json& manifest,
-                        const std::string& tokenizer_dir, int64_t save_total_limit);
+                        const std::string& tokenizer_dir, int64_t save_total_limit, int64_t keep_step = -1);
 
 }  // namespace trlhpc::checkpoint
