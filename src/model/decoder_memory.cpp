@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "src/model/decoder_internal.hpp"
+#include "trlhpc/core/allocation_counter.hpp"
 
 namespace trlhpc {
 namespace {
@@ -41,16 +42,13 @@ int64_t Decoder::planned_activation_bytes(const ModelConfig& local_config, int64
   // Each allocation request counted and answered with an empty tensor: the aliases (h_final_local =
   // h_final without tp sequence parallel, ...) are assignments, not requests, so each buffer counts once.
   struct ByteCounter final : BufferSource {
-    Tensor allocate(const Shape& shape, DType dtype) override {
-      bytes += shape_numel(shape) * static_cast<int64_t>(dtype_size(dtype));
-      return Tensor();
-    }
-    int64_t bytes = 0;
+    Tensor allocate(const Shape& shape, DType dtype) override { return count(shape, dtype); }
+    AllocationCounter count;
   } counter;
   std::vector<LayerActivations> acts(static_cast<size_t>(local_config.num_hidden_layers));
   Scratch scratch;
   allocate_decoder_buffers(counter, compute, local_config, N, Nl, checkpointing, acts, scratch);
-  return counter.bytes;
+  return counter.count.bytes;
 }
 
 }  // namespace trlhpc

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "src/parallel/ring_attention_blocks.hpp"
+#include "trlhpc/core/allocation_counter.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/core/tensor_span.hpp"
 #include "trlhpc/parallel/tensor_collectives.hpp"
@@ -134,12 +135,9 @@ RingAttention::Workspace& RingAttention::workspace(Ops& ops, const AttentionShap
 
 int64_t RingAttention::planned_workspace_bytes(const AttentionShape& s, DType kv_dtype, DType o_dtype) {
   Workspace w;
-  int64_t bytes = 0;
-  allocate_ring_buffers(w, s, kv_dtype, o_dtype, [&bytes](const Shape& shape, DType dtype) {
-    bytes += shape_numel(shape) * static_cast<int64_t>(dtype_size(dtype));
-    return Tensor();
-  });
-  return bytes;
+  AllocationCounter counter;
+  allocate_ring_buffers(w, s, kv_dtype, o_dtype, counter);
+  return counter.bytes;
 }
 
 namespace {

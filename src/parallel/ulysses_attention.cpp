@@ -19,6 +19,7 @@
 #include <chrono>
 #include <vector>
 
+#include "trlhpc/core/allocation_counter.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/core/tensor_span.hpp"
 #include "trlhpc/parallel/tensor_collectives.hpp"
@@ -144,12 +145,9 @@ UlyssesAttention::Workspace& UlyssesAttention::workspace(Ops& ops, const Attenti
 
 int64_t UlyssesAttention::planned_workspace_bytes(const AttentionShape& s, int sp, DType act_dtype) {
   Workspace w;
-  int64_t bytes = 0;
-  allocate_ulysses_buffers(w, s, sp, act_dtype, [&bytes](const Shape& shape, DType dtype) {
-    bytes += shape_numel(shape) * static_cast<int64_t>(dtype_size(dtype));
-    return Tensor();
-  });
-  return bytes;
+  AllocationCounter counter;
+  allocate_ulysses_buffers(w, s, sp, act_dtype, counter);
+  return counter.bytes;
 }
 
 namespace {
