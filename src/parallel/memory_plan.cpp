@@ -72,8 +72,7 @@ int64_t planned_attention_bytes(const ModelConfig& local, const ParallelDims& di
   int64_t bytes = 0;
   if (dims.sp > 1) {
     bytes += UlyssesAttention::planned_workspace_bytes(s, dims.sp, act);
-    const int64_t rep = s.KVH % dims.sp == 0 ? 1 : dims.sp / s.KVH;  // kv heads copied when fewer than sp
-    s.Tq = s.Tk = s.Tq * dims.sp, s.NH /= dims.sp, s.KVH = s.KVH * rep / dims.sp;
+    s = UlyssesAttention::head_sharded_shape(s, dims.sp);
   }
   int64_t kernel_B = s.B, kernel_Tq = s.Tq;
   if (dims.cp > 1) {

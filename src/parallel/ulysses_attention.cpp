@@ -105,9 +105,10 @@ void allocate_ulysses_buffers(UlyssesAttention::Workspace& w, const AttentionSha
                               Alloc&& alloc) {
   w.B = s.B, w.Tl = s.Tq, w.NH = s.NH, w.KVH = s.KVH, w.HS = s.HS, w.P = P;
   w.act_dtype = act_dtype;
-  w.rep = s.KVH % P == 0 ? 1 : P / s.KVH;
-  w.NHl = s.NH / P;
-  w.KVHl = s.KVH * w.rep / P;
+  const AttentionShape heads = UlyssesAttention::head_sharded_shape(s, P);
+  w.NHl = heads.NH;
+  w.KVHl = heads.KVH;
+  w.rep = w.KVHl * P / s.KVH;
   const int64_t T = w.T();
   const Shape staging{int64_t{P} * w.B * w.Tl * std::max(w.NHl, w.KVHl) * w.HS};
   w.send = alloc(staging, DType::F32);
@@ -141,6 +142,15 @@ UlyssesAttention::Workspace& UlyssesAttention::workspace(Ops& ops, const Attenti
   w.q_runs = head_runs(s.NH, 1, P);
   w.kv_runs = head_runs(s.KVH, w.rep, P);
   return w;
+}
+
+AttentionShape UlyssesAttention::head_sharded_shape(const AttentionShape& s, int sp) {
+  const int64_t rep = s.KVH % sp == 0 ? 1 : sp / s.KVH;  // copies of each kv head when there are fewer than sp
+  AttentionShape h = s;
+  h.Tq = h.Tk = s.Tq * sp;
+  h.NH = s.NH / sp;
+  h.KVH = s.KVH * rep / sp;
+  return h;
 }
 
 int64_t UlyssesAttention::planned_workspace_bytes(const AttentionShape& s, int sp, DType act_dtype) {
@@ -218,14 +228,6 @@ void gather_inputs(Ops& ops, Communicator& comm, Workspace& w, const Tensor& q, 
   sequence_to_heads(ops, comm, w, v, w.KVH, w.kv_runs, w.KVHl, w.vh, stats);
 }
 
-AttentionShape head_sharded_shape(const Workspace& w, const AttentionShape& s) {
-  AttentionShape h = s;
-  h.Tq = h.Tk = w.T();
-  h.NH = w.NHl;
-  h.KVH = w.KVHl;
-  return h;
-}
-
 }  // namespace
 
 void UlyssesAttention::forward(Ops& ops, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& pos,
@@ -238,7 +240,7 @@ void UlyssesAttention::forward(Ops& ops, const Tensor& q, const Tensor& k, const
   t0 = Clock::now();
   SequenceAttention& inner = inner_ ? *inner_ : local_;
   inner.forward(ops, w.qh, w.kh, w.vh, w.pos_full, w.doc_full, w.oh, lse.view({w.B, w.NHl, w.T()}),
-                head_sharded_shape(w, s));
+                head_sharded_shape(s, w.P));
   stats_.compute_seconds += since(t0);
   t0 = Clock::now();
   heads_to_sequence(ops, comm_, w, w.oh, w.NH, w.q_runs, w.NHl, o, stats_);
@@ -258,7 +260,7 @@ void UlyssesAttention::backward(Ops& ops, const Tensor& q, const Tensor& k, cons
   t0 = Clock::now();
   SequenceAttention& inner = inner_ ? *inner_ : local_;  // overwrites dqh, dkh, dvh
   inner.backward(ops, w.qh, w.kh, w.vh, w.oh, lse.view({w.B, w.NHl, w.T()}), w.doh, w.pos_full, w.doc_full, w.dqh,
-                 w.dkh, w.dvh, head_sharded_shape(w, s));
+                 w.dkh, w.dvh, head_sharded_shape(s, w.P));
   stats_.compute_seconds += since(t0);
   t0 = Clock::now();
   // seq_parallel_communication_data_type bf16 under --bf16: round the F32 gradients into the BF16

@@ -63,6 +63,9 @@ class UlyssesAttention final : public SequenceAttention {
   int64_t workspace_bytes() const override;  // bytes of the head-sharded buffers currently allocated
   // What workspace_bytes() will be after a call with local shape s over sp ranks (the memory plan's count).
   static int64_t planned_workspace_bytes(const AttentionShape& s, int sp, DType act_dtype);
+  // The shape the inner attention runs on: every token of the row, this rank's share of the heads
+  // (kv heads copied when there are fewer than sp).
+  static AttentionShape head_sharded_shape(const AttentionShape& s, int sp);
 
   struct Workspace;  // defined in src/parallel/ulysses_attention.cpp
 
