@@ -61,9 +61,11 @@ ExportOptions parse(const std::vector<std::string>& args, std::string* help) {
 
 // Where a LoRA checkpoint's adapter is staged before --merge merges it.
 std::string adapter_staging(const std::string& output_dir) {
-  return (std::filesystem::path(output_dir).lexically_normal().parent_path() /
-          ("." + std::filesystem::path(output_dir).lexically_normal().filename().string() + ".adapter"))
-      .string();
+  const std::filesystem::path dir = std::filesystem::path(output_dir).lexically_normal();
+  std::string name = ".";
+  name += dir.filename().string();
+  name += ".adapter";
+  return (dir.parent_path() / name).string();
 }
 
 // A PEFT adapter directory merged into its base (PEFT's merge_and_unload), written as a model directory

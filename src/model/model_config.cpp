@@ -24,7 +24,8 @@ std::string supported_list(bool model_types) {
   const auto families = model_families();
   for (size_t i = 0; i < families.size(); ++i) {
     if (i) list += i + 1 == families.size() ? " and " : ", ";
-    list += model_types ? "\"" + std::string(families[i]->model_type) + "\"" : families[i]->class_name;
+    if (model_types) list.append("\"").append(families[i]->model_type).append("\"");
+    else list += families[i]->class_name;
   }
   return list;
 }

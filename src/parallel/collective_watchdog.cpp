@@ -16,7 +16,7 @@ constexpr int kArrivalTag = 7201;
 
 std::string rank_list(const std::vector<int>& ranks) {
   std::string s = "[";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? "," : "") + std::to_string(ranks[i]);
+  for (size_t i = 0; i < ranks.size(); ++i) s.append(i ? "," : "").append(std::to_string(ranks[i]));
   return s + "]";
 }
 

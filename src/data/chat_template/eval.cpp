@@ -145,6 +145,17 @@ Value Interpreter::call(const Value& callee, CallArgs& args) {
   throw EvalError("'" + callee.type_name() + "' object is not callable");
 }
 
+// Jinja's message for a missing member: "'<type> object' has no <kind> <detail>".
+static std::string no_member(const Value& object, const char* kind, const std::string& detail) {
+  std::string message = "'";
+  message += object.type_name();
+  message += " object' has no ";
+  message += kind;
+  message += ' ';
+  message += detail;
+  return message;
+}
+
 Value Interpreter::get_attribute(const Value& object, const std::string& name) {
   switch (object.kind()) {
     case Kind::Undefined: throw_undefined(object);
@@ -160,7 +171,7 @@ Value Interpreter::get_attribute(const Value& object, const std::string& name) {
     default: {
       const Value method = bound_method(object, name);
       if (!method.is_undefined()) return method;
-      return Value::undefined("'" + object.type_name() + " object' has no attribute '" + name + "'");
+      return Value::undefined(no_member(object, "attribute", "'" + name + "'"));
     }
   }
 }
@@ -180,7 +191,7 @@ Value Interpreter::get_item(const Value& object, const Value& key) {
         int64_t i = key.integer();
         if (i < 0) i += static_cast<int64_t>(items.size());
         if (i >= 0 && i < static_cast<int64_t>(items.size())) return items[static_cast<size_t>(i)];
-        return Value::undefined("'" + object.type_name() + " object' has no element " + std::to_string(key.integer()));
+        return Value::undefined(no_member(object, "element", std::to_string(key.integer())));
       }
       break;
     case Kind::String:
@@ -198,7 +209,7 @@ Value Interpreter::get_item(const Value& object, const Value& key) {
     const Value method = bound_method(object, key.as_string());
     if (!method.is_undefined()) return method;
   }
-  return Value::undefined("'" + object.type_name() + " object' has no attribute " + key.repr());
+  return Value::undefined(no_member(object, "attribute", key.repr()));
 }
 
 }  // namespace trlhpc::chat_template

@@ -212,7 +212,7 @@ std::string python_float_repr(double d) {
     else out = digits.substr(0, static_cast<size_t>(decpt)) + "." + digits.substr(static_cast<size_t>(decpt));
   } else {
     out = digits.substr(0, 1);
-    if (ndigits > 1) out += "." + digits.substr(1);
+    if (ndigits > 1) out.append(".").append(digits, 1);
     char exp_text[16];
     std::snprintf(exp_text, sizeof exp_text, "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
     out += exp_text;
