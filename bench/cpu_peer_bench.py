@@ -24,7 +24,7 @@ peer and to the faster one, and the largest relative loss difference to the eage
 same data: the curves must agree to float rounding).
 
 trlhpc runs with its default GEMM (its own AVX-512 kernel on CPUs that have it) and, with --openblas, also
-with TRLHPC_CPU_GEMM=openblas: as the environment sets OPENBLAS_CORETYPE (this VM pins Haswell
+with --cpu_gemm openblas: as the environment sets OPENBLAS_CORETYPE (this VM pins Haswell
 machine-wide, which leaves AVX-512 unused) and, when it is set, with the variable removed. PyTorch
 ignores the variable. Each run is its own subprocess so that peak RSS is its own.
 
@@ -191,7 +191,7 @@ def main():
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--shapes", default="384,512,896")
     ap.add_argument("--no-compile", action="store_true")
-    ap.add_argument("--openblas", action="store_true", help="also run trlhpc with TRLHPC_CPU_GEMM=openblas")
+    ap.add_argument("--openblas", action="store_true", help="also run trlhpc with --cpu_gemm openblas")
     ap.add_argument("--trlhpc-arg", action="append", default=[], help="extra argument for trlhpc sft")
     ap.add_argument("--bf16", action="store_true", help="trlhpc --bf16 against PyTorch under bf16 autocast")
     ap.add_argument("--also", action="append", default=[], metavar="NAME=PATH",
@@ -205,15 +205,16 @@ def main():
     if args.bf16:
         args.trlhpc_arg = args.trlhpc_arg + ["--bf16"]
     pinned = os.environ.get("OPENBLAS_CORETYPE")
-    variants = [("trlhpc", {}, args.trlhpc)]
+    # (name, environment changes, binary, extra trlhpc arguments)
+    variants = [("trlhpc", {}, args.trlhpc, [])]
+    openblas = ["--cpu_gemm", "openblas"]
     if args.openblas:
-        variants.append((f"trlhpc, OpenBLAS GEMM ({pinned or 'its own core'})", {"TRLHPC_CPU_GEMM": "openblas"}, args.trlhpc))
+        variants.append((f"trlhpc, OpenBLAS GEMM ({pinned or 'its own core'})", {}, args.trlhpc, openblas))
         if pinned:
-            variants.append(("trlhpc, OpenBLAS GEMM (own core)", {"TRLHPC_CPU_GEMM": "openblas", "OPENBLAS_CORETYPE": None},
-                             args.trlhpc))
+            variants.append(("trlhpc, OpenBLAS GEMM (own core)", {"OPENBLAS_CORETYPE": None}, args.trlhpc, openblas))
     for entry in args.also:
         name, _, path = entry.partition("=")
-        variants.append((name, {}, path))
+        variants.append((name, {}, path, []))
     load = os.getloadavg()[0]
     print(f"torch {torch.__version__}, {args.threads} threads, {args.steps} steps (first 2 excluded), "
           f"load average {load:.2f}, PyTorch {'bf16' if args.bf16 else 'fp32'} GEMM 2048^3 {torch_peak / 1e9:.0f} GFLOP/s")
@@ -237,9 +238,10 @@ def main():
                 f.write(json.dumps({"input_ids": r}) + "\n")
         fpt = flops_per_token(shape)
         results = []
-        for i, (name, env_change, binary) in enumerate(variants):
+        for i, (name, env_change, binary, variant_args) in enumerate(variants):
             losses, tps, rss, own_peak = run_trlhpc(binary, model_dir, data, args.steps, args.threads,
-                                                    os.path.join(work, f"out{i}"), env_change, args.trlhpc_arg)
+                                                    os.path.join(work, f"out{i}"), env_change,
+                                                    args.trlhpc_arg + variant_args)
             results.append((name, losses, tps, rss, own_peak * fpt))
         peers = []
         for mode in ["eager"] + ([] if args.no_compile else ["compile"]):

@@ -113,7 +113,7 @@ struct Options {
   int64_t layers = 24, seq_len = 4096, rows = 1, steps = 8, warmup = 2, loss_chunk = 1024, max_doc = 2048;
   bool tf32 = false, bf16 = false, checkpointing = false;
   double peak = 989e12;
-  std::string out, json, dump_batch;
+  std::string out, json, dump_batch, cuda_attention = "auto";
 };
 
 // The benchmark's batch for the peer: one JSON object of four int arrays, row-major (rows x seq_len).
@@ -143,6 +143,7 @@ std::string train_step_report(const Options& o) {
   CudaOpsOptions cuda_options;
   cuda_options.allow_tf32 = o.tf32;
   cuda_options.time_ops = true;
+  cuda_options.attention = kernels::parse_attention_preference(o.cuda_attention);
   if (o.bf16) cuda_options.compute_dtype = DType::BF16;
   std::unique_ptr<CudaOps> ops = make_cuda_backend(0, cuda_options);
   ParameterStore store(config, *ops);
@@ -314,6 +315,7 @@ int run(int argc, char** argv) {
       "dump_batch", po::value(&o.dump_batch), "write the packed batch as JSON and exit (no GPU needed)")(
       "gradient_checkpointing", po::bool_switch(&o.checkpointing), "recompute layers in backward")(
       "peak", po::value(&o.peak)->default_value(989e12), "peak FLOP/s for MFU")(
+      "cuda_attention", po::value(&o.cuda_attention)->default_value("auto"), "auto|cudnn|kernel (trlhpc sft's option)")(
       "kernels_only", "skip the training step")("skip_kernels", "skip the per-kernel table")("out", po::value(&o.out), "also write the report to this file");
   po::variables_map vm;
   po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -324,6 +326,12 @@ int run(int argc, char** argv) {
   }
   if (o.max_doc < 128) {
     std::cerr << "gpu_bench: --max_doc " << o.max_doc << " is below the shortest document (128 tokens)\n";
+    return 2;
+  }
+  try {
+    kernels::parse_attention_preference(o.cuda_attention);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "gpu_bench: " << e.what() << "\n";
     return 2;
   }
   if (o.tf32 && o.bf16) {

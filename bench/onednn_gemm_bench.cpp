@@ -2,6 +2,7 @@
 // faster"), on the linear-layer shapes of bench/gemm_bench.cpp: forward y = x W^T, input gradient
 // dx = dy W, weight gradient dW = dy^T x, in GFLOP/s, with trlhpc's fp32 GEMM for reference.
 //   onednn_gemm_bench [--tokens N] [--hidden C] [--ffn F] [--repeat R] [--rounds N] [--only SHAPE] [--f32-dst]
+//                     [--cpu_bf16_gemm auto|amx|avx512bf16|f32]
 // Both bf16 columns read a and b as bf16 and write c as bf16 (gemm_bench --bf16-operands, the stored
 // activations of --bf16); --f32-dst writes c as fp32 in both instead (the GEMMs into the residual stream
 // and the weight gradients). Products and sums in fp32 in both. The operands sit in memory exactly as
@@ -13,7 +14,7 @@
 // Before timing, each shape's two bf16 results are compared (the largest difference over the largest
 // |trlhpc result|, and the same for each against trlhpc's fp32 GEMM on the same bf16 values; the share
 // of c elements whose stored bits differ between oneDNN and trlhpc).
-// The trlhpc engine is the one --bf16 training uses (cpuid; TRLHPC_CPU_BF16_GEMM overrides). oneDNN
+// The trlhpc engine is the one --bf16 training uses (cpuid; --cpu_bf16_gemm overrides). oneDNN
 // runs on the OpenMP threads (OMP_NUM_THREADS); ONEDNN_VERBOSE=1 also prints its per-call lines.
 #include <omp.h>
 
@@ -110,6 +111,13 @@ int main(int argc, char** argv) {
     else if (opt == "--repeat") repeat = std::max(1, std::atoi(value));
     else if (opt == "--rounds") rounds = std::max(1, std::atoi(value));
     else if (opt == "--only") only = value;
+    else if (opt == "--cpu_bf16_gemm") {
+      const std::string error = trlhpc::cpu::choose_bf16_gemm(value);
+      if (!error.empty()) {
+        std::fprintf(stderr, "onednn_gemm_bench: %s\n", error.c_str());
+        return 2;
+      }
+    }
     else {
       std::fprintf(stderr,
                    "onednn_gemm_bench: unknown option %s (see the comment at the top of bench/onednn_gemm_bench.cpp)\n",

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages trlhpc builds against. Idempotent and quiet; exits non-zero with a
-# message naming what failed. On a cluster, load modules instead (see README.md, "Run on your cluster").
+# message naming what failed. On a cluster, load modules instead (see docs/guide/clusters.md).
 set -euo pipefail
 
 PACKAGES=(

@@ -1,11 +1,13 @@
 // GoogleTest main for tests run under mpirun: every rank runs every test; at the end the number of
 // failed tests is all-reduced so every rank exits with the same verdict (one bad rank fails all), and
-// only rank 0 prints the full report (others print failures only).
+// only rank 0 prints the full report (others print failures only). --cpu_gemm / --cpu_bf16_gemm choose
+// the GEMM engines (kernel_choice.hpp).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <cstdio>
 
+#include "kernel_choice.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 
 namespace {
@@ -26,6 +28,7 @@ class FailurePrinter : public ::testing::EmptyTestEventListener {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
+  trlhpc::testing::choose_kernels_from_args(argc, argv);
   trlhpc::MpiEnvironment mpi(&argc, &argv);
   if (mpi.world_rank() != 0) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();

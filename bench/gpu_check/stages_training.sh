@@ -10,7 +10,7 @@
 #                    the PyTorch + transformers peer on the same row (bench/gpu_peer.py, autocast bf16, sdpa,
 #                    fused AdamW). Records benchmark (tokens_per_second, mfu, peak_memory_gib) and peer
 #   stage_attention_choice  (last of all stages, with the time left) the same gpu_bench with
-#                    TRLHPC_CUDA_ATTENTION=cudnn. Records attention_choice (cuDNN's tokens/s over the kernel's)
+#                    --cuda_attention cudnn. Records attention_choice (cuDNN's tokens/s over the kernel's)
 # The dry run runs the same code with --device cpu for the "GPU" side: the comparisons see CPU-vs-CPU
 # curves, the layouts stage one 2-rank layout, the benchmark only the batch dump and the peer's CPU
 # self-check at a tiny shape.
@@ -202,25 +202,25 @@ stage_benchmark() {
   fi
 }
 
-# The measurement TRLHPC_CUDA_ATTENTION=auto waits for (docs/GPU-CHECK.md, "cuDNN attention"): the same
+# The measurement --cuda_attention auto waits for (docs/GPU-CHECK.md, "cuDNN attention"): the same
 # benchmark with cuDNN's fused SDPA instead of the hand-written kernel. Run after every other stage (run.sh),
 # with what time is left: it decides a default, the stages before it decide correctness.
 stage_attention_choice() {
   local bench=$PREFIX/bin/gpu_bench cap
   if [ $DRY = 1 ]; then
-    record attention_choice null "dry run: skipped: gpu_bench --bf16 with TRLHPC_CUDA_ATTENTION=cudnn against the kernel"
+    record attention_choice null "dry run: skipped: gpu_bench --bf16 with --cuda_attention cudnn against the kernel"
     return 0
   fi
   [ -f "$WORK/bench.json" ] || { record attention_choice null "no kernel benchmark to compare with (stage benchmark)"; return 0; }
   cap=$(budget 100)
   # Under 60 s the 24-layer benchmark cannot finish: not run, rather than a timeout reported as a failure.
   [ "$cap" -lt 60 ] && { record attention_choice null "time budget spent (${cap}s left, the benchmark needs ~60s)"; return 0; }
-  say "gpu_bench --bf16 with TRLHPC_CUDA_ATTENTION=cudnn, the same row (${cap}s)"
-  TRLHPC_CUDA_ATTENTION=cudnn with_libs timeout "$cap" "$bench" --bf16 --skip_kernels --steps 8 --warmup 2 \
+  say "gpu_bench --bf16 with --cuda_attention cudnn, the same row (${cap}s)"
+  with_libs timeout "$cap" "$bench" --bf16 --cuda_attention cudnn --skip_kernels --steps 8 --warmup 2 \
     --json "$WORK/bench_cudnn.json"
   local rc=$?
   [ $rc = 124 ] && { record attention_choice null "the cuDNN benchmark ran out of the time left (${cap}s)"; return 0; }
-  [ $rc = 0 ] || { record attention_choice false "gpu_bench --bf16 with TRLHPC_CUDA_ATTENTION=cudnn exited $rc"; return 0; }
+  [ $rc = 0 ] || { record attention_choice false "gpu_bench --bf16 with --cuda_attention cudnn exited $rc"; return 0; }
   local v
   # The baseline must be the hand-written kernel (auto chose it: no cuDNN call), the other run cuDNN.
   v=$(python3 - "$WORK/bench.json" "$WORK/bench_cudnn.json" <<'PY'
@@ -233,7 +233,7 @@ print("cudnn_tokens_per_second=%s kernel_tokens_per_second=%s cudnn_over_kernel=
 PY
 ) || { record attention_choice false "could not read bench.json / bench_cudnn.json (benchmark.log)"; return 0; }
   if [[ " $v" == *" cudnn_calls=0 "* ]]; then
-    record attention_choice false "TRLHPC_CUDA_ATTENTION=cudnn made no cuDNN attention call: $v" $v
+    record attention_choice false "--cuda_attention cudnn made no cuDNN attention call: $v" $v
   elif [[ "$v" != *"kernel_cudnn_calls=0 "* ]]; then
     record attention_choice null "the benchmark stage's run already used cuDNN (auto chose it): no kernel baseline: $v"
   else

@@ -2,7 +2,7 @@
 //   c (M, N) = alpha * bf16(op(a)) @ bf16(op(b)) + beta * c, products and sums in fp32.
 //
 // Three engines, chosen once per process by CPUID (never by the build flags, so a binary built on an AMX
-// machine runs everywhere; TRLHPC_CPU_BF16_GEMM=amx|avx512bf16|f32|auto overrides):
+// machine runs everywhere; `--cpu_bf16_gemm amx|avx512bf16|f32|auto` overrides for the process):
 //   * AMX (Intel Sapphire Rapids and later): TDPBF16PS on 16x16 fp32 tiles. Linux hands out the tile
 //     state only after arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA); a refusal (old kernel) falls
 //     back to the next engine instead of dying with SIGILL.
@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -79,37 +80,16 @@ bool request_amx_permission() {
   return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
 }
 
-struct Bf16Choice {
-  Bf16GemmEngine engine = Bf16GemmEngine::F32;
-  std::string error;  // non-empty: TRLHPC_CPU_BF16_GEMM is unusable
-};
-
-Bf16Choice choose_bf16_gemm() {
-  const char* env = std::getenv("TRLHPC_CPU_BF16_GEMM");
-  const std::string want = env ? env : "auto";
-  Bf16Choice choice;
-  const bool vnni = cpu_has_avx512bf16();
-  const bool amx = vnni && cpu_has_amx_bf16() && (want == "auto" || want == "amx") && request_amx_permission();
-  if (want == "f32") return choice;
-  if (want == "amx" && !amx) {
-    choice.error = "TRLHPC_CPU_BF16_GEMM=amx but this CPU or kernel has no usable AMX-BF16; unset it";
-    return choice;
-  }
-  if (want == "avx512bf16" && !vnni) {
-    choice.error = "TRLHPC_CPU_BF16_GEMM=avx512bf16 but this CPU lacks AVX512-BF16; unset it";
-    return choice;
-  }
-  if (want != "auto" && want != "amx" && want != "avx512bf16") {
-    choice.error = "TRLHPC_CPU_BF16_GEMM=" + want + " is not one of amx, avx512bf16, f32, auto";
-    return choice;
-  }
-  choice.engine = amx ? Bf16GemmEngine::AMX : vnni ? Bf16GemmEngine::AVX512BF16 : Bf16GemmEngine::F32;
-  return choice;
+Bf16GemmEngine fastest_bf16_gemm() {
+  if (bf16_gemm_available(Bf16GemmEngine::AMX)) return Bf16GemmEngine::AMX;
+  return cpu_has_avx512bf16() ? Bf16GemmEngine::AVX512BF16 : Bf16GemmEngine::F32;
 }
 
-const Bf16Choice& bf16_choice() {
-  static const Bf16Choice choice = choose_bf16_gemm();
-  return choice;
+// The process's engine (one per process, like matmul's: see choose_bf16_gemm in cpu.hpp). Atomic:
+// OpenMP threads read it in every matmul_bf16.
+std::atomic<Bf16GemmEngine>& engine_slot() {
+  static std::atomic<Bf16GemmEngine> engine{fastest_bf16_gemm()};
+  return engine;
 }
 
 // ---- operand access ----------------------------------------------------------------------------------
@@ -316,7 +296,7 @@ void gemm_emulated(const GemmOperand& a, bool trans_a, const GemmOperand& b, boo
 
 }  // namespace
 
-Bf16GemmEngine bf16_gemm_engine() { return bf16_choice().engine; }
+Bf16GemmEngine bf16_gemm_engine() { return engine_slot().load(std::memory_order_relaxed); }
 
 bool bf16_gemm_available(Bf16GemmEngine engine) {
   switch (engine) {
@@ -331,7 +311,7 @@ bool bf16_gemm_available(Bf16GemmEngine engine) {
 }
 
 std::string bf16_gemm_name() {
-  switch (bf16_choice().engine) {
+  switch (engine_slot().load(std::memory_order_relaxed)) {
     case Bf16GemmEngine::AMX: return "trlhpc AMX-BF16";
     case Bf16GemmEngine::AVX512BF16: return "trlhpc AVX512-BF16";
     case Bf16GemmEngine::F32: break;
@@ -339,10 +319,27 @@ std::string bf16_gemm_name() {
   return "fp32 GEMM on bf16-rounded inputs (no bf16 instructions)";
 }
 
-std::string bf16_gemm_check() { return bf16_choice().error; }
+
+std::string choose_bf16_gemm(const std::string& engine) {
+  Bf16GemmEngine chosen = Bf16GemmEngine::F32;
+  if (engine == "auto") {
+    chosen = fastest_bf16_gemm();
+  } else if (engine == "amx") {
+    if (!bf16_gemm_available(Bf16GemmEngine::AMX))
+      return "--cpu_bf16_gemm amx: this CPU or Linux kernel has no usable AMX-BF16; use --cpu_bf16_gemm auto";
+    chosen = Bf16GemmEngine::AMX;
+  } else if (engine == "avx512bf16") {
+    if (!cpu_has_avx512bf16()) return "--cpu_bf16_gemm avx512bf16: this CPU lacks AVX512-BF16; use --cpu_bf16_gemm auto or f32";
+    chosen = Bf16GemmEngine::AVX512BF16;
+  } else if (engine != "f32") {
+    return "--cpu_bf16_gemm " + engine + ": expected auto, amx, avx512bf16 or f32";
+  }
+  engine_slot().store(chosen, std::memory_order_relaxed);
+  return "";
+}
 
 GemmIsa bf16_gemm_isa() {
-  switch (bf16_choice().engine) {
+  switch (engine_slot().load(std::memory_order_relaxed)) {
     case Bf16GemmEngine::AMX: return GemmIsa::AmxBf16;
     case Bf16GemmEngine::AVX512BF16: return GemmIsa::Avx512Bf16;
     case Bf16GemmEngine::F32: break;

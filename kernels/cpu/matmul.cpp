@@ -8,13 +8,14 @@
 // bias_bwd: dbias (C) += sum_n dy (N, C).              Parallel over column blocks and summing rows in
 //           order, so the result does not depend on the thread count.
 // The GEMM, chosen by CPUID: trlhpc's own gemm_avx512.cpp on CPUs with AVX-512, gemm_avx2.cpp on CPUs
-// with AVX2 + FMA only (the two give the same bits), OpenBLAS on older CPUs. TRLHPC_CPU_GEMM=
-// openblas|avx512|avx2|auto overrides the choice, read once per process (a bad value is reported by
-// cpu_gemm_check(), which `trlhpc sft` and `trlhpc env` call at start-up). OpenBLAS keeps a weaker
-// contract: its bits may change with the thread count and the column slice (docs/CONTRACT.md).
+// with AVX2 + FMA only (the two give the same bits), OpenBLAS on older CPUs.
+// `--cpu_gemm openblas|avx512|avx2|auto` overrides the choice for the whole process (choose_cpu_gemm,
+// which make_ops calls before the first GEMM). OpenBLAS keeps a weaker contract: its bits may change
+// with the thread count and the column slice (docs/CONTRACT.md).
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -26,52 +27,49 @@ namespace {
 
 enum class Gemm { OpenBlas, Avx2, Avx512 };
 
-struct GemmChoice {
-  Gemm engine = Gemm::OpenBlas;
-  std::string error;  // non-empty: TRLHPC_CPU_GEMM is unusable (the best supported engine runs meanwhile)
-};
-
-GemmChoice choose_gemm() {
-  const char* env = std::getenv("TRLHPC_CPU_GEMM");
-  const std::string want = env ? env : "auto";
-  const bool has512 = gemm_avx512_supported(), has2 = gemm_avx2_supported();
-  GemmChoice choice;
-  choice.engine = has512 ? Gemm::Avx512 : has2 ? Gemm::Avx2 : Gemm::OpenBlas;
-  if (want == "auto") return choice;
-  if (want == "openblas") {
-    choice.engine = Gemm::OpenBlas;
-  } else if (want == "avx512") {
-    if (!has512) choice.error = "TRLHPC_CPU_GEMM=avx512 but this CPU lacks AVX-512 F/VL/DQ/BW; unset it or set avx2 or openblas";
-  } else if (want == "avx2") {
-    if (has2)
-      choice.engine = Gemm::Avx2;
-    else
-      choice.error = "TRLHPC_CPU_GEMM=avx2 but this CPU lacks AVX2/FMA; unset it or set openblas";
-  } else {
-    choice.error = "TRLHPC_CPU_GEMM=" + want + " is not one of openblas, avx512, avx2, auto";
-  }
-  return choice;
+Gemm fastest_gemm() {
+  return gemm_avx512_supported() ? Gemm::Avx512 : gemm_avx2_supported() ? Gemm::Avx2 : Gemm::OpenBlas;
 }
 
-const GemmChoice& gemm_choice() {
-  static const GemmChoice choice = choose_gemm();
-  return choice;
+// The process's engine: one per process, not per Ops, because kernels multiply inside other kernels
+// (cross entropy, attention) without an Ops at hand. Atomic: OpenMP threads read it in every matmul.
+std::atomic<Gemm>& engine_slot() {
+  static std::atomic<Gemm> engine{fastest_gemm()};
+  return engine;
 }
+
+Gemm gemm_engine() { return engine_slot().load(std::memory_order_relaxed); }
 
 }  // namespace
 
 std::string cpu_gemm_name() {
-  switch (gemm_choice().engine) {
+  switch (gemm_engine()) {
     case Gemm::Avx512: return "trlhpc AVX-512";
     case Gemm::Avx2: return "trlhpc AVX2";
     case Gemm::OpenBlas: break;
   }
   return "OpenBLAS";
 }
-std::string cpu_gemm_check() { return gemm_choice().error; }
+
+std::string choose_cpu_gemm(const std::string& engine) {
+  Gemm chosen = fastest_gemm();
+  if (engine == "openblas") {
+    chosen = Gemm::OpenBlas;
+  } else if (engine == "avx512") {
+    if (!gemm_avx512_supported()) return "--cpu_gemm avx512: this CPU lacks AVX-512 F/VL/DQ/BW; use --cpu_gemm auto, avx2 or openblas";
+    chosen = Gemm::Avx512;
+  } else if (engine == "avx2") {
+    if (!gemm_avx2_supported()) return "--cpu_gemm avx2: this CPU lacks AVX2/FMA; use --cpu_gemm auto or openblas";
+    chosen = Gemm::Avx2;
+  } else if (engine != "auto") {
+    return "--cpu_gemm " + engine + ": expected auto, avx512, avx2 or openblas";
+  }
+  engine_slot().store(chosen, std::memory_order_relaxed);
+  return "";
+}
 
 GemmIsa fp32_gemm_isa() {
-  switch (gemm_choice().engine) {
+  switch (gemm_engine()) {
     case Gemm::Avx512: return GemmIsa::Avx512Fma;
     case Gemm::Avx2: return GemmIsa::Avx2Fma;
     case Gemm::OpenBlas: break;
@@ -97,11 +95,11 @@ void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c
     }
     return;
   }
-  if (gemm_choice().engine == Gemm::Avx512) {
+  if (gemm_engine() == Gemm::Avx512) {
     gemm_avx512(a, trans_a, b, trans_b, c, M, N, K, alpha, beta);
     return;
   }
-  if (gemm_choice().engine == Gemm::Avx2) {
+  if (gemm_engine() == Gemm::Avx2) {
     gemm_avx2(a, trans_a, b, trans_b, c, M, N, K, alpha, beta);
     return;
   }

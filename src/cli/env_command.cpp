@@ -52,6 +52,7 @@ struct EnvOptions {
   MicroBatchShape batch = default_micro_batch();  // for the step part of the memory plan
   std::set<std::string> explicit_flags;
   std::string device = "auto";
+  BackendOptions kernels;  // --cpu_gemm, --cpu_bf16_gemm, --cuda_attention: what a run with them would use
   bool json = false;
   bool help = false;
 };
@@ -74,6 +75,9 @@ EnvOptions parse_env_options(int argc, char** argv, std::string& help_text) {
       ("max_length", po::value<int64_t>(&o.batch.seq_len)->default_value(o.batch.seq_len), "tokens per row (memory plan)")
       ("gradient_checkpointing", po::bool_switch(&o.batch.gradient_checkpointing), "recompute layers in backward (memory plan)")
       ("loss_chunk_tokens", po::value<int64_t>(&o.batch.loss_chunk_tokens)->default_value(o.batch.loss_chunk_tokens), "logit rows at once (memory plan)")
+      ("cpu_gemm", po::value<std::string>(&o.kernels.cpu_gemm)->default_value("auto"), "auto|avx512|avx2|openblas (as trlhpc sft)")
+      ("cpu_bf16_gemm", po::value<std::string>(&o.kernels.cpu_bf16_gemm)->default_value("auto"), "auto|amx|avx512bf16|f32 (as trlhpc sft)")
+      ("cuda_attention", po::value<std::string>(&o.kernels.cuda_attention)->default_value("auto"), "auto|cudnn|kernel (as trlhpc sft)")
       ("json", po::bool_switch(&o.json), "print one JSON object")
       ("help,h", po::bool_switch(&o.help), "this help");
   std::ostringstream help;
@@ -186,12 +190,13 @@ json build_report(const EnvOptions& options, const Topology& topo, ProcessGroups
 
 // Both MFU references (train/mfu_peaks.hpp) of this rank for each compute dtype `trlhpc sft` can run:
 // the nominal peak of its threads and the measured GEMM rate (the start-up measurement of sft).
-json peak_report(const Topology& topo) {
+json peak_report(const Topology& topo, BackendOptions kernels) {
   json peaks;
   peaks["cpu"] = topo.device() == Device::CPU ? cpu::cpu_model().brand : "";
   peaks["threads"] = topo.cpu_threads();
   for (const DType dtype : {DType::F32, DType::BF16}) {
-    const std::unique_ptr<Ops> ops = make_ops(topo, BackendOptions{dtype});
+    kernels.compute_dtype = dtype;
+    const std::unique_ptr<Ops> ops = make_ops(topo, kernels);
     const NominalPeak nominal = nominal_peak(*ops, topo.cpu_threads());
     const int64_t side = 2048;  // sft's side for models up to 2048 wide (gemm_measurement_side)
     json& p = peaks[dtype == DType::BF16 ? "bf16" : "fp32"];
@@ -327,6 +332,7 @@ int run_env_command(int argc, char** argv, MpiEnvironment& mpi, std::ostream& ou
   // With a model the kv_share groups are the ones training would use (tp > kv heads).
   if (model) dims = dims.for_model(static_cast<int>(model->num_attention_heads), static_cast<int>(model->num_key_value_heads));
   const DeviceRequest request = parse_device_request(options.device);
+  choose_kernels(options.kernels);  // before the report names the engines; a refusal is every rank's
   const Topology topo = Topology::discover(mpi, request);
   ProcessGroups groups(Mesh(dims), mpi.world());
   json report = build_report(options, topo, groups);
@@ -358,7 +364,7 @@ int run_env_command(int argc, char** argv, MpiEnvironment& mpi, std::ostream& ou
     report["memory_per_rank"]["structure"] = model->structure();
     report["memory_per_rank"]["sliding_window"] = model->sliding_window;
   }
-  if (mpi.world_rank() == 0) report["peak_flops_per_rank"] = peak_report(topo);
+  if (mpi.world_rank() == 0) report["peak_flops_per_rank"] = peak_report(topo, options.kernels);
   if (mpi.world_rank() == 0) {
     if (options.json) {
       out << report.dump(2) << "\n";

@@ -86,7 +86,7 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
        "fp32|bf16: under --bf16, the dtype of Ulysses' attention-gradient all-to-alls (activations travel in bf16)")
       ("save_dtype", po::value<std::string>(&c.save_dtype),
        "dtype of the final model.safetensors: auto (the input config's torch_dtype) | float32 | bfloat16")
-      ("bf16", flag(&c.bf16), "bf16 mixed precision: bf16 GEMMs and activations, fp32 master weights, optimizer and loss (README \"Precision\")")
+      ("bf16", flag(&c.bf16), "bf16 mixed precision: bf16 GEMMs and activations, fp32 master weights, optimizer and loss (docs/guide/precision-and-offload.md)")
       ("logging_steps", po::value<int64_t>(&c.logging_steps)->default_value(c.logging_steps), "")
       ("report_to", po::value<std::string>(&c.report_to)->default_value(c.report_to), "tensorboard|all|none: also write the metrics as TensorBoard event files")
       ("logging_dir", po::value<std::string>(&c.logging_dir), "TensorBoard folder (default: <output_dir>/runs/<date>_<host>)")
@@ -107,7 +107,7 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
        "skip (and count) a step whose loss or grad norm is NaN/inf instead of stopping with an error");
   po::options_description peft("LoRA (PEFT), as TRL's ModelConfig");
   peft.add_options()
-      ("use_peft", flag(&c.use_peft), "train LoRA adapters on the frozen model (README \"LoRA\")")
+      ("use_peft", flag(&c.use_peft), "train LoRA adapters on the frozen model (docs/guide/lora.md)")
       ("lora_r", po::value<int64_t>(&c.lora_r)->default_value(c.lora_r), "adapter rank")
       ("lora_alpha", po::value<double>(&c.lora_alpha)->default_value(c.lora_alpha), "scale = lora_alpha / lora_r")
       ("lora_dropout", po::value<double>(&c.lora_dropout)->default_value(c.lora_dropout), "dropout on the adapters' input")
@@ -135,8 +135,16 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
       ("comm_progress", po::value<std::string>(&c.comm_progress)->default_value(c.comm_progress),
        "thread|none: a progress thread advances gradient reductions, ZeRO gathers and ring attention transfers "
        "while compute runs (thread), or only the training thread's own MPI calls do (none)");
+  po::options_description kernels("Kernels (one choice per process; trlhpc env shows it)");
+  kernels.add_options()
+      ("cpu_gemm", po::value<std::string>(&c.cpu_gemm)->default_value(c.cpu_gemm),
+       "auto|avx512|avx2|openblas: the CPU fp32 GEMM (auto: the widest the CPU runs)")
+      ("cpu_bf16_gemm", po::value<std::string>(&c.cpu_bf16_gemm)->default_value(c.cpu_bf16_gemm),
+       "auto|amx|avx512bf16|f32: the CPU bf16 GEMM engine of --bf16 (f32: fp32 GEMM on bf16-rounded inputs)")
+      ("cuda_attention", po::value<std::string>(&c.cuda_attention)->default_value(c.cuda_attention),
+       "auto|cudnn|kernel: cuDNN's fused attention or trlhpc's flash kernel (auto: the kernel until measured)");
   po::options_description all("trlhpc sft options");
-  all.add(model).add(train).add(peft).add(parallel);
+  all.add(model).add(train).add(peft).add(parallel).add(kernels);
   all.add_options()("help,h", "print this help")(
       "help_trl_fields", "print how every argument of TRL's SFTConfig, ModelConfig, ScriptArguments and "
       "DatasetMixtureConfig is handled: honored, mapped, no-op or refused (docs/guide/trl-arguments.md)");

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <stdexcept>
 #include <vector>
 
 #include "trlhpc/core/error.hpp"
+#include "trlhpc/kernels/attention_route.hpp"
 #include "trlhpc/kernels/cpu.hpp"
 #include "trlhpc/runtime/topology.hpp"
 
@@ -26,11 +28,21 @@ void set_host_threads(const Topology& topology) {
   openblas_set_num_threads(topology.cpu_threads());
 }
 
+// --cuda_attention's value as the CUDA backend takes it; a wrong one is the user's error.
+kernels::AttentionPreference cuda_attention_preference(const std::string& value) {
+  try {
+    return kernels::parse_attention_preference(value);
+  } catch (const std::invalid_argument& e) {
+    throw UserError(e.what());
+  }
+}
+
 std::unique_ptr<Ops> make_cuda_backend_or_fail(const Topology& topology, const BackendOptions& options) {
 #if defined(TRLHPC_HAVE_CUDA)
   CudaOpsOptions cuda;
   cuda.compute_dtype = options.compute_dtype;
   cuda.allow_tf32 = options.allow_tf32;
+  cuda.attention = cuda_attention_preference(options.cuda_attention);
   return make_cuda_backend(topology.gpu_index(), cuda);
 #else
   // Unreachable through Topology (a build without CUDA sees no GPU), but an explicit message beats a
@@ -42,12 +54,20 @@ std::unique_ptr<Ops> make_cuda_backend_or_fail(const Topology& topology, const B
 
 }  // namespace
 
+void choose_kernels(const BackendOptions& options) {
+  cuda_attention_preference(options.cuda_attention);  // a wrong value is refused on CPU ranks too
+  if (!options.cpu_gemm.empty())
+    if (const std::string error = cpu::choose_cpu_gemm(options.cpu_gemm); !error.empty()) throw UserError(error);
+  if (!options.cpu_bf16_gemm.empty())
+    if (const std::string error = cpu::choose_bf16_gemm(options.cpu_bf16_gemm); !error.empty()) throw UserError(error);
+}
+
 std::unique_ptr<Ops> make_ops(const Topology& topology, const BackendOptions& options) {
   TRLHPC_ASSERT(options.compute_dtype == DType::F32 || options.compute_dtype == DType::BF16,
                 "compute dtype must be F32 or BF16");
   set_host_threads(topology);
+  choose_kernels(options);
   if (topology.device() == Device::CUDA) return make_cuda_backend_or_fail(topology, options);
-  if (const std::string gemm = cpu::cpu_gemm_check(); !gemm.empty()) throw UserError(gemm);
   return make_cpu_ops(options.compute_dtype);
 }
 

@@ -6,7 +6,7 @@
 // Reading the mask: whether cuDNN can express a call's mask depends on the position/document ids, which
 // are on the device. The cuDNN route therefore copies q_pos/q_doc (8 bytes a token) to the host and
 // waits for them: one stream synchronisation per attention call. That cost is part of what the GPU run
-// measures against the kernel (TRLHPC_CUDA_ATTENTION=cudnn vs kernel); under `auto` (the kernel until
+// measures against the kernel (--cuda_attention cudnn vs kernel); under `auto` (the kernel until
 // measured) and `kernel` nothing is copied and nothing waits.
 #include <vector>
 
@@ -44,9 +44,8 @@ std::optional<kernels::PackedSequences> CudaOpsImpl::cudnn_attention_layout(cons
                                                                             const Tensor& k_pos, const Tensor& q_doc,
                                                                             const Tensor& k_doc,
                                                                             const AttentionShape& s) {
-  if (!attention_preference_) attention_preference_ = kernels::attention_preference_from_env();
   const kernels::AttentionRoute route =
-      kernels::choose_attention(*attention_preference_, call_facts(q, q_pos, k_pos, q_doc, k_doc, s));
+      kernels::choose_attention(options_.attention, call_facts(q, q_pos, k_pos, q_doc, k_doc, s));
   if (!route.cudnn) return std::nullopt;
   const int64_t n = s.B * s.Tq;
   std::vector<int32_t> ids(static_cast<size_t>(2 * n));

@@ -146,7 +146,7 @@ class CudaOpsImpl final : public CudaOps {
   cudaStream_t stream() const { return stream_.get(); }
   cuda::OpTimer::Scope timed(const char* op) { return timer_.scope(op, stream_.get()); }
   // cuDNN's fused attention for the calls it expresses (cuda_ops_attention_route.cu); false: the caller
-  // runs the hand-written kernel. TRLHPC_CUDA_ATTENTION (read on first use) chooses.
+  // runs the hand-written kernel. CudaOpsOptions::attention (--cuda_attention) chooses.
   std::optional<kernels::PackedSequences> cudnn_attention_layout(const Tensor& q, const Tensor& q_pos,
                                                                  const Tensor& k_pos, const Tensor& q_doc,
                                                                  const Tensor& k_doc, const AttentionShape& s);
@@ -166,7 +166,6 @@ class CudaOpsImpl final : public CudaOps {
   std::unique_ptr<cuda::Matmul> matmul_;
   cuda::OpTimer timer_;
   cuda::DeviceBuffer<double> host_value_;  // (1) device landing slot of sum_of_squares
-  std::optional<kernels::AttentionPreference> attention_preference_;  // TRLHPC_CUDA_ATTENTION, read once
   std::unique_ptr<cuda::CudnnAttention> cudnn_attention_;              // made on the first cuDNN call
   int64_t cudnn_attention_calls_ = 0;
 };

@@ -79,8 +79,8 @@ std::vector<LibraryVersion> library_versions() {
   v.push_back({"HDF5", hdf5_version()});
   v.push_back({"OpenBLAS", first_line(openblas_get_config())});
   v.push_back({"OpenBLAS core", cpu_blas_core() + (cpu_blas_warning().empty() ? "" : " (pinned by OPENBLAS_CORETYPE: AVX-512 unused)")});
-  v.push_back({"CPU GEMM", cpu::cpu_gemm_name() + (cpu::cpu_gemm_check().empty() ? "" : " (" + cpu::cpu_gemm_check() + ")")});
-  v.push_back({"CPU bf16 GEMM", cpu::bf16_gemm_name() + (cpu::bf16_gemm_check().empty() ? "" : " (" + cpu::bf16_gemm_check() + ")")});
+  v.push_back({"CPU GEMM", cpu::cpu_gemm_name()});
+  v.push_back({"CPU bf16 GEMM", cpu::bf16_gemm_name()});
   v.push_back({"OpenMP", openmp_version()});
   v.push_back({"Boost", std::to_string(BOOST_VERSION / 100000) + "." + std::to_string(BOOST_VERSION / 100 % 1000) +
                             "." + std::to_string(BOOST_VERSION % 100)});

@@ -285,7 +285,10 @@ int run_watched_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   startup.arm("start-up exchange (topology discovery and creating the communicators)");
   const Topology topology = Topology::discover(mpi, parse_device_request(c.device));
   // The backend before the communicators: a device communicator orders its stream after the backend's.
-  const std::unique_ptr<Ops> ops = make_ops(topology, BackendOptions{c.bf16 ? DType::BF16 : DType::F32});
+  BackendOptions backend;
+  backend.compute_dtype = c.bf16 ? DType::BF16 : DType::F32;
+  backend.cpu_gemm = c.cpu_gemm, backend.cpu_bf16_gemm = c.cpu_bf16_gemm, backend.cuda_attention = c.cuda_attention;
+  const std::unique_ptr<Ops> ops = make_ops(topology, backend);
   const bool is_main = mpi.world_rank() == 0;
   // --ddp_timeout: a collective that waits longer ends the job (exit 2), naming the phase set below.
   // --comm_progress thread: one progress thread shared by every group's communicator.

@@ -1,9 +1,8 @@
 // cuDNN's fused attention (kernels/cuda/cudnn_attention.hpp) against the hand-written CUDA kernel and the
 // CPU primitive: packed causal rows of several documents, GQA, sliding windows, head sizes 64 and 128,
 // bf16 inputs with bf16 and F32 outputs; forward (o, lse) and backward (dq, dk, dv accumulate).
-// Two GPU backends in one process: TRLHPC_CUDA_ATTENTION is read by each backend on its first attention
-// call, so the variable is set to `cudnn` or `kernel` just before each backend's first call. cudnn_attention_calls() proves the cuDNN
-// one did not silently fall back.
+// Two GPU backends in one process, one made with CudaOpsOptions::attention = cudnn, the other = kernel
+// (what --cuda_attention sets). cudnn_attention_calls() proves the cuDNN one did not silently fall back.
 //
 // Bounds (normalised L2 error, cuda_test_util.hpp close_normalized): against the CPU fp32 primitive on the
 // same bf16-rounded inputs, kBf16Tolerance for o and the gradients (the kernel's bound: bf16 rounding of
@@ -41,15 +40,16 @@ void make_ids(const Case& c, uint64_t seed, std::vector<int32_t>& pos, std::vect
   }
 }
 
-// A backend whose first attention call (the one that reads the variable) follows this call.
+// A backend that routes attention as --cuda_attention `choice` does.
 std::unique_ptr<CudaOps> backend_with(const char* choice) {
-  setenv("TRLHPC_CUDA_ATTENTION", choice, 1);
-  return make_cuda_backend(0);
+  CudaOpsOptions options;
+  options.attention = kernels::parse_attention_preference(choice);
+  return make_cuda_backend(0, options);
 }
 
 void check_case(const Case& c, DType out_dtype, uint64_t seed) {
   std::unique_ptr<Ops> cpu = make_cpu_ops();
-  std::unique_ptr<CudaOps> cudnn = make_cuda_backend(0), kernel = make_cuda_backend(0);
+  std::unique_ptr<CudaOps> cudnn = backend_with("cudnn"), kernel = backend_with("kernel");
   const AttentionShape s{c.B, c.T, c.T, c.NH, c.KVH, c.HS, static_cast<float>(1.0 / std::sqrt(double(c.HS))), c.window};
   std::vector<int32_t> pos, doc;
   make_ids(c, seed, pos, doc);
@@ -63,8 +63,7 @@ void check_case(const Case& c, DType out_dtype, uint64_t seed) {
   struct Result {
     std::vector<float> o, lse, dq, dk, dv;
   };
-  auto run = [&](Ops& ops, DType in, const char* choice) {
-    setenv("TRLHPC_CUDA_ATTENTION", choice, 1);  // read by `ops` on its first attention call, below
+  auto run = [&](Ops& ops, DType in) {
     const Tensor tq = upload(ops, q, {nq}, in), tk = upload(ops, k, {nk}, in), tv = upload(ops, v, {nk}, in);
     const Tensor tpos = upload_i32(ops, pos, {c.B * c.T}), tdoc = upload_i32(ops, doc, {c.B * c.T});
     const DType out = in == DType::F32 ? DType::F32 : out_dtype;
@@ -81,10 +80,10 @@ void check_case(const Case& c, DType out_dtype, uint64_t seed) {
     r.dq = download(ops, dq), r.dk = download(ops, dk), r.dv = download(ops, dv);
     return r;
   };
-  const Result want = run(*cpu, DType::F32, "auto");
-  const Result via_kernel = run(*kernel, DType::BF16, "kernel");
+  const Result want = run(*cpu, DType::F32);
+  const Result via_kernel = run(*kernel, DType::BF16);
   const int64_t before = cudnn->cudnn_attention_calls();
-  const Result via_cudnn = run(*cudnn, DType::BF16, "cudnn");
+  const Result via_cudnn = run(*cudnn, DType::BF16);
   ASSERT_EQ(cudnn->cudnn_attention_calls() - before, 2) << "cuDNN did not take fwd + bwd (see stderr), " << where;
   EXPECT_EQ(kernel->cudnn_attention_calls(), 0);
 

@@ -20,7 +20,7 @@
 #     2.5-4x margin. The curves of this tiny model are too close to the fp32 ones to tell the precision
 #     apart by value (1.7e-3 on grad_norm), so every layout's start line must also name bf16.
 #     The same bound holds for --bf16 on the engine of CPUs without bf16 instructions
-#     (TRLHPC_CPU_BF16_GEMM=f32): the engines differ by fp32 summation order only.
+#     (--cpu_bf16_gemm f32): the engines differ by fp32 summation order only.
 #  3. The final model is saved in --save_dtype (auto: the input config's torch_dtype, float32 here).
 #  4. Resume under --bf16 is exact on the same layout (checkpoints hold the fp32 masters and moments),
 #     and a checkpoint of an fp32 run resumes under --bf16 (the manifest records the precision).
@@ -87,7 +87,7 @@ grep -q "bf16 mixed precision" "$WORK/bf16.log" || fail "the start line does not
 compare "$WORK/fp32" "$WORK/bf16" 3e-2 1 min || fail "bf16 against fp32"
 
 echo "bf16 on a CPU without bf16 instructions (the fp32 GEMM on bf16-rounded operands) against 1 rank"
-TRLHPC_CPU_BF16_GEMM=f32 sft 1 "$WORK/f32engine" --bf16
+sft 1 "$WORK/f32engine" --bf16 --cpu_bf16_gemm f32
 compare "$WORK/bf16" "$WORK/f32engine" 1e-3 2e-3 || fail "--bf16 on the f32 engine differs from the default engine"
 
 for layout in "2 ddp" "2 zero1 --sharding zero1" "2 zero2 --sharding zero2" "2 zero3 --sharding zero3" \

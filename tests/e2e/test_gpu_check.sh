@@ -41,7 +41,7 @@ assert d["dry_run"] is True
 st = d["stages"]
 for s in ("fp32_curve", "bf16_curve", "layouts"):
     assert st[s]["ok"] is True and st[s]["gpu"] is False, (s, st[s])
-assert st["attention_choice"]["ok"] is None and "TRLHPC_CUDA_ATTENTION=cudnn" in st["attention_choice"]["detail"], \
+assert st["attention_choice"]["ok"] is None and "--cuda_attention cudnn" in st["attention_choice"]["detail"], \
     st["attention_choice"]
 print("    dry run: every field null; CPU comparisons passed:", st["fp32_curve"]["detail"], "|", st["bf16_curve"]["detail"])
 PY

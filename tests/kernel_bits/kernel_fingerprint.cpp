@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 #include "trlhpc/kernels/cpu.hpp"
 using namespace trlhpc::cpu;
@@ -17,7 +18,15 @@ static void fp(const char* name, const void* p, size_t bytes) {
   printf("%-22s %016llx\n", name, h);
 }
 template <class T> static void fpv(const char* n, const std::vector<T>& v) { fp(n, v.data(), v.size() * sizeof(T)); }
-int main() {
+// `kernel_fingerprint [--cpu_gemm ENGINE]`: the fp32 GEMM engine to hash (default auto).
+int main(int argc, char** argv) {
+  if (argc == 3 && !std::strcmp(argv[1], "--cpu_gemm")) {
+    const std::string error = choose_cpu_gemm(argv[2]);
+    if (!error.empty()) { std::fprintf(stderr, "kernel_fingerprint: %s\n", error.c_str()); return 2; }
+  } else if (argc != 1) {
+    std::fprintf(stderr, "usage: kernel_fingerprint [--cpu_gemm auto|avx512|avx2|openblas]\n");
+    return 2;
+  }
   const int64_t N = 74, C = 16, F = 32, V = 910, B = 2, T = 37, NH = 4, KVH = 2, HS = 4;
   { auto a = rnd(N * C), b = rnd(F * C), c = rnd(N * F); matmul(a.data(), false, b.data(), true, c.data(), N, F, C, 1, 0); fpv("matmul_nt", c);
     auto dc = rnd(N * F), dw = rnd(F * C); matmul(dc.data(), true, a.data(), false, dw.data(), F, C, N, 1, 1); fpv("matmul_tn", dw);

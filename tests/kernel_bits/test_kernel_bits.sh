@@ -3,7 +3,7 @@
 # built with tests/kernel_bits/kernel_fingerprint.cpp under 256- and 512-bit vector tuning (what GCC's
 # -march=native picks on a Xeon and on a Zen 4), for Haswell (AVX2 only) and Zen 3 + AVX-512 flags, and
 # every variant must print the same hashes; each binary runs here only if this CPU has its ISA (a
-# Haswell build runs on any AVX2 CPU). The AVX2 GEMM is forced once too (TRLHPC_CPU_GEMM=avx2).
+# Haswell build runs on any AVX2 CPU). The AVX2 GEMM is forced once too (--cpu_gemm avx2).
 # Before kernels/cpu/lane_sum.hpp, `omp simd reduction` sums made attention, the loss entropy and the
 # gradient norm differ between the 256- and 512-bit builds.
 set -u
@@ -34,7 +34,7 @@ for v in "${variants[@]}"; do
   [ -x "$WORK/$name" ] || { echo "FAIL $name: did not build"; failures=$((failures + 1)); continue; }
   "$WORK/$name" >"$WORK/$name.txt" || { echo "FAIL $name: exit $?"; failures=$((failures + 1)); }
 done
-TRLHPC_CPU_GEMM=avx2 "$WORK/haswell" >"$WORK/haswell-avx2gemm.txt"
+"$WORK/haswell" --cpu_gemm avx2 >"$WORK/haswell-avx2gemm.txt"
 echo "$(wc -l <"$WORK/native256.txt") kernel outputs; variants: ${variants[*]%%:*} haswell-avx2gemm"
 for out in "$WORK"/*.txt; do
   cmp -s "$WORK/native256.txt" "$out" || {

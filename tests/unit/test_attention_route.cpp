@@ -1,5 +1,5 @@
 // The CUDA attention dispatcher's host logic (include/trlhpc/kernels/attention_route.hpp): the
-// TRLHPC_CUDA_ATTENTION values, which calls may go to cuDNN, and which packed-row masks cuDNN's
+// --cuda_attention values, which calls may go to cuDNN, and which packed-row masks cuDNN's
 // ragged causal SDPA expresses exactly. No GPU needed.
 #include <gtest/gtest.h>
 
@@ -21,7 +21,6 @@ AttentionCallFacts eligible() {
 }  // namespace
 
 TEST(AttentionRoute, ParsesPreference) {
-  EXPECT_EQ(parse_attention_preference(nullptr), AttentionPreference::Auto);
   EXPECT_EQ(parse_attention_preference(""), AttentionPreference::Auto);
   EXPECT_EQ(parse_attention_preference("auto"), AttentionPreference::Auto);
   EXPECT_EQ(parse_attention_preference("cudnn"), AttentionPreference::Cudnn);

@@ -62,8 +62,8 @@ TEST(CpuBlas, WarnsOnlyWhenAnAvx2CoreIsPinnedOnAnAvx512Cpu) {
     CoreTypeScope pin("Haswell");
     const std::string warning = cpu_blas_warning();
     if (cpu::cpu_gemm_name() != "OpenBLAS") {
-      // The matmuls run trlhpc's AVX-512 GEMM (TRLHPC_CPU_GEMM unset or avx512): OpenBLAS's core costs
-      // nothing. ctest runs this file a second time with TRLHPC_CPU_GEMM=openblas for the branch below.
+      // The matmuls run trlhpc's AVX-512 GEMM (--cpu_gemm unset or avx512): OpenBLAS's core costs
+      // nothing. ctest runs this file a second time with --cpu_gemm openblas for the branch below.
       EXPECT_EQ(warning, "") << "the matmuls do not use OpenBLAS";
     } else if (*avx512) {
       EXPECT_NE(warning.find("OPENBLAS_CORETYPE=Haswell"), std::string::npos) << warning;

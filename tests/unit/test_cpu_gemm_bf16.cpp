@@ -144,7 +144,7 @@ TEST_P(GemmBf16, WithinTheStatedBoundOfTheFp32Gemm) {
 // the same bits, for every layout and storage, on shapes of one and of many tasks.
 TEST_P(GemmBf16, SameBitsForAnyThreadCountAndColumnSlice) {
   // The f32 engine runs matmul's fp32 GEMM. trlhpc's AVX-512 and AVX2 GEMMs keep this contract; OpenBLAS
-  // (forced with TRLHPC_CPU_GEMM=openblas, or on CPUs older than AVX2) does not promise it: its edge kernels
+  // (forced with --cpu_gemm openblas, or on CPUs older than AVX2) does not promise it: its edge kernels
   // sum k differently for different column slices. Its weaker contract, agreement within the fp32 bound,
   // is MatchesReferenceForEveryLayoutAndStorage on that engine.
   if (GetParam() == Bf16GemmEngine::F32 && trlhpc::cpu::cpu_gemm_name() == "OpenBLAS")

@@ -16,13 +16,12 @@
 //      inside a run (then pos_q - pos_k = i - j, so cuDNN's index masks are trlhpc's position masks).
 //      Each run becomes one cuDNN sequence. Anything else goes to the hand-written kernel.
 //
-// TRLHPC_CUDA_ATTENTION=auto|cudnn|kernel (docs/CONTRACT.md). `auto` is the hand-written kernel until a
+// `--cuda_attention auto|cudnn|kernel` (docs/CONTRACT.md; CudaOpsOptions::attention). `auto` is the hand-written kernel until a
 // GPU run has measured cuDNN faster on the benchmark shape (issue 25: "chosen by measurement"); then
 // kCudnnMeasuredFaster flips and `auto` routes eligible calls to cuDNN. `cudnn` routes every eligible call
 // there (ineligible ones still take the kernel: there is no other implementation of them); `kernel` never
 // uses cuDNN.
 #include <cstdint>
-#include <cstdlib>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -36,18 +35,13 @@ inline constexpr bool kCudnnAttentionMeasuredFaster = false;
 
 enum class AttentionPreference { Auto, Cudnn, Kernel };
 
-// The value of TRLHPC_CUDA_ATTENTION; null or empty = auto. Anything else is a configuration error,
-// not a silent default.
-inline AttentionPreference parse_attention_preference(const char* value) {
-  const std::string v = value ? value : "";
+// The value of --cuda_attention; empty = auto. Anything else is a configuration error, not a silent
+// default.
+inline AttentionPreference parse_attention_preference(const std::string& v) {
   if (v.empty() || v == "auto") return AttentionPreference::Auto;
   if (v == "cudnn") return AttentionPreference::Cudnn;
   if (v == "kernel") return AttentionPreference::Kernel;
-  throw std::invalid_argument("TRLHPC_CUDA_ATTENTION=" + v + ": expected auto, cudnn or kernel");
-}
-
-inline AttentionPreference attention_preference_from_env() {
-  return parse_attention_preference(std::getenv("TRLHPC_CUDA_ATTENTION"));
+  throw std::invalid_argument("--cuda_attention " + v + ": expected auto, cudnn or kernel");
 }
 
 // What the dispatcher knows about one call before it reads the position/document ids.
@@ -74,7 +68,7 @@ inline bool cudnn_attention_head_size_ok(int64_t hs) { return hs > 0 && hs <= 25
 
 inline AttentionRoute choose_attention(AttentionPreference preference, const AttentionCallFacts& f,
                                        bool measured_faster = kCudnnAttentionMeasuredFaster) {
-  if (preference == AttentionPreference::Kernel) return {false, "TRLHPC_CUDA_ATTENTION=kernel"};
+  if (preference == AttentionPreference::Kernel) return {false, "--cuda_attention kernel"};
   if (preference == AttentionPreference::Auto && !measured_faster)
     return {false, "auto: cuDNN not yet measured faster on a GPU"};
   if (!f.cudnn_built) return {false, "built without cudnn-frontend"};

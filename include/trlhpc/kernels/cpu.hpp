@@ -19,14 +19,19 @@ namespace trlhpc::cpu {
 void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t M, int64_t N, int64_t K,
             float alpha, float beta);
 // Which GEMM matmul runs: "trlhpc AVX-512" (CPUs with AVX-512), "trlhpc AVX2" (AVX2 + FMA, no AVX-512)
-// or "OpenBLAS" (older CPUs); TRLHPC_CPU_GEMM=openblas|avx512|avx2|auto overrides.
-// cpu_gemm_check(): empty, or what is wrong with TRLHPC_CPU_GEMM.
+// or "OpenBLAS" (older CPUs).
 std::string cpu_gemm_name();
-std::string cpu_gemm_check();
+// The GEMM engines are chosen per process, not per Ops: kernels multiply inside other kernels (cross
+// entropy, attention) without an Ops at hand. Unchosen: "auto", the fastest the CPU allows (cpuid).
+// make_ops chooses from --cpu_gemm / --cpu_bf16_gemm before the first GEMM; tests and benchmarks from
+// their command line. Each returns "" or what is wrong (option, value, what to use); a refused value
+// changes nothing.
+// choose_cpu_gemm: "auto" | "avx512" | "avx2" | "openblas" (matmul's engine).
+std::string choose_cpu_gemm(const std::string& engine);
 // The instructions a GEMM multiplies with, for the nominal peak (src/ops/nominal_peak.cpp): no FMA
 // (SSE/AVX without FMA), AVX2 FMA, AVX-512 FMA, AVX512-BF16 dot products (VDPBF16PS), AMX-BF16 tiles.
 enum class GemmIsa { NoFma, Avx2Fma, Avx512Fma, Avx512Bf16, AmxBf16 };
-// Those of matmul as dispatched here (TRLHPC_CPU_GEMM included); under OpenBLAS the CPU's widest FMA,
+// Those of matmul as dispatched here (--cpu_gemm included); under OpenBLAS the CPU's widest FMA,
 // which OpenBLAS's own CPU dispatch picks.
 GemmIsa fp32_gemm_isa();
 
@@ -59,11 +64,11 @@ struct GemmResult {
 // AMX tiles, AVX512-BF16 dot products, or the fp32 GEMM on bf16-rounded inputs (any CPU).
 enum class Bf16GemmEngine { AMX, AVX512BF16, F32 };
 // The engine matmul_bf16 uses: the fastest the CPU (cpuid) and kernel (AMX permission) allow;
-// TRLHPC_CPU_BF16_GEMM=amx|avx512bf16|f32|auto overrides. bf16_gemm_check(): empty, or what is wrong
-// with that variable. bf16_gemm_available(e): e can run here (tests skip engines that cannot).
+// choose_bf16_gemm ("auto" | "amx" | "avx512bf16" | "f32", see choose_cpu_gemm) overrides.
+// bf16_gemm_available(e): e can run here (tests skip engines that cannot).
 Bf16GemmEngine bf16_gemm_engine();
 std::string bf16_gemm_name();
-std::string bf16_gemm_check();
+std::string choose_bf16_gemm(const std::string& engine);
 bool bf16_gemm_available(Bf16GemmEngine engine);
 // The ISA of bf16_gemm_engine(): AMX-BF16, AVX512-BF16, or fp32_gemm_isa() for the f32 engine.
 GemmIsa bf16_gemm_isa();

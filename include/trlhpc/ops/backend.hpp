@@ -3,7 +3,8 @@
 // an Ops. sft, export, generate and the benchmarks call make_ops; nothing else names CpuOps or CudaOps.
 //
 //   Topology says cpu   -> the CPU backend: OpenMP and OpenBLAS get topology.cpu_threads() threads,
-//                          TRLHPC_CPU_GEMM is checked (UserError naming the variable).
+//                          the GEMM engines are chosen (--cpu_gemm, --cpu_bf16_gemm; UserError naming
+//                          the option when the CPU lacks one).
 //   Topology says cuda  -> the CUDA backend on topology.gpu_index() (CUDA builds; cudaSetDevice is done
 //                          by the backend). The host threads still get cpu_threads() (data preparation,
 //                          checkpoint copies). A build without CUDA never binds a GPU (Topology sees 0).
@@ -25,7 +26,17 @@ class Topology;
 struct BackendOptions {
   DType compute_dtype = DType::F32;  // --bf16: BF16 (the mixed-precision recipe, docs/ARCHITECTURE.md)
   bool allow_tf32 = false;           // CUDA only: F32 GEMMs on TF32 tensor cores
+  // The kernel engines (docs/CONTRACT.md "Kernel choices"); empty: keep the process's current choice
+  // ("auto" unless a test or benchmark chose before).
+  std::string cpu_gemm;        // --cpu_gemm auto|avx512|avx2|openblas (process-wide, kernels/cpu.hpp)
+  std::string cpu_bf16_gemm;   // --cpu_bf16_gemm auto|amx|avx512bf16|f32 (process-wide)
+  std::string cuda_attention;  // --cuda_attention auto|cudnn|kernel (this CUDA backend)
 };
+
+// Applies options' CPU engine choices and checks --cuda_attention's value, throwing UserError naming the
+// option when one cannot run here. make_ops calls it (the CUDA backend takes cuda_attention itself);
+// `trlhpc env` calls it to report what a run with the same options would use.
+void choose_kernels(const BackendOptions& options);
 
 std::unique_ptr<Ops> make_ops(const Topology& topology, const BackendOptions& options = {});
 

@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "trlhpc/kernels/attention_route.hpp"
 #include "trlhpc/ops/ops.hpp"
 
 namespace trlhpc {
@@ -53,6 +54,8 @@ struct CudaOpsOptions {
   bool allow_tf32 = false;
   // Record a cudaEvent pair around every op and report per-op GPU time (op_timings()); for benchmarks.
   bool time_ops = false;
+  // cuDNN's fused attention or the hand-written kernel (--cuda_attention; kernels/attention_route.hpp).
+  kernels::AttentionPreference attention = kernels::AttentionPreference::Auto;
   // cuBLASLt workspace, allocated once and reused by every GEMM.
   int64_t matmul_workspace_bytes = int64_t{32} << 20;
 };
@@ -107,7 +110,7 @@ class CudaOps : public Ops {
   virtual std::vector<OpTiming> op_timings() = 0;
   virtual void reset_op_timings() = 0;
   // Attention calls (fwd + bwd) that ran through cuDNN's fused SDPA rather than the hand-written kernel
-  // (TRLHPC_CUDA_ATTENTION, kernels/attention_route.hpp): how tests and benchmarks see which one ran.
+  // (--cuda_attention, kernels/attention_route.hpp): how tests and benchmarks see which one ran.
   virtual int64_t cudnn_attention_calls() const { return 0; }
 
  protected:

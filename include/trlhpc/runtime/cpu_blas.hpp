@@ -8,7 +8,7 @@
 // with the AVX-512 ones OpenBLAS picks by itself there (Cooperlake), and the SFT step follows
 // (bench/RESULTS.md). trlhpc never overrides the variable: it is the user's choice. Since issue 17 the
 // model's matmuls run trlhpc's own AVX-512 GEMM on such CPUs (cpu::cpu_gemm_name()), which does not
-// read the variable, so it matters only with TRLHPC_CPU_GEMM=openblas or on CPUs without AVX-512.
+// read the variable, so it matters only with --cpu_gemm openblas or on CPUs without AVX-512.
 #include <string>
 
 namespace trlhpc {

@@ -108,7 +108,7 @@ struct SftConfig {
   // the step and the first parameter; true skips the update and counts it (metrics skipped_steps).
   bool skip_nonfinite_steps = false;
 
-  // PEFT LoRA, TRL's ModelConfig flags (README "LoRA"): --use_peft trains adapters on a frozen base.
+  // PEFT LoRA, TRL's ModelConfig flags (docs/guide/lora.md): --use_peft trains adapters on a frozen base.
   bool use_peft = false;
   int64_t lora_r = 16;
   double lora_alpha = 32;
@@ -138,6 +138,11 @@ struct SftConfig {
   // needs MPI_THREAD_MULTIPLE, else falls back with a warning) or "none" (only the strategies' own
   // test() calls between units and attention blocks). progress_thread.hpp; measured in bench/RESULTS.md.
   std::string comm_progress = "thread";
+  // The kernel engines (BackendOptions, docs/CONTRACT.md "Kernel choices"): CPU fp32 GEMM, CPU bf16
+  // GEMM, CUDA attention; "auto" picks by cpuid / measurement.
+  std::string cpu_gemm = "auto";
+  std::string cpu_bf16_gemm = "auto";
+  std::string cuda_attention = "auto";
 };
 
 }  // namespace trlhpc
