@@ -33,7 +33,7 @@
 #include "trlhpc/ops/backend.hpp"
 #include "trlhpc/runtime/topology.hpp"
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/parallel/mesh/process_groups.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 #include "trlhpc/train/checkpoint/async_save.hpp"
 #include "trlhpc/train/checkpoint/checkpoint.hpp"

@@ -48,7 +48,7 @@
 #include "trlhpc/ops/backend.hpp"
 #include "trlhpc/runtime/topology.hpp"
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/parallel/mesh/process_groups.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 #include "trlhpc/train/checkpoint/checkpoint.hpp"
 #include "trlhpc/train/checkpoint/manifest.hpp"

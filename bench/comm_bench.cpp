@@ -26,7 +26,7 @@
 
 #include "trlhpc/runtime/mpi_check.hpp"
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/parallel/mpi_communicator.hpp"
+#include "trlhpc/comm/mpi_communicator.hpp"
 #include "trlhpc/runtime/mpi_comm.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 #include "trlhpc/runtime/topology.hpp"
@@ -35,7 +35,7 @@
 #include <cuda_runtime.h>
 
 #include "trlhpc/core/cuda_check.hpp"
-#include "trlhpc/parallel/nccl_communicator.hpp"
+#include "trlhpc/comm/nccl_communicator.hpp"
 #endif
 
 namespace trlhpc {

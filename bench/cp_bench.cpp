@@ -36,9 +36,9 @@
 #include "trlhpc/ops/backend.hpp"
 #include "trlhpc/runtime/topology.hpp"
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/parallel/process_groups.hpp"
-#include "trlhpc/parallel/progress_thread.hpp"
-#include "trlhpc/parallel/ring_attention.hpp"
+#include "trlhpc/parallel/mesh/process_groups.hpp"
+#include "trlhpc/comm/progress_thread.hpp"
+#include "trlhpc/parallel/sequence/ring_attention.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 #include "trlhpc/train/trainer.hpp"
 

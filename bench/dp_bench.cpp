@@ -40,8 +40,8 @@
 #include "trlhpc/ops/backend.hpp"
 #include "trlhpc/runtime/topology.hpp"
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/parallel/process_groups.hpp"
-#include "trlhpc/parallel/progress_thread.hpp"
+#include "trlhpc/parallel/mesh/process_groups.hpp"
+#include "trlhpc/comm/progress_thread.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 #include "trlhpc/train/trainer.hpp"
 

@@ -39,7 +39,7 @@
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/model/hf_model_dir.hpp"
 #include "trlhpc/model/init.hpp"
-#include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/parallel/mesh/process_groups.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 #include "trlhpc/train/model_export.hpp"
 #include "trlhpc/train/trainer.hpp"

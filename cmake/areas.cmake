@@ -122,15 +122,25 @@ trlhpc_sources(ops_src src/ops/*.cpp)
 trlhpc_cuda_sources(ops_cu src/ops/*.cu)
 trlhpc_add_area(ops SOURCES ${ops_src} ${ops_cu} USES core kernels runtime ${cuda_area} LIBS BLAS::BLAS ${cuda_libs})
 
+# src/io/hdf5/ (parallel HDF5 over the process groups) is io by concept but needs MPI and the mesh: it
+# builds into `parallel` below.
 trlhpc_sources(io_src src/io/*.cpp)
+list(FILTER io_src EXCLUDE REGEX "/src/io/hdf5/")
 trlhpc_add_area(io SOURCES ${io_src} USES core)
 
 trlhpc_sources(data_src src/data/*.cpp)
 trlhpc_add_area(data SOURCES ${data_src} USES core io LIBS PkgConfig::PCRE2 Snappy::snappy PkgConfig::PARQUET_CODECS yaml-cpp)
 
-# The communicator interface (types, requests) that the model's tensor parallelism and generate call:
-# MPI-free, so model/ stays free of MPI; the MPI and NCCL communicators are in `parallel`.
-trlhpc_add_area(comm SOURCES src/parallel/comm_types.cpp USES core)
+# src/comm/ is two areas. `comm`: the communicator interface (types, requests) that the model's tensor
+# parallelism and generate call, MPI-free, so model/ stays free of MPI. `comm_backends`: the MPI, NCCL
+# and staged communicators, the watchdog, the progress thread, deadline timers and GPU sharing, which
+# know nothing of meshes, models or strategies.
+trlhpc_add_area(comm SOURCES src/comm/comm_types.cpp USES core)
+trlhpc_sources(comm_backends_src src/comm/*.cpp)
+list(REMOVE_ITEM comm_backends_src ${PROJECT_SOURCE_DIR}/src/comm/comm_types.cpp)
+trlhpc_cuda_sources(comm_backends_cu src/comm/*.cu)
+trlhpc_add_area(comm_backends SOURCES ${comm_backends_src} ${comm_backends_cu} USES core runtime comm ops ${cuda_area}
+  LIBS MPI::MPI_CXX ${cuda_libs} ${TRLHPC_NCCL_LIBRARY})
 
 trlhpc_sources(model_src src/model/*.cpp)
 trlhpc_add_area(model SOURCES ${model_src} USES core ops io data comm)
@@ -138,10 +148,10 @@ trlhpc_add_area(model SOURCES ${model_src} USES core ops io data comm)
 trlhpc_sources(optim_src src/optim/*.cpp)
 trlhpc_add_area(optim SOURCES ${optim_src} USES core ops model)
 
-trlhpc_sources(parallel_src src/parallel/*.cpp)
-list(REMOVE_ITEM parallel_src ${PROJECT_SOURCE_DIR}/src/parallel/comm_types.cpp)
+trlhpc_sources(parallel_src src/parallel/*.cpp src/io/hdf5/*.cpp)
 trlhpc_cuda_sources(parallel_cu src/parallel/*.cu)
-trlhpc_add_area(parallel SOURCES ${parallel_src} ${parallel_cu} USES core runtime comm ops model optim data io ${cuda_area}
+trlhpc_add_area(parallel SOURCES ${parallel_src} ${parallel_cu}
+  USES core runtime comm comm_backends ops model optim data io ${cuda_area}
   LIBS MPI::MPI_CXX ${HDF5_C_LIBRARIES} ${cuda_libs} ${TRLHPC_NCCL_LIBRARY})
 
 trlhpc_sources(generate_src src/generate/*.cpp)

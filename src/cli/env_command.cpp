@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/parallel/mesh/process_groups.hpp"
 #include "trlhpc/runtime/library_versions.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 #include "trlhpc/runtime/topology.hpp"

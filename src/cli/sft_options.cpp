@@ -17,7 +17,7 @@
 #include "trlhpc/cli/trl_fields.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/data/dataset/dataset_mixture.hpp"
-#include "trlhpc/parallel/progress_thread.hpp"
+#include "trlhpc/comm/progress_thread.hpp"
 
 namespace po = boost::program_options;
 

@@ -5,7 +5,7 @@
 
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/model/decoder.hpp"
-#include "trlhpc/parallel/communicator.hpp"
+#include "trlhpc/comm/communicator.hpp"
 
 namespace trlhpc {
 

@@ -26,7 +26,7 @@
 #include "trlhpc/model/init.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/core/tensor_span.hpp"
-#include "trlhpc/parallel/communicator.hpp"
+#include "trlhpc/comm/communicator.hpp"
 
 namespace trlhpc {
 

@@ -25,7 +25,7 @@
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/core/tensor_span.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
-#include "trlhpc/parallel/communicator.hpp"
+#include "trlhpc/comm/communicator.hpp"
 
 namespace trlhpc {
 

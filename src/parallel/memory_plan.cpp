@@ -8,8 +8,8 @@
 #include "trlhpc/model/parameter_names.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
 #include "trlhpc/kernels/cpu.hpp"
-#include "trlhpc/parallel/ring_attention.hpp"
-#include "trlhpc/parallel/ulysses_attention.hpp"
+#include "trlhpc/parallel/sequence/ring_attention.hpp"
+#include "trlhpc/parallel/sequence/ulysses_attention.hpp"
 
 namespace trlhpc {
 namespace {

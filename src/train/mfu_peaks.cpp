@@ -6,7 +6,7 @@
 
 #include "trlhpc/ops/backend.hpp"
 #include "trlhpc/ops/nominal_peak.hpp"
-#include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/parallel/mesh/process_groups.hpp"
 #include "trlhpc/runtime/topology.hpp"
 
 namespace trlhpc {

@@ -10,7 +10,7 @@
 #include "trlhpc/model/peft_adapter.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
 #include "trlhpc/ops/ops.hpp"
-#include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/parallel/mesh/process_groups.hpp"
 #include "trlhpc/train/parallelize.hpp"
 
 namespace trlhpc {

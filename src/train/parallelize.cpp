@@ -2,8 +2,8 @@
 
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
-#include "trlhpc/parallel/process_groups.hpp"
-#include "trlhpc/parallel/sequence_attention_for.hpp"
+#include "trlhpc/parallel/mesh/process_groups.hpp"
+#include "trlhpc/parallel/sequence/sequence_attention_for.hpp"
 
 namespace trlhpc {
 namespace {

@@ -4,7 +4,7 @@
 #include <span>
 
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/parallel/communicator.hpp"
+#include "trlhpc/comm/communicator.hpp"
 
 namespace trlhpc {
 namespace {

@@ -9,8 +9,8 @@
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/data/chat_template/template_kwargs.hpp"
 #include "trlhpc/data/dataset/cache.hpp"
-#include "trlhpc/parallel/communicator.hpp"
-#include "trlhpc/parallel/root_action.hpp"
+#include "trlhpc/comm/communicator.hpp"
+#include "trlhpc/comm/root_action.hpp"
 #include "trlhpc/train/metrics_logger.hpp"
 
 namespace trlhpc {

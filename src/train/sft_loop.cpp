@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/parallel/mesh/process_groups.hpp"
 #include "trlhpc/train/checkpoint/manifest.hpp"
 #include "trlhpc/train/flops.hpp"
 #include "trlhpc/train/sft_validation.hpp"

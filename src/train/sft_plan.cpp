@@ -10,7 +10,7 @@
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/model/peft_adapter.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
-#include "trlhpc/parallel/data_parallel.hpp"
+#include "trlhpc/parallel/data_parallel/data_parallel.hpp"
 #include "trlhpc/train/checkpoint/checkpoint.hpp"
 #include "trlhpc/train/checkpoint/manifest.hpp"
 #include "trlhpc/train/sft_validation.hpp"

@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/parallel/mesh/process_groups.hpp"
 #include "trlhpc/train/flops.hpp"
 
 namespace trlhpc {
@@ -13,7 +13,7 @@ namespace trlhpc {
 Trainer::Trainer(const ModelConfig& config, Ops& ops, ProcessGroups& groups, const TrainerOptions& options)
     : ops_(ops), groups_(groups), options_(options), model_(parallelize(config, ops, groups, options.parallel)) {
   // CPU offload: the moments on the host, stepped by the CPU kernel on the host tensors the strategy's
-  // owned_params / owned_grads then give (src/parallel/host_offload.hpp).
+  // owned_params / owned_grads then give (src/parallel/data_parallel/host_offload.hpp).
   const OptimizerHome home =
       options.parallel.data_parallel.offload == Offload::None ? OptimizerHome::Device : OptimizerHome::Host;
   optimizer_ = std::make_unique<AdamW>(model_->store(), model_->sharded_state().owned_ranges(), options.adamw, ops, home);

@@ -11,9 +11,9 @@
 
 #include "cuda_test_util.hpp"
 #include "trlhpc/core/tensor_span.hpp"
-#include "trlhpc/parallel/device_communicator.hpp"
-#include "trlhpc/parallel/nccl_communicator.hpp"
-#include "trlhpc/parallel/staged_mpi_communicator.hpp"
+#include "trlhpc/comm/device_communicator.hpp"
+#include "trlhpc/comm/nccl_communicator.hpp"
+#include "trlhpc/comm/staged_mpi_communicator.hpp"
 #include "trlhpc/runtime/mpi_comm.hpp"
 
 namespace trlhpc::cuda_test {

@@ -1,4 +1,4 @@
-// CPU offload's device side on CUDA (src/parallel/host_offload.hpp, Ops::allocate_host and the queued
+// CPU offload's device side on CUDA (src/parallel/data_parallel/host_offload.hpp, Ops::allocate_host and the queued
 // host copies): pinned host tensors, copies queued on the backend's stream in order with its kernels,
 // and one offloaded AdamW step (gradient device -> host, the CPU kernel on the host master and moments,
 // master host -> device, then a kernel on the refreshed parameter) against the same step on the CPU

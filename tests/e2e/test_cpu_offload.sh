@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CPU offload end to end (src/parallel/host_offload.hpp) on the bundled tiny-chat job, 2 ranks. On the
+# CPU offload end to end (src/parallel/data_parallel/host_offload.hpp) on the bundled tiny-chat job, 2 ranks. On the
 # CPU backend offload runs the same code as on CUDA (pinned host buffers are host memory, the queued
 # copies are memcpy), so it must change no bit:
 #  1. DeepSpeed zero_stage 3 with offload_optimizer_device + offload_param_device cpu, saving every 3

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/parallel/mesh.hpp"
-#include "trlhpc/parallel/parallel_dims.hpp"
-#include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/parallel/mesh/mesh.hpp"
+#include "trlhpc/parallel/mesh/parallel_dims.hpp"
+#include "trlhpc/parallel/mesh/process_groups.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 
 int main(int argc, char** argv) {

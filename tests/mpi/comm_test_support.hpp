@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "trlhpc/core/dtype.hpp"
-#include "trlhpc/parallel/mpi_communicator.hpp"
+#include "trlhpc/comm/mpi_communicator.hpp"
 #include "trlhpc/runtime/mpi_comm.hpp"
 
 namespace trlhpc::testing {

@@ -4,7 +4,7 @@
 // though ParallelDims::resolved rejects it for now.
 #include <vector>
 
-#include "trlhpc/parallel/parallel_dims.hpp"
+#include "trlhpc/parallel/mesh/parallel_dims.hpp"
 
 namespace trlhpc::testing {
 

@@ -20,8 +20,8 @@
 #include "test_support.hpp"
 #include "trlhpc/data/batch.hpp"
 #include "trlhpc/model/sequence_attention.hpp"
-#include "trlhpc/parallel/mpi_communicator.hpp"
-#include "trlhpc/parallel/sequence_shard.hpp"
+#include "trlhpc/comm/mpi_communicator.hpp"
+#include "trlhpc/parallel/sequence/sequence_shard.hpp"
 #include "trlhpc/runtime/mpi_comm.hpp"
 
 namespace trlhpc::testing {

@@ -9,7 +9,7 @@
 #include "same_message.hpp"
 #include "trlhpc/cli/env_command.hpp"
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/parallel/parallel_dims.hpp"
+#include "trlhpc/parallel/mesh/parallel_dims.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 
 namespace trlhpc {

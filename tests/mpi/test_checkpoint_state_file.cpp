@@ -22,9 +22,9 @@
 #include "test_support.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/io/file_region_writer.hpp"
-#include "trlhpc/parallel/hdf5_preallocated_file.hpp"
-#include "trlhpc/parallel/parallel_hdf5.hpp"
-#include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/io/hdf5/hdf5_preallocated_file.hpp"
+#include "trlhpc/io/hdf5/parallel_hdf5.hpp"
+#include "trlhpc/parallel/mesh/process_groups.hpp"
 
 namespace trlhpc {
 namespace {

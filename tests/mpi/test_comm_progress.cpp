@@ -20,7 +20,7 @@
 
 #include "mpi/comm_test_support.hpp"
 #include "test_data_parallel_support.hpp"
-#include "trlhpc/parallel/progress_thread.hpp"
+#include "trlhpc/comm/progress_thread.hpp"
 #include "trlhpc/runtime/mpi_comm.hpp"
 
 namespace trlhpc {

@@ -1,4 +1,4 @@
-// CPU offload (src/parallel/host_offload.hpp; DeepSpeed offload_optimizer / offload_param, FSDP
+// CPU offload (src/parallel/data_parallel/host_offload.hpp; DeepSpeed offload_optimizer / offload_param, FSDP
 // fsdp_offload_params) on the CPU backend, where "device" memory is host memory and the staging copies
 // are memcpy through the same Ops calls the CUDA backend queues on its stream:
 //   - training with offload equals training without it bit for bit (loss, grad norm, eval loss, every

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/parallel/device_communicator.hpp"
-#include "trlhpc/parallel/gpu_sharing.hpp"
+#include "trlhpc/comm/device_communicator.hpp"
+#include "trlhpc/comm/gpu_sharing.hpp"
 
 namespace trlhpc {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "trlhpc/cli/env_command.hpp"
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/parallel/mesh.hpp"
+#include "trlhpc/parallel/mesh/mesh.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 
 namespace trlhpc {

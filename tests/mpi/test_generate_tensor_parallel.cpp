@@ -15,7 +15,7 @@
 #include "trlhpc/generate/generator.hpp"
 #include "trlhpc/model/hf_model_dir.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
-#include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/parallel/mesh/process_groups.hpp"
 #include "trlhpc/train/parallelize.hpp"
 
 namespace trlhpc {

@@ -7,7 +7,7 @@
 #include <chrono>
 #include <thread>
 
-#include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/parallel/mesh/process_groups.hpp"
 
 namespace trlhpc {
 namespace {

@@ -5,7 +5,7 @@
 #include "test_support.hpp"
 #include "trlhpc/model/hf_model_dir.hpp"
 #include "trlhpc/parallel/memory_plan.hpp"
-#include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/parallel/mesh/process_groups.hpp"
 #include "trlhpc/train/trainer.hpp"
 
 namespace trlhpc {

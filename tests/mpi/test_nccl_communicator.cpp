@@ -10,15 +10,15 @@
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/runtime/mpi_environment.hpp"
 #include "trlhpc/runtime/topology.hpp"
-#include "trlhpc/parallel/device_communicator.hpp"
+#include "trlhpc/comm/device_communicator.hpp"
 
 #ifdef TRLHPC_HAVE_CUDA
 #include <cuda_runtime.h>
 
 #include "trlhpc/core/cuda_check.hpp"
 #include "device_query.cuh"
-#include "trlhpc/parallel/nccl_communicator.hpp"
-#include "trlhpc/parallel/staged_mpi_communicator.hpp"
+#include "trlhpc/comm/nccl_communicator.hpp"
+#include "trlhpc/comm/staged_mpi_communicator.hpp"
 #endif
 
 namespace trlhpc {

@@ -13,8 +13,8 @@
 #include "test_data_parallel_support.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
-#include "trlhpc/parallel/ring_attention.hpp"
-#include "trlhpc/parallel/ulysses_attention.hpp"
+#include "trlhpc/parallel/sequence/ring_attention.hpp"
+#include "trlhpc/parallel/sequence/ulysses_attention.hpp"
 #include "trlhpc/train/parallelize.hpp"
 
 namespace trlhpc {

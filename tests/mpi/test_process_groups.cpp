@@ -8,7 +8,7 @@
 #include <set>
 
 #include "mpi/mesh_layouts.hpp"
-#include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/parallel/mesh/process_groups.hpp"
 
 namespace trlhpc {
 namespace {

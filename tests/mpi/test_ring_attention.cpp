@@ -9,7 +9,7 @@
 
 #include "sequence_attention_support.hpp"
 #include "trlhpc/ops/ops.hpp"
-#include "trlhpc/parallel/ring_attention.hpp"
+#include "trlhpc/parallel/sequence/ring_attention.hpp"
 
 namespace trlhpc {
 namespace {

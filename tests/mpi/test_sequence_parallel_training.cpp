@@ -21,8 +21,8 @@
 
 #include "test_support.hpp"
 #include "trlhpc/model/hf_model_dir.hpp"
-#include "trlhpc/parallel/process_groups.hpp"
-#include "trlhpc/parallel/sequence_shard.hpp"
+#include "trlhpc/parallel/mesh/process_groups.hpp"
+#include "trlhpc/parallel/sequence/sequence_shard.hpp"
 #include "trlhpc/train/trainer.hpp"
 
 namespace trlhpc {

@@ -15,7 +15,7 @@
 #include <random>
 
 #include "trlhpc/parallel/memory_plan.hpp"
-#include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/parallel/mesh/process_groups.hpp"
 #include "trlhpc/train/trainer.hpp"
 
 namespace trlhpc {

@@ -10,7 +10,7 @@
 #include "test_support.hpp"
 #include "trlhpc/data/tokenizer/tokenizer.hpp"
 #include "trlhpc/model/hf_model_dir.hpp"
-#include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/parallel/mesh/process_groups.hpp"
 #include "trlhpc/train/model_export.hpp"
 #include "trlhpc/train/trainer.hpp"
 

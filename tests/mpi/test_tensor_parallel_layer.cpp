@@ -24,7 +24,7 @@
 #include "trlhpc/model/decoder.hpp"
 #include "trlhpc/model/model_weights.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
-#include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/parallel/mesh/process_groups.hpp"
 #include "trlhpc/train/parallelize.hpp"
 
 namespace trlhpc {

@@ -35,7 +35,7 @@
 #include "test_data_parallel_support.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/model/tensor_parallel.hpp"
-#include "trlhpc/parallel/sequence_shard.hpp"
+#include "trlhpc/parallel/sequence/sequence_shard.hpp"
 
 namespace trlhpc {
 namespace {

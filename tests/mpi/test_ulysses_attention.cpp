@@ -9,8 +9,8 @@
 
 #include "sequence_attention_support.hpp"
 #include "trlhpc/ops/ops.hpp"
-#include "trlhpc/parallel/ring_attention.hpp"
-#include "trlhpc/parallel/ulysses_attention.hpp"
+#include "trlhpc/parallel/sequence/ring_attention.hpp"
+#include "trlhpc/parallel/sequence/ulysses_attention.hpp"
 #include "trlhpc/runtime/mpi_comm.hpp"
 
 namespace trlhpc {

@@ -13,10 +13,10 @@
 #include <thread>
 #include <vector>
 
-#include "trlhpc/parallel/mesh.hpp"
-#include "trlhpc/parallel/mpi_communicator.hpp"
-#include "trlhpc/parallel/parallel_dims.hpp"
-#include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/parallel/mesh/mesh.hpp"
+#include "trlhpc/comm/mpi_communicator.hpp"
+#include "trlhpc/parallel/mesh/parallel_dims.hpp"
+#include "trlhpc/parallel/mesh/process_groups.hpp"
 #include "trlhpc/runtime/mpi_comm.hpp"
 
 namespace trlhpc {

@@ -8,7 +8,7 @@
 
 #include "trlhpc/cli/sft_options.hpp"
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/parallel/collective_watchdog.hpp"
+#include "trlhpc/comm/collective_watchdog.hpp"
 
 namespace trlhpc {
 namespace {

@@ -1,4 +1,4 @@
-// DeadlineTimer (parallel/deadline_timer.hpp): the deadline belongs to one armed call. Calls that each
+// DeadlineTimer (comm/deadline_timer.hpp): the deadline belongs to one armed call. Calls that each
 // finish in time never trigger it, however long they take together; a disabled timer starts no thread.
 // (Its expiry, a report and MPI_Abort with exit 2, was exercised by hand with the parallel HDF5 checkpoint
 // writer of the time (checkpoints were then written through MPI-IO; mpi.test_parallel_hdf5_failure)
@@ -9,7 +9,7 @@
 #include <chrono>
 #include <thread>
 
-#include "trlhpc/parallel/deadline_timer.hpp"
+#include "trlhpc/comm/deadline_timer.hpp"
 
 namespace trlhpc {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "mpi/mesh_layouts.hpp"
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/parallel/mesh.hpp"
+#include "trlhpc/parallel/mesh/mesh.hpp"
 
 namespace trlhpc {
 namespace {

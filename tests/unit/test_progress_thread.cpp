@@ -14,7 +14,7 @@
 
 #include "trlhpc/cli/sft_options.hpp"
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/parallel/progress_thread.hpp"
+#include "trlhpc/comm/progress_thread.hpp"
 
 namespace trlhpc {
 namespace {

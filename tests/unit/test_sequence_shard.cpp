@@ -8,7 +8,7 @@
 
 #include "trlhpc/core/error.hpp"
 #include "test_support.hpp"
-#include "trlhpc/parallel/sequence_shard.hpp"
+#include "trlhpc/parallel/sequence/sequence_shard.hpp"
 
 namespace trlhpc {
 namespace {

@@ -18,7 +18,7 @@
 //   deepspeed_config.seq_parallel_communication_data_type  bf16 | fp32 (also bfloat16, torch.bfloat16, ...)
 //                     -> --seq_parallel_communication_data_type: under --bf16, bf16 sends Ulysses'
 //                     attention gradients in bf16 (its activations travel in bf16 either way)
-//   CPU offload (src/parallel/host_offload.hpp), active under its distributed_type only:
+//   CPU offload (src/parallel/data_parallel/host_offload.hpp), active under its distributed_type only:
 //     deepspeed_config.offload_optimizer_device none | cpu  -> offload optimizer (fp32 master + AdamW
 //                     moments in pinned host memory, AdamW on the host); zero_stage 1, 2 or 3
 //     deepspeed_config.offload_param_device none | cpu      -> offload parameters too (the fp32 parameter

@@ -31,8 +31,8 @@
 
 #include "trlhpc/core/dtype.hpp"
 #include "trlhpc/model/model_config.hpp"
-#include "trlhpc/parallel/data_parallel.hpp"
-#include "trlhpc/parallel/parallel_dims.hpp"
+#include "trlhpc/parallel/data_parallel/data_parallel.hpp"
+#include "trlhpc/parallel/mesh/parallel_dims.hpp"
 
 namespace trlhpc {
 

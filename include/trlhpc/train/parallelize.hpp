@@ -33,9 +33,9 @@
 #include "trlhpc/model/parameter_store.hpp"
 #include "trlhpc/model/sequence_attention.hpp"
 #include "trlhpc/model/tp_layout.hpp"
-#include "trlhpc/parallel/data_parallel.hpp"
-#include "trlhpc/parallel/frozen_base.hpp"
-#include "trlhpc/parallel/sequence_shard.hpp"
+#include "trlhpc/parallel/data_parallel/data_parallel.hpp"
+#include "trlhpc/parallel/data_parallel/frozen_base.hpp"
+#include "trlhpc/parallel/sequence/sequence_shard.hpp"
 
 namespace trlhpc {
 

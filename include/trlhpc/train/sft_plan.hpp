@@ -9,7 +9,7 @@
 
 #include "trlhpc/model/model_config.hpp"
 #include "trlhpc/optim/lr_scheduler.hpp"
-#include "trlhpc/parallel/parallel_dims.hpp"
+#include "trlhpc/parallel/mesh/parallel_dims.hpp"
 #include "trlhpc/train/sft_config.hpp"
 #include "trlhpc/train/trainer.hpp"
 

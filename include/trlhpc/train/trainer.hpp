@@ -14,7 +14,7 @@
 
 #include "trlhpc/data/batch.hpp"
 #include "trlhpc/optim/adamw.hpp"
-#include "trlhpc/parallel/data_parallel.hpp"
+#include "trlhpc/parallel/data_parallel/data_parallel.hpp"
 #include "trlhpc/train/parallelize.hpp"
 
 namespace trlhpc {

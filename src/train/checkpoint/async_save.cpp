@@ -6,7 +6,7 @@
 #include <mutex>
 
 #include "trlhpc/core/error.hpp"
-#include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/parallel/mesh/process_groups.hpp"
 #include "trlhpc/runtime/thread_support.hpp"
 
 namespace trlhpc::checkpoint {

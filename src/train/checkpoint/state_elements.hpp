@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "trlhpc/model/parameter_store.hpp"
-#include "trlhpc/parallel/parallel_hdf5.hpp"
+#include "trlhpc/io/hdf5/parallel_hdf5.hpp"
 #include "trlhpc/train/checkpoint/layout.hpp"
 
 namespace trlhpc::checkpoint {

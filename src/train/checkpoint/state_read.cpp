@@ -6,7 +6,7 @@
 #include "state_elements.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/ops/ops.hpp"
-#include "trlhpc/parallel/process_groups.hpp"
+#include "trlhpc/parallel/mesh/process_groups.hpp"
 #include "trlhpc/train/checkpoint/state.hpp"
 
 namespace trlhpc::checkpoint {

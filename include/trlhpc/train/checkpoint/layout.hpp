@@ -21,7 +21,7 @@
 
 #include "trlhpc/model/parameter_names.hpp"
 #include "trlhpc/model/tp_layout.hpp"
-#include "trlhpc/parallel/parallel_hdf5.hpp"
+#include "trlhpc/io/hdf5/parallel_hdf5.hpp"
 
 namespace trlhpc::checkpoint {
 

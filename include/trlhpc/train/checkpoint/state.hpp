@@ -25,8 +25,8 @@
 
 #include "trlhpc/optim/adamw.hpp"
 #include "trlhpc/io/file_region_writer.hpp"
-#include "trlhpc/parallel/hdf5_preallocated_file.hpp"
-#include "trlhpc/parallel/parallel_hdf5.hpp"
+#include "trlhpc/io/hdf5/hdf5_preallocated_file.hpp"
+#include "trlhpc/io/hdf5/parallel_hdf5.hpp"
 #include "trlhpc/train/checkpoint/state_index.hpp"
 #include "trlhpc/train/parallelize.hpp"
 
