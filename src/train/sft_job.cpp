@@ -129,6 +129,7 @@ nlohmann::json run_identity(const SftConfig& c, const SftPlan& plan, const datas
   nlohmann::json identity = plan.identity;
   const dataset::SftDataStats& st = train.stats();
   identity["seed"] = c.seed;
+  if (c.data_seed) identity["data_seed"] = *c.data_seed;  // only when set: default manifests stay as they were
   identity["dataset"] = {{"rows", train.num_rows()}, {"examples", st.examples}, {"tokens", st.tokens},
                          {"target_tokens", st.target_tokens}, {"content", dataset::dataset_fingerprint(train)}};
   identity["global_batch_size"] = loop.global_batch_size();
@@ -139,7 +140,7 @@ nlohmann::json run_identity(const SftConfig& c, const SftPlan& plan, const datas
 // The options a checkpoint records about the run (not checked on resume).
 nlohmann::json run_record(const SftConfig& c, const SftPlan& plan, int64_t total_steps) {
   const ParallelDims& d = plan.dims;
-  return {{"mesh", {{"dp_replicate", d.dp_replicate}, {"dp_shard", d.dp_shard}, {"cp", d.cp}, {"sp", d.sp}, {"tp", d.tp},
+  nlohmann::json record = {{"mesh", {{"dp_replicate", d.dp_replicate}, {"dp_shard", d.dp_shard}, {"cp", d.cp}, {"sp", d.sp}, {"tp", d.tp},
                     {"tp_sequence_parallel", d.tp_sequence_parallel}}},
           {"sharding", sharding_name(plan.trainer.parallel.data_parallel.sharding)},
           {"seed", c.seed}, {"learning_rate", c.learning_rate}, {"lr_scheduler_type", c.lr_scheduler_type},
@@ -152,6 +153,8 @@ nlohmann::json run_record(const SftConfig& c, const SftPlan& plan, int64_t total
           {"precision", c.bf16 ? "bf16" : "fp32"},
           // A LoRA checkpoint holds the adapters only: where their frozen base is (trlhpc export --merge).
           {"base_model", plan.base_model_name}};
+  if (c.data_seed) record["data_seed"] = *c.data_seed;
+  return record;
 }
 
 // --save_steps and --resume_from_checkpoint: the loop saves with this run's identity; a resumed run
@@ -160,7 +163,7 @@ void set_up_checkpoints(const SftConfig& c, const SftPlan& plan, const dataset::
                         SftLoop& loop, MetricsLogger& logger, checkpoint::AsyncCheckpointSaver* async) {
   const nlohmann::json identity = run_identity(c, plan, train, loop);
   loop.set_checkpoints({c.output_dir, {}, identity, run_record(c, plan, loop.total_steps()), plan.tokenizer_dir,
-                        c.save_total_limit, /*keep_step=*/-1, /*best_model=*/nullptr},
+                        c.save_total_limit, /*keep_step=*/-1, /*best_model=*/nullptr, c.save_only_model},
                        c.save_steps, async);
   if (plan.resume_dir.empty()) {
     load_initial_weights(c, plan, trainer.model());
