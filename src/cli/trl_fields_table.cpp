@@ -214,10 +214,10 @@ const std::vector<TrlField> kTable = {
     {"ddp_timeout", H::honored, "*", "seconds a collective may wait (0: no limit)", nullptr},
     {"fsdp", H::mapped, "*", "full_shard|shard_grad_op|no_shard|hybrid_shard|hybrid_shard_zero2 (one), offload, "
      "auto_wrap (a string or list; true: all from --fsdp_config) onto --sharding zero3|zero2|none and CPU offload, "
-     "as --accelerate_config's FSDP (cli/fsdp_config.hpp)", nullptr, nullptr, nullptr, apply_fsdp, false, "null||[]|false"},
+     "as --accelerate_config's FSDP (cli/fsdp_config.hpp)", nullptr, nullptr, nullptr, apply_fsdp, false, "*"},
     {"fsdp_config", H::mapped, "*", "a JSON file or object (keys with or without fsdp_): version, reshard_after_forward, "
      "cpu_offload/offload_params, activation_checkpointing; no-op keys only with their no-op values (cli/fsdp_config.hpp)",
-     nullptr, nullptr, nullptr, apply_fsdp_config, false, "null|{}"},
+     nullptr, nullptr, nullptr, apply_fsdp_config, false, "*"},
     {"deepspeed", H::mapped, "*", "a DeepSpeed JSON (file or object): ZeRO stage, offload, bf16, batch and clipping onto "
      "trlhpc's strategies (cli/deepspeed_config.hpp)", nullptr, nullptr, nullptr, apply_deepspeed, false, "null"},
     {"debug", H::refused, "|[]|null", "", "underflow_overflow and tpu_metrics_debug are not built"},

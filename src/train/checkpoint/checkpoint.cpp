@@ -271,10 +271,10 @@ void require_embedded_manifest(const std::string& dir, const nlohmann::json& man
 void require_resumable(const std::string& dir, const nlohmann::json& manifest) {
   if (!(manifest.contains("save_only_model") && manifest["save_only_model"] == true)) return;
   throw UserError("--resume_from_checkpoint " + dir + ": saved with --save_only_model true, it holds the model only "
-                  "(no optimizer state, step count or data position), so training cannot go on from it as it "
+                  "(no AdamW moments, optimizer step count or data position), so training cannot go on from it as it "
                   "would have (transformers would restart the optimizer silently). Resume from a checkpoint saved "
                   "without --save_only_model, or start a new run from its weights (trlhpc export " + dir +
-                  " OUT_DIR, then --model_name_or_path OUT_DIR)");
+                  " --output_dir OUT, then --model_name_or_path OUT)");
 }
 
 nlohmann::json open_manifest(const std::string& dir, const nlohmann::json& identity) {
