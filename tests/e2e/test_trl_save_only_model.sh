@@ -3,8 +3,8 @@
 # job, 2 ranks, ZeRO-3 (every rank writes its shard): with --save_only_model a checkpoint's state.h5 holds the
 # params datasets only (no exp_avg / exp_avg_sq, the AdamW moments; its manifest says save_only_model and has
 # no optimizer step or sampler position), it is smaller (about a third), the training and the final
-# model.safetensors are the default run's byte for byte, `trlhpc export` of it gives the default checkpoint's
-# model byte for byte, and resuming from it (by folder or latest) stops both ranks, exit 1, with a message
+# model.safetensors are the default run's byte for byte, --async_save writes the same, `trlhpc export` of
+# it gives the default checkpoint's model byte for byte, and resuming from it (by folder or latest) stops both ranks, exit 1, with a message
 # naming the option and what to do, before training. The default checkpoint still holds the moments.
 source "$(dirname "$0")/lib.sh"
 set -u
@@ -43,6 +43,16 @@ check "smaller: $size_only bytes against $size_full (under 40 %)" $([ $((size_on
 check "the same curve" $(cmp -s <(grep -o '"loss":[^,]*' "$WORK/full/metrics.jsonl") \
   <(grep -o '"loss":[^,]*' "$WORK/model_only/metrics.jsonl"); echo $?)
 check "the same final model.safetensors" $(cmp -s "$WORK/full/model.safetensors" "$WORK/model_only/model.safetensors"; echo $?)
+
+# The background saver (--async_save) writes the same model-only checkpoint.
+run "$WORK/model_only_async" --save_only_model --async_save true
+check "an --async_save --save_only_model run trains (exit $?)" $?
+python3 - "$only/manifest.json" "$WORK/model_only_async/checkpoint-3/manifest.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+assert b.get("save_only_model") is True and a["datasets"] == b["datasets"] and a["tensors"] == b["tensors"]
+PY
+check "... with the same params datasets and checksums" $?
 
 # Used as a model: export gives the default checkpoint's model.
 for kind in full model_only; do
