@@ -122,8 +122,9 @@ std::string trainable_summary(const SftPlan& plan) {
 }
 
 // What a checkpoint of this run must match to be resumed: the plan's model and tokenizer, the seed (the
-// data order and the packing shuffle) and data_seed when set (the data order instead), the training rows by content and order (counts alone let the
-// same rows in another order resume silently), the global batch (the sampler's rows of a step depend on it).
+// data order and the packing shuffle) and data_seed when set (then the data order), the training rows by
+// content and order (counts alone let the same rows in another order resume silently), the global batch
+// (the sampler's rows of a step depend on it).
 nlohmann::json run_identity(const SftConfig& c, const SftPlan& plan, const dataset::SftDataset& train,
                             const SftLoop& loop) {
   nlohmann::json identity = plan.identity;
