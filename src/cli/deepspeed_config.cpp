@@ -1,33 +1,16 @@
 #include "trlhpc/cli/deepspeed_config.hpp"
 
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "trlhpc/cli/accelerate_config.hpp"
+#include "trlhpc/cli/json_argument.hpp"
 #include "trlhpc/core/error.hpp"
 
 namespace trlhpc {
 namespace {
 
 using nlohmann::json;
-
-json read_json(const std::string& source, std::string& origin) {
-  const bool inline_object = !source.empty() && source.front() == '{';
-  origin = inline_object ? "--deepspeed (inline JSON)" : "--deepspeed " + source;
-  std::string text = source;
-  if (!inline_object) {
-    if (!std::filesystem::exists(source)) throw UserError(origin + ": file not found");
-    std::ifstream in(source);
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    text = buffer.str();
-  }
-  json config = json::parse(text, nullptr, /*allow_exceptions=*/false, /*ignore_comments=*/true);
-  if (config.is_discarded() || !config.is_object()) throw UserError(origin + ": not a JSON object (a DeepSpeed config)");
-  return config;
-}
 
 // An offload block's device: "cpu" or "none" (nvme is refused by the accelerate reader).
 std::string offload_device(const json& zero, const char* key, const std::string& origin) {
@@ -70,7 +53,7 @@ void fill(const json& config, const char* key, const char* flag, T& target, cons
 void apply_deepspeed_config(const std::set<std::string>& explicit_flags, int world_size, SftConfig& c,
                             std::vector<std::string>& notes) {
   std::string origin;
-  const json ds = read_json(c.deepspeed, origin);
+  const json ds = read_json_argument("deepspeed", c.deepspeed, "a DeepSpeed config", origin);
   if (!c.accelerate_config.empty())
     throw UserError(origin + " and --accelerate_config " + c.accelerate_config +
                     " both choose the distributed strategy: give one of them");

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -14,6 +15,7 @@
 
 #include "trlhpc/cli/accelerate_config.hpp"
 #include "trlhpc/cli/deepspeed_config.hpp"
+#include "trlhpc/cli/fsdp_config.hpp"
 #include "trlhpc/cli/trl_fields.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/data/dataset/dataset_mixture.hpp"
@@ -367,12 +369,18 @@ bool parse_sft_options(const std::vector<std::string>& args, SftConfig& config, 
     if (vm.count(name)) apply_trl_field(*find_trl_field(name), vm[name].as<std::string>(), explicit_flags, config, notes);
   if (!config.deepspeed.empty()) apply_deepspeed_config(explicit_flags, context.world_size, config, notes);
   report_notes(notes, context);
+  std::optional<AccelerateConfig> accelerate;
   if (!config.accelerate_config.empty()) {
-    const AccelerateConfig accelerate = read_accelerate_config(config.accelerate_config, context.world_size);
+    accelerate = read_accelerate_config(config.accelerate_config, context.world_size);
     if (context.is_main)
-      for (const std::string& warning : accelerate.warnings) std::fprintf(stderr, "trlhpc: warning: %s\n", warning.c_str());
-    apply_accelerate_config(accelerate, explicit_flags, config);
+      for (const std::string& warning : accelerate->warnings) std::fprintf(stderr, "trlhpc: warning: %s\n", warning.c_str());
+    apply_accelerate_config(*accelerate, explicit_flags, config);
   }
+  // After the accelerate file: its mesh sizes stay, and its strategy must agree with --fsdp's.
+  std::vector<std::string> fsdp_notes;
+  if (!config.fsdp.empty() || !config.fsdp_config.empty())
+    apply_fsdp_arguments(explicit_flags, context.world_size, accelerate ? &*accelerate : nullptr, config, fsdp_notes);
+  report_notes(fsdp_notes, context);
   return true;
 }
 

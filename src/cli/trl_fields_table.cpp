@@ -3,9 +3,12 @@
 // Sources of the meanings: TRL 1.16 trl/trainer/sft_config.py, trl/trainer/model_config.py,
 // trl/scripts/utils.py; transformers 5.25 training_args.py (read, not copied).
 #include <set>
+#include <stdexcept>
 #include <string>
 
+#include "trlhpc/cli/fsdp_config.hpp"
 #include "trlhpc/cli/trl_fields.hpp"
+#include "trlhpc/core/error.hpp"
 
 namespace trlhpc {
 namespace {
@@ -45,6 +48,28 @@ void apply_eval_on_start(const std::string& value, const Flags&, SftConfig& c) {
 void apply_deepspeed(const std::string& value, const Flags&, SftConfig& c) {
   c.deepspeed = trl_value_accepted("null", value) ? "" : value;
 }
+void apply_fsdp(const std::string& value, const Flags&, SftConfig& c) {
+  check_fsdp_words(value);
+  c.fsdp = trl_value_accepted("null", value) ? "" : value;
+}
+void apply_fsdp_config(const std::string& value, const Flags&, SftConfig& c) {
+  c.fsdp_config = trl_value_accepted("null", value) ? "" : value;
+}
+// data_seed: an integer >= 0 seeds the sampler only (transformers' data_seed); null: the sampler follows --seed.
+void apply_data_seed(const std::string& value, const Flags&, SftConfig& c) {
+  if (trl_value_accepted("null", value)) return c.data_seed.reset();
+  size_t used = 0;
+  unsigned long long seed = 0;
+  try {
+    seed = std::stoull(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != value.size() || value.front() == '-')
+    throw UserError("--data_seed '" + value + "': must be an integer >= 0 (the sampler's seed), or null to follow --seed");
+  c.data_seed = seed;
+}
+void apply_save_only_model(const std::string& value, const Flags&, SftConfig& c) { c.save_only_model = is_true(value); }
 void apply_load_best_model_at_end(const std::string& value, const Flags&, SftConfig& c) {
   c.load_best_model_at_end = is_true(value);
 }
@@ -137,7 +162,8 @@ const std::vector<TrlField> kTable = {
     {"eval_accumulation_steps", H::no_op, "*", "no predictions are accumulated", nullptr},
     {"include_for_metrics", H::refused, "[]|null", "", "there is no compute_metrics: leave it empty"},
     {"batch_eval_metrics", H::refused, "false", "", "there is no compute_metrics: leave it false"},
-    {"save_only_model", H::refused, "false", "", "checkpoints always hold the optimizer and data position for an exact resume; the final model.safetensors is the model alone"},
+    {"save_only_model", H::honored, "*", "true: checkpoints hold the parameters only (no AdamW moments, step count or data position; about a third of the size), for trlhpc export / generate / load_best_model_at_end; resuming from one is refused (transformers would restart the optimizer silently)",
+     nullptr, nullptr, nullptr, apply_save_only_model},
     {"save_strategy", H::honored, "steps|epoch|no|best", "steps: every --save_steps; epoch: after each epoch and the last "
      "step; best: after each evaluation that improves --metric_for_best_model; no: no checkpoints",
      "use steps, epoch, best or no", nullptr, nullptr, apply_save_strategy},
@@ -163,7 +189,8 @@ const std::vector<TrlField> kTable = {
     {"full_determinism", H::mapped, "*", "trlhpc's reductions have a fixed order whatever this says", nullptr,
      nullptr, nullptr, nullptr, false, "false"},
     {"seed", H::honored, "*", "init and data-order seed", nullptr},
-    {"data_seed", H::refused, "null", "", "the data order follows --seed: set --seed"},
+    {"data_seed", H::honored, "*", "seeds the sampler's shuffle only (null: --seed); model init, LoRA dropout and the packing shuffle follow --seed, as in transformers",
+     nullptr, nullptr, nullptr, apply_data_seed},
     {"use_cpu", H::mapped, "*", "true: --device cpu", nullptr, nullptr, nullptr, apply_use_cpu, false, "false"},
     {"accelerator_config", H::refused, "null|{}", "", "put accelerate settings in --accelerate_config FILE"},
     {"parallelism_config", H::refused, "null", "", "use --dp_replicate_size/--dp_shard_size/--tp_size/--cp_size/--sp_size or --accelerate_config"},
@@ -185,8 +212,12 @@ const std::vector<TrlField> kTable = {
     {"ddp_static_graph", H::no_op, "*", "no autograd graph", nullptr},
     {"ddp_backend", H::no_op, "*", "communication is MPI (device collectives chosen with --device)", nullptr},
     {"ddp_timeout", H::honored, "*", "seconds a collective may wait (0: no limit)", nullptr},
-    {"fsdp", H::refused, "null||[]", "", kUseAccelerate},
-    {"fsdp_config", H::refused, "null|{}", "", kUseAccelerate},
+    {"fsdp", H::mapped, "*", "full_shard|shard_grad_op|no_shard|hybrid_shard|hybrid_shard_zero2 (one), offload, "
+     "auto_wrap (a string or list; true: all from --fsdp_config) onto --sharding zero3|zero2|none and CPU offload, "
+     "as --accelerate_config's FSDP (cli/fsdp_config.hpp)", nullptr, nullptr, nullptr, apply_fsdp, false, "*"},
+    {"fsdp_config", H::mapped, "*", "a JSON file or object (keys with or without fsdp_): version, reshard_after_forward, "
+     "cpu_offload/offload_params, activation_checkpointing; no-op keys only with their no-op values (cli/fsdp_config.hpp)",
+     nullptr, nullptr, nullptr, apply_fsdp_config, false, "*"},
     {"deepspeed", H::mapped, "*", "a DeepSpeed JSON (file or object): ZeRO stage, offload, bf16, batch and clipping onto "
      "trlhpc's strategies (cli/deepspeed_config.hpp)", nullptr, nullptr, nullptr, apply_deepspeed, false, "null"},
     {"debug", H::refused, "|[]|null", "", "underflow_overflow and tpu_metrics_debug are not built"},

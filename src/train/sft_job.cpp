@@ -122,13 +122,15 @@ std::string trainable_summary(const SftPlan& plan) {
 }
 
 // What a checkpoint of this run must match to be resumed: the plan's model and tokenizer, the seed (the
-// data order and the packing shuffle), the training rows by content and order (counts alone let the
-// same rows in another order resume silently), the global batch (the sampler's rows of a step depend on it).
+// data order and the packing shuffle) and data_seed when set (then the data order), the training rows by
+// content and order (counts alone let the same rows in another order resume silently), the global batch
+// (the sampler's rows of a step depend on it).
 nlohmann::json run_identity(const SftConfig& c, const SftPlan& plan, const dataset::SftDataset& train,
                             const SftLoop& loop) {
   nlohmann::json identity = plan.identity;
   const dataset::SftDataStats& st = train.stats();
   identity["seed"] = c.seed;
+  if (c.data_seed) identity["data_seed"] = *c.data_seed;  // only when set: default manifests stay as they were
   identity["dataset"] = {{"rows", train.num_rows()}, {"examples", st.examples}, {"tokens", st.tokens},
                          {"target_tokens", st.target_tokens}, {"content", dataset::dataset_fingerprint(train)}};
   identity["global_batch_size"] = loop.global_batch_size();
@@ -139,19 +141,22 @@ nlohmann::json run_identity(const SftConfig& c, const SftPlan& plan, const datas
 // The options a checkpoint records about the run (not checked on resume).
 nlohmann::json run_record(const SftConfig& c, const SftPlan& plan, int64_t total_steps) {
   const ParallelDims& d = plan.dims;
-  return {{"mesh", {{"dp_replicate", d.dp_replicate}, {"dp_shard", d.dp_shard}, {"cp", d.cp}, {"sp", d.sp}, {"tp", d.tp},
-                    {"tp_sequence_parallel", d.tp_sequence_parallel}}},
-          {"sharding", sharding_name(plan.trainer.parallel.data_parallel.sharding)},
-          {"seed", c.seed}, {"learning_rate", c.learning_rate}, {"lr_scheduler_type", c.lr_scheduler_type},
-          {"warmup_steps", c.warmup_steps}, {"warmup_ratio", c.warmup_ratio}, {"total_steps", total_steps},
-          {"max_length", c.max_length}, {"packing", c.packing}, {"dataset_name", c.dataset_name},
-          {"per_device_train_batch_size", c.per_device_train_batch_size},
-          {"gradient_accumulation_steps", c.gradient_accumulation_steps},
-          {"dataloader_drop_last", c.dataloader_drop_last},
-          // The tensors are fp32 masters and moments either way: a resume may switch precision.
-          {"precision", c.bf16 ? "bf16" : "fp32"},
-          // A LoRA checkpoint holds the adapters only: where their frozen base is (trlhpc export --merge).
-          {"base_model", plan.base_model_name}};
+  nlohmann::json record = {
+      {"mesh", {{"dp_replicate", d.dp_replicate}, {"dp_shard", d.dp_shard}, {"cp", d.cp}, {"sp", d.sp}, {"tp", d.tp},
+                {"tp_sequence_parallel", d.tp_sequence_parallel}}},
+      {"sharding", sharding_name(plan.trainer.parallel.data_parallel.sharding)},
+      {"seed", c.seed}, {"learning_rate", c.learning_rate}, {"lr_scheduler_type", c.lr_scheduler_type},
+      {"warmup_steps", c.warmup_steps}, {"warmup_ratio", c.warmup_ratio}, {"total_steps", total_steps},
+      {"max_length", c.max_length}, {"packing", c.packing}, {"dataset_name", c.dataset_name},
+      {"per_device_train_batch_size", c.per_device_train_batch_size},
+      {"gradient_accumulation_steps", c.gradient_accumulation_steps},
+      {"dataloader_drop_last", c.dataloader_drop_last},
+      // The tensors are fp32 masters and moments either way: a resume may switch precision.
+      {"precision", c.bf16 ? "bf16" : "fp32"},
+      // A LoRA checkpoint holds the adapters only: where their frozen base is (trlhpc export --merge).
+      {"base_model", plan.base_model_name}};
+  if (c.data_seed) record["data_seed"] = *c.data_seed;
+  return record;
 }
 
 // --save_steps and --resume_from_checkpoint: the loop saves with this run's identity; a resumed run
@@ -160,7 +165,7 @@ void set_up_checkpoints(const SftConfig& c, const SftPlan& plan, const dataset::
                         SftLoop& loop, MetricsLogger& logger, checkpoint::AsyncCheckpointSaver* async) {
   const nlohmann::json identity = run_identity(c, plan, train, loop);
   loop.set_checkpoints({c.output_dir, {}, identity, run_record(c, plan, loop.total_steps()), plan.tokenizer_dir,
-                        c.save_total_limit, /*keep_step=*/-1, /*best_model=*/nullptr},
+                        c.save_total_limit, /*keep_step=*/-1, /*best_model=*/nullptr, c.save_only_model},
                        c.save_steps, async);
   if (plan.resume_dir.empty()) {
     load_initial_weights(c, plan, trainer.model());

@@ -16,7 +16,7 @@ namespace trlhpc {
 namespace {
 
 batching::SamplerConfig sampler_config(const SftConfig& c, const dataset::SftDataset& train, int64_t dp) {
-  return {train.num_rows(), c.per_device_train_batch_size, dp, c.gradient_accumulation_steps, c.seed,
+  return {train.num_rows(), c.per_device_train_batch_size, dp, c.gradient_accumulation_steps, c.data_seed.value_or(c.seed),
           c.shuffle_dataset, c.dataloader_drop_last};
 }
 

@@ -183,7 +183,10 @@ SftPlan plan_sft_job(const SftConfig& c, int world_size) {
   plan.identity["tokenizer_fingerprint"] = checkpoint::tokenizer_fingerprint(plan.tokenizer_dir);
   if (!c.resume_from_checkpoint.empty()) {
     plan.resume_dir = checkpoint::resolve_checkpoint(c.resume_from_checkpoint, c.output_dir);
-    if (!plan.resume_dir.empty()) plan.resume_manifest = checkpoint::open_manifest(plan.resume_dir, plan.identity);
+    if (!plan.resume_dir.empty()) {
+      plan.resume_manifest = checkpoint::open_manifest(plan.resume_dir, plan.identity);
+      checkpoint::require_resumable(plan.resume_dir, plan.resume_manifest);  // before any collective
+    }
   }
   return plan;
 }

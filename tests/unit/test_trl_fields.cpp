@@ -133,8 +133,8 @@ TEST(TrlFields, RefusedValuesNameTheFieldTheValueAndWhatToUse) {
   const std::string yaml = yaml_file("max_steps: 4\nfp16: true\n");
   e = error_of({"--config", yaml});
   EXPECT_NE(e.find(yaml + ":2: --fp16 'true'"), std::string::npos) << e;
-  e = error_of({"--config", yaml_file("fsdp_config: {fsdp_version: 2}\n")});
-  EXPECT_NE(e.find(":1: --fsdp_config"), std::string::npos) << e;
+  e = error_of({"--config", yaml_file("fsdp: [full_shard, sometimes]\n")});
+  EXPECT_NE(e.find(":1: --fsdp '[\"full_shard\",\"sometimes\"]': unknown FSDP option 'sometimes'"), std::string::npos) << e;
   // Misspelt names are still errors.
   EXPECT_NE(error_of({"--fp61"}).find("unrecognised"), std::string::npos);
   EXPECT_NE(error_of({"--config", yaml_file("fp61: true\n")}).find("unknown option 'fp61'"), std::string::npos);
@@ -181,6 +181,16 @@ TEST(TrlFields, MappedFieldsDoWhatTheySayAndSaySoOnce) {
             "{\"min_lr_rate\":0.1}");
   EXPECT_EQ(parsed({"--label_smoothing_factor", "0.1"}).label_smoothing_factor, 0.1);
   EXPECT_EQ(parsed({"--loss_type", "dft"}).loss_type, "dft");
+  EXPECT_EQ(parsed({"--data_seed", "7"}).data_seed, std::optional<uint64_t>(7));
+  EXPECT_FALSE(parsed({"--data_seed", "None"}).data_seed.has_value());
+  EXPECT_FALSE(parsed({}).data_seed.has_value());
+  EXPECT_EQ(parsed({"--config", yaml_file("data_seed: 11\n")}).data_seed, std::optional<uint64_t>(11));
+  EXPECT_NE(error_of({"--data_seed", "-3"}).find("--data_seed '-3': must be an integer >= 0"), std::string::npos);
+  EXPECT_NE(error_of({"--data_seed", "4.5"}).find("must be an integer >= 0"), std::string::npos);
+  EXPECT_TRUE(parsed({"--save_only_model"}).save_only_model);
+  EXPECT_FALSE(parsed({"--save_only_model", "False"}).save_only_model);
+  EXPECT_FALSE(parsed({}).save_only_model);
+  EXPECT_EQ(parsed({"--fsdp", "full_shard auto_wrap"}).sharding, "zero3");  // cli/fsdp_config.hpp, test_fsdp_config
   EXPECT_TRUE(parsed({"--eval_on_start"}).eval_on_start);
   EXPECT_FALSE(parsed({"--eval_on_start", "false"}).eval_on_start);
   EXPECT_TRUE(parsed({"--logging_first_step"}).logging_first_step);

@@ -2,6 +2,7 @@
 // SftConfig: every option of `trlhpc sft` (CONTRACT.md), named and defaulted as TRL's SFTConfig /
 // TrainingArguments. Filled by cli/sft_options from flags and --config YAML; consumed as a value.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,9 @@ struct SftConfig {
   double label_smoothing_factor = 0.0;
   std::string loss_type = "nll";
   uint64_t seed = 42;
+  // TrainingArguments' data_seed: the sampler's shuffle only (model init, LoRA dropout and TRL's packing
+  // shuffle follow --seed, as in transformers); unset: the sampler follows --seed.
+  std::optional<uint64_t> data_seed;
   int64_t max_length = 1024;
   bool packing = false;
   std::string packing_strategy = "bfd";
@@ -84,6 +88,9 @@ struct SftConfig {
   bool plot = false;                // trlhpc extra: draw <output_dir>/loss.png from metrics.jsonl at the end (`trlhpc plot`)
   int64_t save_steps = 0;
   int64_t save_total_limit = 0;
+  // TrainingArguments' save_only_model: checkpoints hold the parameters only (no AdamW moments, step count
+  // or data position), for export and evaluation; resuming from one is refused (checkpoint.hpp).
+  bool save_only_model = false;
   bool async_save = false;          // write checkpoints from a background thread (async_save.hpp)
   std::string resume_from_checkpoint;
   int64_t eval_steps = 0;
@@ -121,6 +128,9 @@ struct SftConfig {
   // Parallelism.
   std::string accelerate_config;
   std::string deepspeed;  // TrainingArguments' --deepspeed: a DeepSpeed JSON file or object (cli/deepspeed_config.hpp)
+  // TrainingArguments' --fsdp (its words, or a list's JSON text; "" = off) and --fsdp_config (a JSON file
+  // or object), read by cli/fsdp_config.hpp onto sharding / offload / gradient_checkpointing.
+  std::string fsdp, fsdp_config;
   int64_t dp_replicate_size = 1, dp_shard_size = -1, tp_size = 1, cp_size = 1, sp_size = 1;
   bool tp_sequence_parallel = false;  // Megatron sequence parallelism inside the tp group
   std::string sharding = "none";    // none (DDP) | zero1 | zero2 | zero3 (set from accelerate profiles)

@@ -58,7 +58,7 @@ void AsyncCheckpointSaver::start(const SaveRequest& request, Trainer& trainer) {
   wait();
   auto job = std::make_shared<Job>();
   job->request = request;
-  job->layout = state_layout(trainer.model(), trainer.optimizer());
+  job->layout = state_layout(trainer.model(), trainer.optimizer(), request.model_only);
   job->sources.reserve(static_cast<size_t>(job->layout.num_sources));
   for (int s = 0; s < job->layout.num_sources; ++s)
     job->sources.push_back(copy_source(trainer.model(), trainer.optimizer(), job->layout, s));

@@ -45,6 +45,11 @@ nlohmann::json manifest_of(const SaveRequest& request, const nlohmann::json& ind
           {"tensors", index["tensors"]}};
   // Only runs that select a best model record it: every other manifest stays as it was.
   if (!request.best_model.is_null()) manifest["best_model"] = request.best_model;
+  if (request.model_only) {  // what only a resume would read is not there
+    manifest.erase("sampler");
+    manifest.erase("optimizer_step");
+    manifest["save_only_model"] = true;
+  }
   return manifest;
 }
 
@@ -183,7 +188,7 @@ std::string write_checkpoint(const SaveRequest& request, ProcessGroup& group, co
 
 std::string save_checkpoint(const SaveRequest& request, Trainer& trainer) {
   ParallelModel& model = trainer.model();
-  const StateLayout layout = state_layout(model, trainer.optimizer());
+  const StateLayout layout = state_layout(model, trainer.optimizer(), request.model_only);
   // One unit's host copy at a time: the sources are asked for in ascending order.
   int held = -1;
   HostValues host;
@@ -263,6 +268,15 @@ void require_embedded_manifest(const std::string& dir, const nlohmann::json& man
 }
 }  // namespace
 
+void require_resumable(const std::string& dir, const nlohmann::json& manifest) {
+  if (!(manifest.contains("save_only_model") && manifest["save_only_model"] == true)) return;
+  throw UserError("--resume_from_checkpoint " + dir + ": saved with --save_only_model true, it holds the model only "
+                  "(no AdamW moments, optimizer step count or data position), so training cannot go on from it as it "
+                  "would have (transformers would restart the optimizer silently). Resume from a checkpoint saved "
+                  "without --save_only_model, or start a new run from its weights (trlhpc export " + dir +
+                  " --output_dir OUT, then --model_name_or_path OUT)");
+}
+
 nlohmann::json open_manifest(const std::string& dir, const nlohmann::json& identity) {
   nlohmann::json manifest = read_manifest(dir);
   require_same_identity(dir, manifest.value("identity", nlohmann::json::object()), identity);
@@ -270,6 +284,7 @@ nlohmann::json open_manifest(const std::string& dir, const nlohmann::json& ident
 }
 
 TrainingProgress load_checkpoint(const std::string& dir, const nlohmann::json& manifest, Trainer& trainer) {
+  require_resumable(dir, manifest);
   ParallelModel& model = trainer.model();
   const nlohmann::json& datasets = manifest_datasets(dir, manifest);
   const StateIndex index = StateIndex::from_manifest(dir, manifest);

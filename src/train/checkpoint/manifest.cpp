@@ -183,6 +183,14 @@ void require_same_identity(const std::string& dir, const nlohmann::json& saved, 
       throw UserError("--resume_from_checkpoint " + dir + ": " + part.what + " than the checkpoint (" + d +
                       "); resume with the model, tokenizer, seed, dataset and global batch (and --dataloader_drop_last) it was saved with");
   }
+  // The sampler's seed: data_seed, recorded only when set, else seed (so manifests without it read as before).
+  auto sampler_seed = [](const nlohmann::json& id) {
+    return id.contains("data_seed") ? id["data_seed"] : id.value("seed", nlohmann::json());
+  };
+  if (current.contains("seed") && saved.contains("seed") && sampler_seed(saved) != sampler_seed(current))
+    throw UserError("--resume_from_checkpoint " + dir + ": another data order than the checkpoint (its sampler seed, "
+                    "--data_seed or else --seed, was " + sampler_seed(saved).dump() + ", this run's is " +
+                    sampler_seed(current).dump() + "); resume with the --data_seed it was saved with");
 }
 
 void require_same_manifest(const std::string& dir, const nlohmann::json& manifest_file, const nlohmann::json& embedded) {

@@ -45,7 +45,7 @@ std::string checksum_text(const int64_t* sums) {
   return text;
 }
 
-StateLayout state_layout(ParallelModel& model, AdamW& optimizer) {
+StateLayout state_layout(ParallelModel& model, AdamW& optimizer, bool model_only) {
   ParameterStore& store = model.store();
   const TpLayout tp = model.tp_layout();
   const bool primary = model.sharded_state().primary_owner();
@@ -63,8 +63,10 @@ StateLayout state_layout(ParallelModel& model, AdamW& optimizer) {
     unit_length.push_back(length);
   }
   layout.num_sources = static_cast<int>(kStateKinds.size()) * store.num_units();
+  layout.model_only = model_only;
+  const size_t kinds = model_only ? 1 : kStateKinds.size();  // kStateKinds[0] is params
   int source = 0;
-  for (size_t kind = 0; kind < kStateKinds.size(); ++kind) {
+  for (size_t kind = 0; kind < kinds; ++kind) {
     for (int u = 0; u < store.num_units(); ++u, ++source) {
       StatePart part{std::string(kStateKinds[kind]) + "/" + unit_dataset_suffix(u),
                      unit_length[static_cast<size_t>(u)], static_cast<int>(kind), source, {}};
@@ -150,7 +152,7 @@ nlohmann::json state_index_json(const StateLayout& layout, const StateChecksums&
   for (size_t t = 0; t < layout.tensors.size(); ++t) {
     const StateTensor& tensor = layout.tensors[t];
     nlohmann::json sums = nlohmann::json::object();
-    for (size_t kind = 0; kind < kStateKinds.size(); ++kind)
+    for (size_t kind = 0; kind < (layout.model_only ? 1 : kStateKinds.size()); ++kind)
       sums[kStateKinds[kind]] = checksums[kind * layout.tensors.size() + t];
     tensors[tensor.name] = {{"unit", unit_dataset_suffix(tensor.unit)},
                             {"offset", tensor.offset},

@@ -36,6 +36,8 @@ StateIndex StateIndex::from_manifest(const std::string& dir, const nlohmann::jso
   const nlohmann::json& version = manifest.contains("format_version") ? manifest["format_version"] : nlohmann::json(1);
   index.version_ = version.is_number_integer() ? static_cast<int>(version.get<int64_t>()) : 1;
   const nlohmann::json datasets = manifest.value("datasets", nlohmann::json::object());
+  // A --save_only_model checkpoint lists the params of each tensor only (no AdamW moments).
+  const bool model_only = manifest.contains("save_only_model") && manifest["save_only_model"] == true;
   if (index.version_ < 2) {
     index.v1_datasets_ = datasets;
     return index;
@@ -69,6 +71,7 @@ StateIndex StateIndex::from_manifest(const std::string& dir, const nlohmann::jso
     }
     const nlohmann::json& checksums = entry.contains("checksums") ? entry["checksums"] : nlohmann::json();
     for (const char* kind : kStateKinds) {
+      if (model_only && std::string(kind) != kStateKinds[0]) break;  // params only (save_only_model)
       if (!checksums.is_object() || !checksums.contains(kind) || !checksums[kind].is_string())
         damaged(where + " has no \"checksums\" entry \"" + kind + "\"");
       e.checksums[kind] = checksums[kind].get<std::string>();
@@ -112,7 +115,11 @@ TensorLocation StateIndex::locate(const std::string& kind, const std::string& na
   location.packed = true;
   location.offset = e.offset;
   location.shape = e.shape;
-  location.checksum = e.checksums.at(kind);
+  const auto sum = e.checksums.find(kind);
+  if (sum == e.checksums.end())
+    throw UserError(manifest_path_ + " holds no " + kind + " of " + name +
+                    " (a --save_only_model checkpoint holds the model only): resume from a checkpoint saved without it");
+  location.checksum = sum->second;
   return location;
 }
 

@@ -35,6 +35,9 @@ struct SaveRequest {
   int64_t save_total_limit = 0;  // keep at most this many checkpoints (<= 0: all)
   int64_t keep_step = -1;        // a checkpoint the limit never deletes (the best model's), -1: none
   nlohmann::json best_model;     // the best-model record (best_model.hpp) for the manifest; null: none
+  // TrainingArguments' save_only_model: the parameters alone (no AdamW moments, optimizer step or
+  // sampler position); the manifest says "save_only_model": true and resuming from it is refused.
+  bool model_only = false;
 };
 
 // Collective over the trainer's world group: writes and commits a checkpoint of the trainer's state
@@ -51,6 +54,10 @@ std::string write_checkpoint(const SaveRequest& request, ProcessGroup& group, co
 // Collective: the manifest of committed checkpoint `dir` after checking it against `identity`
 // (UserError naming the difference, on every rank, before any collective).
 nlohmann::json open_manifest(const std::string& dir, const nlohmann::json& identity);
+
+// UserError (local, the same on every rank) when `manifest` is of a --save_only_model checkpoint: it
+// holds no optimizer state or data position to resume from. Its parameters still load (below).
+void require_resumable(const std::string& dir, const nlohmann::json& manifest);
 
 // Collective: parameters, AdamW moments and step of `dir` into the trainer; returns the progress.
 TrainingProgress load_checkpoint(const std::string& dir, const nlohmann::json& manifest, Trainer& trainer);

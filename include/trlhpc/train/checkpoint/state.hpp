@@ -65,9 +65,11 @@ struct StateLayout {
   std::vector<StateTensor> tensors;
   std::vector<StatePart> parts;
   int num_sources = 0;
+  bool model_only = false;  // --save_only_model: params datasets only, no AdamW moments
 };
 
-StateLayout state_layout(ParallelModel& model, AdamW& optimizer);
+// `model_only`: the params datasets alone (TrainingArguments' save_only_model).
+StateLayout state_layout(ParallelModel& model, AdamW& optimizer, bool model_only = false);
 
 // A host copy of one source, allocated without zero-filling (the copy writes every element: one pass
 // over fresh pages instead of two).
