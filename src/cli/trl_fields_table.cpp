@@ -134,8 +134,8 @@ const std::vector<TrlField> kTable = {
      nullptr, nullptr, nullptr, false, "false"},
     {"liger_kernel_config", H::no_op, "*", "trlhpc's fused loss has no Liger options", nullptr},
     {"use_cache", H::no_op, "*", "no KV cache is kept in training", nullptr},
-    {"neftune_noise_alpha", H::refused, "null", "", "NEFTune is not implemented: leave it unset", nullptr, nullptr,
-     apply_neftune_noise_alpha},
+    {"neftune_noise_alpha", H::honored, "*", "NEFTune: uniform noise of +-alpha/sqrt(L*d) on the input embeddings of "
+     "training passes (null: off; docs/guide/trl-arguments.md)", nullptr, nullptr, nullptr, apply_neftune_noise_alpha},
     {"torch_empty_cache_steps", H::no_op, "*", "no PyTorch caching allocator to empty", nullptr},
     {"auto_find_batch_size", H::refused, "false", "", "set --per_device_train_batch_size (trlhpc env shows the memory plan)"},
     {"logging_strategy", H::honored, "steps|epoch|no", "steps: every --logging_steps and the last step; epoch: after each "
