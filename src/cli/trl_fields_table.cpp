@@ -2,6 +2,8 @@
 // in its order. Only this data says what happens to a field; trl_fields.cpp applies it.
 // Sources of the meanings: TRL 1.16 trl/trainer/sft_config.py, trl/trainer/model_config.py,
 // trl/scripts/utils.py; transformers 5.25 training_args.py (read, not copied).
+#include <cmath>
+#include <cstdlib>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -79,6 +81,33 @@ void apply_metric_for_best_model(const std::string& value, const Flags&, SftConf
 void apply_greater_is_better(const std::string& value, const Flags&, SftConfig& c) {
   c.greater_is_better = trl_value_accepted("null", value) ? "" : is_true(value) ? "true" : "false";
 }
+void apply_truncation_mode(const std::string& value, const Flags&, SftConfig& c) {
+  c.truncation_mode = trl_value_accepted("keep_end", value) ? "keep_end" : "keep_start";
+}
+// A token string, as TRL takes it (null: the tokenizer's own).
+void apply_eos_token(const std::string& value, const Flags&, SftConfig& c) {
+  c.eos_token = trl_value_accepted("null", value) ? "" : value;
+}
+void apply_pad_token(const std::string& value, const Flags&, SftConfig& c) {
+  c.pad_token = trl_value_accepted("null", value) ? "" : value;
+}
+void apply_dataset_num_proc(const std::string& value, const Flags&, SftConfig& c) {
+  if (trl_value_accepted("null", value)) return void(c.dataset_num_proc = 1);
+  char* end = nullptr;
+  const long long n = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || n < 1 || n > 1024)
+    throw UserError("--dataset_num_proc '" + value + "': give a number of threads from 1 to 1024 (or null: 1)");
+  c.dataset_num_proc = n;
+}
+void apply_neftune_noise_alpha(const std::string& value, const Flags&, SftConfig& c) {
+  if (trl_value_accepted("null", value)) return void(c.neftune_noise_alpha = 0);
+  char* end = nullptr;
+  const double alpha = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || !(alpha >= 0) || !std::isfinite(alpha))
+    throw UserError("--neftune_noise_alpha '" + value + "': give a non-negative number (NEFTune's paper uses 5, 10 or 15), "
+                    "or null for no noise");
+  c.neftune_noise_alpha = alpha;
+}
 void apply_logging_first_step(const std::string& value, const Flags&, SftConfig& c) { c.logging_first_step = is_true(value); }
 
 constexpr const char* kNoHub =
@@ -129,7 +158,8 @@ const std::vector<TrlField> kTable = {
      nullptr, nullptr, nullptr, false, "false"},
     {"liger_kernel_config", H::no_op, "*", "trlhpc's fused loss has no Liger options", nullptr},
     {"use_cache", H::no_op, "*", "no KV cache is kept in training", nullptr},
-    {"neftune_noise_alpha", H::refused, "null", "", "NEFTune is not implemented: leave it unset"},
+    {"neftune_noise_alpha", H::honored, "*", "NEFTune: uniform noise of +-alpha/sqrt(L*d) on the input embeddings of "
+     "training passes (null: off; docs/guide/trl-arguments.md)", nullptr, nullptr, nullptr, apply_neftune_noise_alpha},
     {"torch_empty_cache_steps", H::no_op, "*", "no PyTorch caching allocator to empty", nullptr},
     {"auto_find_batch_size", H::refused, "false", "", "set --per_device_train_batch_size (trlhpc env shows the memory plan)"},
     {"logging_strategy", H::honored, "steps|epoch|no", "steps: every --logging_steps and the last step; epoch: after each "
@@ -234,10 +264,13 @@ const std::vector<TrlField> kTable = {
     {"chat_template_path", H::honored, "*", "", nullptr},
     {"dataset_text_field", H::honored, "*", "", nullptr},
     {"dataset_kwargs", H::refused, "null|{}", "", "trlhpc always prepares (tokenizes) the dataset: leave it empty"},
-    {"dataset_num_proc", H::no_op, "*", "tokenization runs in the training process, once, into --dataset_cache_dir", nullptr},
-    {"eos_token", H::refused, "null", "", "not implemented: set eos_token in the tokenizer's tokenizer_config.json"},
+    {"dataset_num_proc", H::honored, "*", "threads that tokenize the dataset (null: 1); the examples and the cache file are "
+     "the same for every value", nullptr, nullptr, nullptr, apply_dataset_num_proc},
+    {"eos_token", H::honored, "*", "replaces the tokenizer's eos token: appended to text and completions, the chat "
+     "template's eos_token (must be in the vocabulary)", nullptr, nullptr, nullptr, apply_eos_token},
     {"max_length", H::honored, "*", "tokens per example / packed row", nullptr},
-    {"truncation_mode", H::honored, "keep_start", "long rows are truncated at the end", "use keep_start (keep_end is not implemented)"},
+    {"truncation_mode", H::honored, "keep_start|keep_end", "which end of a row longer than max_length is kept (packing: "
+     "the start, as TRL)", "use keep_start or keep_end", nullptr, nullptr, apply_truncation_mode},
     {"shuffle_dataset", H::honored, "*", "(TRL's default false; trlhpc's true)", nullptr},
     {"packing", H::honored, "*", "", nullptr},
     {"packing_strategy", H::honored, "*", "bfd|wrapped", nullptr},
@@ -249,7 +282,8 @@ const std::vector<TrlField> kTable = {
     {"assistant_only_loss", H::honored, "*", "", nullptr},
     {"loss_type", H::honored, "*", "nll: token-mean cross-entropy; dft: TRL's DFT, each token's nll times its detached probability (needs --tp_size 1)", nullptr},
     {"activation_offloading", H::refused, "false", "", "not implemented: use --gradient_checkpointing, or CPU offload in --accelerate_config"},
-    {"pad_token", H::refused, "null", "", "not implemented: set pad_token in the tokenizer's tokenizer_config.json"},
+    {"pad_token", H::honored, "*", "the padding token (null: the tokenizer's, else its eos token; must be in the "
+     "vocabulary)", nullptr, nullptr, nullptr, apply_pad_token},
     // ModelConfig.
     {"model_name_or_path", H::honored, "*", "", nullptr},
     {"model_revision", H::honored, "*", "", nullptr},

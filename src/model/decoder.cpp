@@ -13,6 +13,7 @@ DeviceBatch DeviceBatch::upload(const Batch& batch, Ops& ops) {
   DeviceBatch d;
   d.B = batch.rows;
   d.T = batch.seq_len;
+  d.collated_T = batch.collated_length();
   const int64_t N = batch.tokens();
   TRLHPC_ASSERT(static_cast<int64_t>(batch.input_ids.size()) == N && static_cast<int64_t>(batch.targets.size()) == N &&
                     static_cast<int64_t>(batch.positions.size()) == N && static_cast<int64_t>(batch.doc_ids.size()) == N,
@@ -104,6 +105,16 @@ void Decoder::scale_embedding_rows(const Tensor& rows) {
   }
 }
 
+void Decoder::add_neftune_noise(const DeviceBatch& batch, const Tensor& rows) {
+  // transformers' hook sees the scaled embedding output (Gemma's scaled embedding module), as here. Under
+  // tp sequence parallelism this rank holds block tp_.rank of the tokens (the reduce-scatter's).
+  const int64_t n_local = rows.dim(0), first = tp_sp_ ? tp_.rank * n_local : 0;
+  const float magnitude = neftune_magnitude(neftune_.alpha, batch.collated_T > 0 ? batch.collated_T : batch.T,
+                                            config_.hidden_size);
+  ops_.embedding_noise(rows, batch.source_rows.view({n_local}, first), batch.source_columns.view({n_local}, first),
+                       magnitude, neftune_key(neftune_.seed, static_cast<int64_t>(training_step_)));
+}
+
 std::string Decoder::head_name() const {
   if (lora_store_ && lora_store_->has("lm_head.weight")) return "lm_head.weight";  // a modules_to_save copy
   return config_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
@@ -153,6 +164,7 @@ void Decoder::forward_to_final_hidden(const DeviceBatch& batch) {
     ops_.cast(acts_[0].x_in, s.dx_compute);
   }
   if (config_.scale_embeddings) scale_embedding_rows(acts_[0].x_in);
+  if (training_pass_ && neftune_.enabled()) add_neftune_noise(batch, acts_[0].x_in);
   hooks().after_forward(0);
   for (int64_t l = 0; l < L; ++l) {
     LayerActivations& act = checkpointing_ ? s.recompute : acts_[static_cast<size_t>(l)];
@@ -169,7 +181,7 @@ void Decoder::forward_to_final_hidden(const DeviceBatch& batch) {
 }
 
 LossResult Decoder::run(const DeviceBatch& batch, float grad_scale, bool backward, bool defer_loss) {
-  lora_training_ = backward;  // LoRA dropout in training passes only (PEFT's train / eval modes)
+  training_pass_ = backward;  // LoRA dropout in training passes only (PEFT's train / eval modes)
   const int64_t L = config_.num_hidden_layers;
   const int final_unit = static_cast<int>(L + 1);
   Scratch& s = *scratch_;
@@ -232,7 +244,7 @@ LossResult Decoder::forward_backward_deferred(const DeviceBatch& batch, float gr
 LossResult Decoder::forward_loss(const DeviceBatch& batch) { return run(batch, 0.0f, false); }
 
 Tensor Decoder::layer_stack_output(const DeviceBatch& batch) {
-  lora_training_ = false;
+  training_pass_ = false;
   forward_to_final_hidden(batch);
   hooks().after_forward(static_cast<int>(config_.num_hidden_layers + 1));
   const int64_t N = batch.B * batch.T;
@@ -243,7 +255,7 @@ Tensor Decoder::layer_stack_output(const DeviceBatch& batch) {
 }
 
 Tensor Decoder::logits(const DeviceBatch& batch) {
-  lora_training_ = false;
+  training_pass_ = false;
   forward_to_final_hidden(batch);
   if (config_.tie_word_embeddings) hooks().before_forward(0);
   const int64_t N = batch.B * batch.T;

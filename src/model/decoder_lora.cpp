@@ -79,7 +79,7 @@ bool Decoder::lora_targets(int layer, LoraModule module) const {
 
 uint64_t Decoder::lora_dropout_key(int layer, LoraModule module) const {
   return splitmix64(init_stream_key("lora_dropout." + lora_parameter_name(layer, module, 'A'), lora_.dropout_seed) ^
-                    splitmix64(lora_step_));
+                    splitmix64(training_step_));
 }
 
 int64_t Decoder::lora_feature_offset(LoraModule module, int64_t local_in) const {

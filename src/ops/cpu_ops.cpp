@@ -208,6 +208,14 @@ class CpuOps final : public Ops {
     cpu::lora_dropout(xw.get(), ow.get(), source_rows.ptr<const int32_t>(), source_columns.ptr<const int32_t>(),
                       x.dim(0), x.dim(1), feature_offset, p, key);
   }
+  void embedding_noise(const Tensor& x, const Tensor& source_rows, const Tensor& source_columns, float magnitude,
+                       uint64_t key) override {
+    TRLHPC_ASSERT(x.rank() == 2 && source_rows.numel() == x.dim(0) && source_columns.numel() == x.dim(0),
+                  "embedding_noise shapes");
+    W xw(x, W::InOut);
+    cpu::embedding_noise(xw.get(), source_rows.ptr<const int32_t>(), source_columns.ptr<const int32_t>(), x.dim(0),
+                         x.dim(1), magnitude, key);
+  }
   void swiglu_fwd(const Tensor& gate, const Tensor& up, const Tensor& out) override {
     if (all_bf16({&gate, &up, &out})) {
       cpu::swiglu_fwd_bf16(gate.ptr<const uint16_t>(), up.ptr<const uint16_t>(), out.ptr<uint16_t>(), gate.numel());

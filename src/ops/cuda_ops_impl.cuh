@@ -96,6 +96,8 @@ class CudaOpsImpl final : public CudaOps {
                      const AttentionShape& s) override;
   void attention_merge(const Tensor& o_acc, const Tensor& lse_acc, const Tensor& o_blk, const Tensor& lse_blk,
                        const AttentionShape& s) override;
+  void embedding_noise(const Tensor& x, const Tensor& source_rows, const Tensor& source_columns, float magnitude,
+                       uint64_t key) override;
   void lora_dropout(const Tensor& x, const Tensor& out, const Tensor& source_rows, const Tensor& source_columns,
                     int64_t feature_offset, float p, uint64_t key) override;
   void swiglu_fwd(const Tensor& gate, const Tensor& up, const Tensor& out) override;

@@ -11,6 +11,7 @@
 #include "embedding.cuh"
 #include "rmsnorm.cuh"
 #include "rope.cuh"
+#include "embedding_noise.cuh"
 #include "lora_dropout.cuh"
 #include "geglu.cuh"
 #include "swiglu.cuh"
@@ -242,6 +243,22 @@ void CudaOpsImpl::lora_dropout(const Tensor& x, const Tensor& out, const Tensor&
     using T = typename decltype(tag)::type;
     cuda::lora_dropout(data_of<T>(x), data_of<T>(out), data_of<int32_t>(source_rows), data_of<int32_t>(source_columns),
                        x.dim(0), x.dim(1), feature_offset, p, key, stream());
+  });
+}
+
+void CudaOpsImpl::embedding_noise(const Tensor& x, const Tensor& source_rows, const Tensor& source_columns,
+                                  float magnitude, uint64_t key) {
+  TRLHPC_ASSERT(x.rank() == 2, "embedding_noise: x must be (N, C)");
+  expect_dtype(source_rows, DType::I32, "embedding_noise source_rows");
+  expect_dtype(source_columns, DType::I32, "embedding_noise source_columns");
+  expect_numel(source_rows, x.dim(0), "embedding_noise source_rows");
+  expect_numel(source_columns, x.dim(0), "embedding_noise source_columns");
+  for (const Tensor* t : {&x, &source_rows, &source_columns}) expect_cuda(*t, "embedding_noise");
+  const auto timing = timed("embedding_noise");
+  with_float_type(x.dtype(), "embedding_noise", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cuda::embedding_noise(data_of<T>(x), data_of<int32_t>(source_rows), data_of<int32_t>(source_columns), x.dim(0),
+                          x.dim(1), magnitude, key, stream());
   });
 }
 

@@ -31,6 +31,9 @@ void Ops::copy_from_host_async(const Tensor& dst, const Tensor& host_src) {
   if (dst.nbytes()) std::memcpy(dst.data(), host_src.data(), dst.nbytes());
 }
 
+void Ops::embedding_noise(const Tensor&, const Tensor&, const Tensor&, float, uint64_t) {
+  missing(device(), "embedding_noise");
+}
 void Ops::lora_dropout(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t, float, uint64_t) {
   missing(device(), "lora_dropout");
 }

@@ -52,6 +52,10 @@ dataset::SftDataOptions data_options(const SftConfig& c, DatasetRole role, const
   o.chat_template_path = c.chat_template_path;
   o.chat_template_kwargs = chat_template::parse_chat_template_kwargs(c.chat_template_kwargs, "--chat_template_kwargs");
   o.max_length = c.max_length;
+  o.truncation_mode = batching::parse_truncation_mode(c.truncation_mode);
+  o.eos_token = c.eos_token;
+  o.pad_token = c.pad_token;
+  o.num_proc = c.dataset_num_proc;
   o.packing = c.packing;
   o.packing_strategy = c.packing_strategy;
   o.padding_free = c.padding_free;

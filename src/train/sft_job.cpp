@@ -11,6 +11,7 @@
 #include "src/train/sft_loop.hpp"
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/data/dataset/fingerprint.hpp"
+#include "trlhpc/data/dataset/special_tokens.hpp"
 #include "trlhpc/model/hf_model_dir.hpp"
 #include "trlhpc/model/peft_adapter.hpp"
 #include "trlhpc/ops/backend.hpp"
@@ -335,7 +336,14 @@ int run_watched_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
   // eval split is reported in seconds, not after the train set has been tokenized.
   (void)dataset::resolve_source(dataset_source(c, DatasetRole::kTrain));
   if (evaluates(c)) (void)dataset::resolve_source(dataset_source(c, DatasetRole::kEval));
-  const std::optional<tokenizer::Tokenizer> tokenizer = load_tokenizer(plan.tokenizer_dir);
+  std::optional<tokenizer::Tokenizer> tokenizer = load_tokenizer(plan.tokenizer_dir);
+  if (tokenizer) {
+    dataset::apply_special_token_options(*tokenizer, plan.tokenizer_dir, c.eos_token, c.pad_token);
+  } else if (!c.eos_token.empty() || !c.pad_token.empty()) {
+    throw UserError(std::string(c.eos_token.empty() ? "--pad_token" : "--eos_token") +
+                    " replaces a token of the tokenizer, but there is none (pre-tokenized rows): pass --tokenizer DIR, "
+                    "or leave it unset");
+  }
   const tokenizer::Tokenizer* tok = tokenizer ? &*tokenizer : nullptr;
   if (tok) require_tokenizer_fits_model(*tok, plan.tokenizer_dir, plan.model.vocab_size);
   // A preemption signal stops the tokenizing (on the rank that got it); the ranks then agree on it.

@@ -46,7 +46,9 @@ SftLoop::SftLoop(const SftConfig& config, LrSchedule schedule, Trainer& trainer,
       scheduler_(schedule, config.learning_rate, warmup_steps_for(config.warmup_steps, config.warmup_ratio, total_steps_),
                  total_steps_, parse_lr_scheduler_kwargs(schedule, config.lr_scheduler_kwargs, config.learning_rate)),
       best_(BestModelTracker::from_config(config)),
-      watch_(watch) {}
+      watch_(watch) {
+  trainer_.model().decoder().set_neftune({config.neftune_noise_alpha, config.seed});
+}
 
 void SftLoop::set_checkpoints(checkpoint::SaveRequest request, int64_t save_steps,
                               checkpoint::AsyncCheckpointSaver* async) {
@@ -225,7 +227,7 @@ SftLoopOutcome SftLoop::run(const MfuPeaks& peaks) {
     if (const int signal = watch_.agreed_signal(world)) return stop_for(signal, step);
     const auto t0 = Clock::now();
     const std::vector<Batch> micro = step_micro_batches(step);
-    trainer_.model().decoder().set_lora_dropout_step(step);  // LoRA dropout: a fresh mask every step
+    trainer_.model().decoder().set_training_step(step);  // LoRA dropout, NEFTune: fresh draws every step
     const StepResult r = trainer_.step(micro, scheduler_.lr(step));
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     if (r.finite) {

@@ -44,4 +44,15 @@ TRLHPC_HOST_DEVICE inline bool dropout_keeps(uint64_t key, int32_t row, int32_t 
   return static_cast<float>(bits.v[0]) * 0x1.0p-32f >= p;
 }
 
+// NEFTune's noise factor for the embedding element (source row, source column, feature) of one step's
+// stream `key`: uniform on [-1, 1) in steps of 2^-23, from the top 24 bits u of the first word of its
+// Philox block (2 u / 2^24 - 1, exact in fp32, so never 1 and never rounded up to it).
+TRLHPC_HOST_DEVICE inline float neftune_unit_noise(uint64_t key, int32_t row, int32_t column, int64_t feature) {
+  const Philox4x32 bits = philox4x32_10(
+      {{static_cast<uint32_t>(row), static_cast<uint32_t>(column), static_cast<uint32_t>(feature),
+        static_cast<uint32_t>(feature >> 32)}},
+      key);
+  return static_cast<float>(bits.v[0] >> 8) * 0x1.0p-23f - 1.0f;
+}
+
 }  // namespace trlhpc

@@ -27,8 +27,12 @@ struct Batch {
   // built by hand (then treated as all -1).
   std::vector<int32_t> source_rows;
   std::vector<int32_t> source_columns;
+  // T as the micro-batch was collated, before cp/sp sharding padded or cut it (0: seq_len): the sequence
+  // length transformers' NEFTune hook reads off the embedding output (model/neftune.hpp).
+  int64_t collated_seq_len = 0;
 
   int64_t tokens() const { return rows * seq_len; }
+  int64_t collated_length() const { return collated_seq_len > 0 ? collated_seq_len : seq_len; }
   int64_t target_tokens() const {
     int64_t n = 0;
     for (int32_t t : targets) n += t != kIgnoreIndex;

@@ -201,6 +201,13 @@ int64_t attention_scratch_held_bytes();
 void lora_dropout(const float* x, float* out, const int32_t* rows, const int32_t* columns, int64_t N, int64_t F,
                   int64_t feature_offset, float p, uint64_t key);
 
+// ---- embedding_noise.cpp --------------------------------------------------------------------------
+// NEFTune (model/neftune.hpp): x (N, C) += magnitude * neftune_unit_noise(key, rows[n], columns[n], c)
+// (core/philox.hpp) for every token n with rows[n] >= 0 (padding, rows[n] = -1, is left alone). rows /
+// columns (N) say where token n comes from, so the noise does not depend on the rank layout.
+void embedding_noise(float* x, const int32_t* rows, const int32_t* columns, int64_t N, int64_t C, float magnitude,
+                     uint64_t key);
+
 // ---- swiglu.cpp -----------------------------------------------------------------------------------
 // out (N, F) = silu(gate) * up, silu(x) = x / (1 + exp(-x)); gate, up (N, F).
 void swiglu_fwd(const float* gate, const float* up, float* out, int64_t n);

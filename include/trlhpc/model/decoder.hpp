@@ -50,6 +50,7 @@
 #include "trlhpc/model/kv_cache.hpp"
 #include "trlhpc/model/lora.hpp"
 #include "trlhpc/model/model_config.hpp"
+#include "trlhpc/model/neftune.hpp"
 #include "trlhpc/model/parameter_store.hpp"
 #include "trlhpc/model/sequence_attention.hpp"
 #include "trlhpc/model/tp_layout.hpp"
@@ -105,6 +106,7 @@ struct DecoderAdapters {
 // A Batch copied to the backend's device.
 struct DeviceBatch {
   int64_t B = 0, T = 0;
+  int64_t collated_T = 0;  // Batch::collated_length(): T before sequence sharding (NEFTune's L)
   Tensor input_ids;  // (N) I32
   Tensor targets;    // (N) I32
   Tensor positions;  // (N) I32
@@ -146,7 +148,9 @@ class Decoder {
   bool has_adapters() const { return lora_store_ != nullptr; }
   // LoRA dropout draws a new mask every optimizer step: the step the next forward_backward belongs to.
   // (Evaluation and generation apply no dropout, as PEFT in eval mode.)
-  void set_lora_dropout_step(int64_t step) { lora_step_ = static_cast<uint64_t>(step); }
+  void set_training_step(int64_t step) { training_step_ = static_cast<uint64_t>(step); }
+  // NEFTune noise on the input embeddings of training passes (neftune.hpp); alpha 0: none.
+  void set_neftune(NeftuneNoise noise) { neftune_ = noise; }
   bool tp_sequence_parallel() const { return tp_sp_; }
 
   // Forward + loss + backward; gradients accumulate into the store.
@@ -206,6 +210,7 @@ class Decoder {
   const Tensor& rope_frequencies(int64_t layer) const;
   // Gemma (scale_embeddings): the embedding rows (Nl, C) times sqrt(C) as transformers computes it.
   void scale_embedding_rows(const Tensor& rows);
+  void add_neftune_noise(const DeviceBatch& batch, const Tensor& rows);
   // The ids the embedding backward scatters by: the batch's, or with embedding_padding_idx a copy in
   // which pad_token_id is -1 (outside every vocabulary slice, so no row takes its gradient).
   Tensor embedding_grad_ids(const DeviceBatch& batch);
@@ -269,7 +274,7 @@ class Decoder {
   Tensor lora_input(int layer, LoraModule module, const DeviceBatch& batch, const Tensor& x);
   uint64_t lora_dropout_key(int layer, LoraModule module) const;
   int64_t lora_feature_offset(LoraModule module, int64_t local_in) const;
-  bool lora_dropping() const { return lora_training_ && lora_.dropout > 0; }
+  bool lora_dropping() const { return training_pass_ && lora_.dropout > 0; }
   // Where an adapter factor's gradient goes: the store, or for a factor replicated over tp (or over the
   // kv-sharing ranks) a zeroed slot of this layer's scratch, which finish_lora_grads sums over the
   // group and adds into the store (the sum must not include earlier micro-batches' gradients).
@@ -308,8 +313,9 @@ class Decoder {
   Tensor lora_dh_;                 // (N, r) compute dtype: scale dy B of one module
   Tensor lora_h_sum_;              // tp > 1: (N, r) F32, a row-parallel module's x A^T summed over tp
   Tensor lora_xd_, lora_dx_;       // dropout: (N, widest input) compute dtype: dropped x; dh A before its mask
-  bool lora_training_ = false;     // the current pass has a backward (dropout applies)
-  uint64_t lora_step_ = 0;
+  bool training_pass_ = false;     // the current pass has a backward (dropout applies)
+  uint64_t training_step_ = 0;
+  NeftuneNoise neftune_;
   Tensor lora_tp_grad_;            // tp > 1: this layer's tp-replicated factors' partial grads
   Tensor lora_kv_grad_;            // tp > KVH: this layer's kv-replicated B factors' partial grads
   int64_t lora_tp_used_ = 0, lora_kv_used_ = 0;

@@ -175,6 +175,10 @@ class Ops {
   // source_columns (N) I32. Not pure: a backend without it fails with a RuntimeFailure naming the op.
   virtual void lora_dropout(const Tensor& x, const Tensor& out, const Tensor& source_rows, const Tensor& source_columns,
                             int64_t feature_offset, float p, uint64_t key);
+  // NEFTune's noise (cpu::embedding_noise), in place on x (N, C) F32 or BF16 (added in fp32, rounded
+  // once); source_rows / source_columns (N) I32. Not pure: a backend without it fails naming the op.
+  virtual void embedding_noise(const Tensor& x, const Tensor& source_rows, const Tensor& source_columns, float magnitude,
+                               uint64_t key);
   // AdamW on F32 param, grad, m, v of equal numel. compute: an empty Tensor, or a BF16 tensor of the
   // same numel that receives bf16(updated param) in the same pass (the --bf16 compute copy, exactly what
   // cast would write).

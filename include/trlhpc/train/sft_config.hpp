@@ -58,6 +58,15 @@ struct SftConfig {
   // shuffle follow --seed, as in transformers); unset: the sampler follows --seed.
   std::optional<uint64_t> data_seed;
   int64_t max_length = 1024;
+  // TRL's truncation_mode: "keep_start" or "keep_end" (rows longer than max_length keep their end; not
+  // when packing, where TRL's packer keeps the start).
+  std::string truncation_mode = "keep_start";
+  // TRL's eos_token / pad_token: replace the tokenizer's (data/dataset/special_tokens.hpp); empty: unset.
+  std::string eos_token, pad_token;
+  int64_t dataset_num_proc = 1;  // TRL's dataset_num_proc: threads that tokenize the dataset (same result)
+  // TRL's / transformers' neftune_noise_alpha: NEFTune noise on the input embeddings of training passes
+  // (model/neftune.hpp); 0: off.
+  double neftune_noise_alpha = 0;
   bool packing = false;
   std::string packing_strategy = "bfd";
   bool padding_free = false;

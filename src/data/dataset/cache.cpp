@@ -164,6 +164,11 @@ uint64_t dataset_cache_key(const SftDataOptions& o, bool has_tokenizer) {
   h.field("max_length", std::to_string(o.max_length));
   const bool truncate = !(o.packing && batching::parse_packing_strategy(o.packing_strategy) == batching::PackingStrategy::kWrapped);
   h.field("truncate", truncate ? "1" : "0");
+  // Fields added after the key's first version enter it only when set, so a cache written without them
+  // is still found.
+  if (o.truncation_mode == batching::TruncationMode::kKeepEnd && !o.packing) h.field("truncation_mode", "keep_end");
+  if (!o.eos_token.empty()) h.field("eos_token", o.eos_token);
+  if (!o.pad_token.empty()) h.field("pad_token", o.pad_token);
   h.field("completion_only_loss", o.completion_only_loss ? (*o.completion_only_loss ? "true" : "false") : "auto");
   h.field("assistant_only_loss", o.assistant_only_loss ? "1" : "0");
   h.field("skip_bad_rows", o.skip_bad_rows ? "1" : "0");

@@ -1,11 +1,13 @@
 #include "trlhpc/data/dataset/sft_dataset.hpp"
 
 #include <algorithm>
+#include <mutex>
 
 #include "trlhpc/core/error.hpp"
 #include "trlhpc/data/batching/sampler.hpp"
 #include "trlhpc/data/chat_template/chat_template.hpp"
 #include "trlhpc/data/chat_template/template_kwargs.hpp"
+#include "trlhpc/data/dataset/parallel_tokenize.hpp"
 #include "trlhpc/data/dataset/reader.hpp"
 #include "trlhpc/data/tokenizer/tokenizer.hpp"
 
@@ -45,7 +47,9 @@ UserError untrainable_dataset(const SftDataOptions& o, int64_t examples, int64_t
   std::string cause;
   if (truncated_away > 0)
     cause = std::to_string(truncated_away) + " of them lost every trained token to truncation at --max_length " +
-            std::to_string(o.max_length) + " (it keeps the start of each example; raise it)";
+            std::to_string(o.max_length) + " (it keeps the " +
+            (o.truncation_mode == batching::TruncationMode::kKeepEnd && !o.packing ? "end" : "start") +
+            " of each example; raise it)";
   if (truncated_away < examples) cause += (cause.empty() ? "" : "; the others: ") + mask_cause;
   return UserError("dataset " + o.dataset_name + ": no token is trained: all " + std::to_string(examples) +
                    " examples have every target masked; " + cause);
@@ -62,7 +66,8 @@ struct RowTokenizer::State {
   std::string template_origin;  // the file the chat template came from, for error messages
   nlohmann::ordered_json special_context;  // special tokens, then --chat_template_kwargs over them
   std::string eos_token;
-  mutable EndOfTurnCount end_of_turn;  // counted while tokenizing
+  mutable std::mutex end_of_turn_mutex;  // rows are tokenized on --dataset_num_proc threads
+  mutable EndOfTurnCount end_of_turn;    // counted while tokenizing
 
   std::vector<int32_t> encode(const std::string& text, bool special = true) const { return tokenizer->encode(text, special); }
 
@@ -111,6 +116,11 @@ RowTokenizer::RowTokenizer(const SftDataOptions& options, const DatasetFormSpec&
       throw UserError(s.template_origin + ": " + e.what());
     }
     s.special_context = chat_template::load_special_tokens_context(options.tokenizer_dir);
+    // The template renders the tokenizer's special tokens as TRL set them (special_tokens.hpp): a replaced
+    // eos_token / pad_token, and the pad token TRL falls back to when the tokenizer has none.
+    if (tokenizer && tokenizer->eos_token() && !options.eos_token.empty()) s.special_context["eos_token"] = *tokenizer->eos_token();
+    if (tokenizer && tokenizer->pad_token() && (!options.pad_token.empty() || !s.special_context.contains("pad_token")))
+      s.special_context["pad_token"] = *tokenizer->pad_token();
     chat_template::add_chat_template_kwargs(s.special_context, options.chat_template_kwargs, "--chat_template_kwargs");
   }
   if (options.assistant_only_loss && !form.conversational() && form.form != DatasetForm::kPreTokenized)
@@ -132,7 +142,10 @@ std::string RowTokenizer::rendered_text(const DatasetRow& row) const {
   return s.chat->render(messages, false, s.context(row)).text;
 }
 
-EndOfTurnCount RowTokenizer::end_of_turn() const { return state_->end_of_turn; }
+EndOfTurnCount RowTokenizer::end_of_turn() const {
+  const std::lock_guard<std::mutex> lock(state_->end_of_turn_mutex);
+  return state_->end_of_turn;
+}
 
 std::string RowTokenizer::untrained_cause() const {
   const State& s = *state_;
@@ -210,7 +223,11 @@ TokenizedExample RowTokenizer::tokenize_row(const DatasetRow& row) const {
         const tokenizer::TokenizedText tokens = s.tokenizer->encode_with_offsets(marked.text, false);
         ex.input_ids = tokens.ids;
         ex.loss_mask = token_mask_from_bytes(tokens, marked.mask);
-        if (!marked.from_generation_blocks) s.end_of_turn += mark_end_of_turn(ex.input_ids, ex.loss_mask, *s.tokenizer);
+        if (!marked.from_generation_blocks) {
+          const EndOfTurnCount marked_here = mark_end_of_turn(ex.input_ids, ex.loss_mask, *s.tokenizer);
+          const std::lock_guard<std::mutex> lock(s.end_of_turn_mutex);
+          s.end_of_turn += marked_here;
+        }
       } else {
         ex.input_ids = s.encode(s.chat->render(messages, false, s.context(row)).text, false);
         ex.loss_mask.assign(ex.input_ids.size(), 1);
@@ -270,19 +287,18 @@ SftTokenizedExamples SftDataset::tokenize(const SftDataOptions& options, const t
   const int32_t max_length = static_cast<int32_t>(options.max_length);
   const batching::PackingStrategy strategy = batching::parse_packing_strategy(options.packing_strategy);
   const bool truncate = !(options.packing && strategy == batching::PackingStrategy::kWrapped);
+  // TRL 1.16 truncates with truncation_mode only when not packing; its bfd packer keeps the start.
+  const batching::TruncationMode mode = options.packing ? batching::TruncationMode::kKeepStart : options.truncation_mode;
   int64_t targets_truncated_away = 0;  // examples whose every trained token lay past max_length
   int64_t masked_by_truncation = 0;    // of them, those left with no mask bit and dropped (not packing)
   int64_t rows_seen = 0;
-  DatasetScan scan = scan_dataset(reader, options.text_field, [&](const DatasetRow& row, const DatasetFormSpec& form) {
-    if (options.interrupted && rows_seen++ % kInterruptCheckRows == 0 && options.interrupted())  // row 0 too
-      throw TokenizationInterrupted();
-    if (!row_tokenizer) row_tokenizer = std::make_unique<RowTokenizer>(options, form, tokenizer);
-    TokenizedExample ex = row_tokenizer->tokenize(row);
+  // What happens to a tokenized row, in row order whatever the number of threads.
+  auto accept = [&](const DatasetRow& row, TokenizedExample ex) {
     require_in_vocabulary(ex, options.vocab_size, row);
     if (ex.input_ids.empty()) return;
     if (truncate && ex.length() > max_length) {
       const bool trained_before = trains_a_token(ex);
-      batching::truncate_example(ex, max_length);
+      batching::truncate_example(ex, max_length, mode);
       ++out.stats.truncated;
       if (trained_before && !trains_a_token(ex)) ++targets_truncated_away;
       // TRL (not packing) drops what truncation left with no label at all: it would only take a batch slot.
@@ -293,7 +309,34 @@ SftTokenizedExamples SftDataset::tokenize(const SftDataOptions& options, const t
     }
     example_rows.push_back(row.index);
     out.examples.push_back(std::move(ex));
-  });
+  };
+  // Rows wait here until a batch for the --dataset_num_proc threads is full (one thread: every row at once).
+  const int64_t threads = std::max<int64_t>(options.num_proc, 1);
+  const size_t batch_rows = threads == 1 ? 1 : static_cast<size_t>(threads * kRowsPerThreadBatch);
+  std::vector<DatasetRow> pending;
+  auto flush = [&] {
+    if (pending.empty()) return;
+    const std::vector<DatasetRow> rows = std::move(pending);
+    pending.clear();  // taken: a failure below leaves nothing for the error path to flush again
+    std::vector<TokenizedExample> done = tokenize_rows_in_order(*row_tokenizer, rows, threads);
+    for (size_t i = 0; i < rows.size(); ++i) accept(rows[i], std::move(done[i]));
+  };
+  DatasetScan scan;
+  try {
+    scan = scan_dataset(reader, options.text_field, [&](const DatasetRow& row, const DatasetFormSpec& form) {
+      if (options.interrupted && rows_seen++ % kInterruptCheckRows == 0 && options.interrupted())  // row 0 too
+        throw TokenizationInterrupted();
+      if (!row_tokenizer) row_tokenizer = std::make_unique<RowTokenizer>(options, form, tokenizer);
+      pending.push_back(row);
+      if (pending.size() >= batch_rows) flush();
+    });
+  } catch (const TokenizationInterrupted&) {
+    throw;
+  } catch (...) {
+    flush();  // a row before the one the reader failed on fails first, as with one thread
+    throw;
+  }
+  flush();
   keep_split_side(source, options.seed, reader.rows_read(), example_rows, out.examples);
   if (out.examples.empty() && masked_by_truncation > 0)
     throw untrainable_dataset(options, masked_by_truncation, masked_by_truncation, "");

@@ -189,6 +189,8 @@ std::optional<int32_t> Tokenizer::unk_id() const { return impl_->id_of(impl_->un
 std::optional<std::string> Tokenizer::bos_token() const { return impl_->bos_token; }
 std::optional<std::string> Tokenizer::eos_token() const { return impl_->eos_token; }
 std::optional<std::string> Tokenizer::pad_token() const { return impl_->pad_token; }
+void Tokenizer::set_eos_token(std::string token) { impl_->eos_token = std::move(token); }
+void Tokenizer::set_pad_token(std::string token) { impl_->pad_token = std::move(token); }
 const std::string& Tokenizer::chat_template() const { return impl_->chat_template; }
 
 }  // namespace trlhpc::tokenizer

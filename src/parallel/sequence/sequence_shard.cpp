@@ -61,6 +61,7 @@ Batch pad_sequence(const Batch& batch, int64_t multiple) {
   Batch out;
   out.rows = batch.rows;
   out.seq_len = padded;
+  out.collated_seq_len = batch.collated_length();
   out.input_ids.assign(static_cast<size_t>(out.tokens()), 0);
   out.targets.assign(static_cast<size_t>(out.tokens()), kIgnoreIndex);
   out.positions.assign(static_cast<size_t>(out.tokens()), 0);
@@ -86,6 +87,7 @@ Batch shard_sequence(const Batch& batch, const SequenceShard& shard) {
   Batch out;
   out.rows = padded.rows;
   out.seq_len = chunk * static_cast<int64_t>(kept.size());
+  out.collated_seq_len = padded.collated_length();
   for (auto array : arrays_of(padded)) {
     std::vector<int32_t>& dst = out.*array;
     dst.reserve(static_cast<size_t>(out.tokens()));
@@ -112,6 +114,7 @@ Batch unshard_sequence(std::span<const Batch> shards, SequenceShardKind kind) {
   Batch out;
   out.rows = rows;
   out.seq_len = T;
+  out.collated_seq_len = shards[0].collated_seq_len;
   const auto arrays = arrays_of(shards[0]);
   for (auto array : arrays) (out.*array).assign(static_cast<size_t>(out.tokens()), 0);
   for (int r = 0; r < size; ++r) {

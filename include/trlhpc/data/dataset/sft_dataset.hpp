@@ -9,7 +9,8 @@
 //                           the tokens overlapping assistant bytes (generation blocks, else content spans)
 //     conv. prompt-compl.   prompt rendered with add_generation_prompt, completion mask past it
 //     pre-tokenized         input_ids with completion_mask / assistant_masks
-//   -> truncation to max_length (keep_start) -> packing (bfd | wrapped) or one row per example
+//   -> truncation to max_length (keep_start or keep_end; packing: keep_start, as TRL's packer) -> packing
+//      (bfd | wrapped) or one row per example
 //   -> collate(row indices) -> Batch (targets shifted within documents).
 #include <cstdint>
 #include <functional>
@@ -48,6 +49,15 @@ struct SftDataOptions {
   // own `chat_template_kwargs` column wins key by key (chat_template/template_kwargs.hpp). Part of the cache key.
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   int64_t max_length = 1024;
+  // TRL's truncation_mode: which end of a row longer than max_length is kept. TRL 1.16 truncates this way
+  // only without packing; its packer cuts every sequence keep_start whatever the mode.
+  batching::TruncationMode truncation_mode = batching::TruncationMode::kKeepStart;
+  // TRL's eos_token / pad_token as given (empty: unset), already applied to the tokenizer
+  // (special_tokens.hpp). Here for the chat template's eos_token / pad_token and the cache key.
+  std::string eos_token, pad_token;
+  // TRL's dataset_num_proc: rows are tokenized on this many threads; the examples (and so the cache
+  // file) are the same for every value. Not part of the cache key.
+  int64_t num_proc = 1;
   bool packing = false;
   std::string packing_strategy = "bfd";
   bool padding_free = false;

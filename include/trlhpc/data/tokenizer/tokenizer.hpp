@@ -89,6 +89,12 @@ class Tokenizer {
   std::optional<std::string> bos_token() const;
   std::optional<std::string> eos_token() const;
   std::optional<std::string> pad_token() const;
+  // Replace the eos / pad token (TRL's SFTConfig eos_token / pad_token, which set tokenizer.eos_token /
+  // pad_token): only the role moves; as transformers' setters, nothing is added to the vocabulary, so a
+  // text holding the token's string is tokenized as before. The caller checks that the token is in it
+  // (data/dataset/special_tokens.hpp).
+  void set_eos_token(std::string token);
+  void set_pad_token(std::string token);
   // Jinja chat template: chat_template.jinja, else tokenizer_config.json "chat_template" (a string, or
   // the "default" entry of a list of {name, template}); empty when there is none.
   const std::string& chat_template() const;
