@@ -31,7 +31,8 @@ po::typed_value<bool>* flag(bool* target) {
   return po::value<bool>(target)->implicit_value(true)->default_value(*target);
 }
 
-po::options_description describe(SftConfig& c, std::string& config_file) {
+// The option groups of `trlhpc sft --help`, one function each; describe() joins them.
+po::options_description model_and_data_options(SftConfig& c, std::string& config_file) {
   po::options_description model("Model and data");
   model.add_options()
       ("config", po::value<std::string>(&config_file), "YAML file with any of these options as keys")
@@ -55,6 +56,10 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
        "a fresh run may replace an earlier run's checkpoints, metrics.jsonl and model in --output_dir (removed, and listed in the log)")
       ("skip_bad_rows", flag(&c.skip_bad_rows), "skip (and count) dataset rows that do not fit instead of failing")
       ("dataset_cache_dir", po::value<std::string>(&c.dataset_cache_dir), "cache of tokenized datasets (default: <output_dir>/.dataset_cache; none: off)");
+  return model;
+}
+
+po::options_description training_options(SftConfig& c) {
   po::options_description train("Training");
   train.add_options()
       ("max_steps", po::value<int64_t>(&c.max_steps)->default_value(c.max_steps), "optimizer steps (-1: use epochs)")
@@ -107,6 +112,10 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
       ("loss_chunk_tokens", po::value<int64_t>(&c.loss_chunk_tokens)->default_value(c.loss_chunk_tokens), "logit rows materialised at once")
       ("skip_nonfinite_steps", flag(&c.skip_nonfinite_steps),
        "skip (and count) a step whose loss or grad norm is NaN/inf instead of stopping with an error");
+  return train;
+}
+
+po::options_description peft_options(SftConfig& c) {
   po::options_description peft("LoRA (PEFT), as TRL's ModelConfig");
   peft.add_options()
       ("use_peft", flag(&c.use_peft), "train LoRA adapters on the frozen model (docs/guide/lora.md)")
@@ -119,6 +128,10 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
        "modules trained in full besides the adapters, as PEFT's modules_to_save: embed_tokens, lm_head, model.norm")
       ("use_rslora", flag(&c.use_rslora), "rank-stabilised scale lora_alpha / sqrt(lora_r)")
       ("use_dora", flag(&c.use_dora), "weight-decomposed LoRA (not supported: refused)");
+  return peft;
+}
+
+po::options_description parallel_options(SftConfig& c) {
   po::options_description parallel("Parallelism");
   parallel.add_options()
       ("accelerate_config", po::value<std::string>(&c.accelerate_config), "profile name or accelerate YAML file")
@@ -137,6 +150,10 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
       ("comm_progress", po::value<std::string>(&c.comm_progress)->default_value(c.comm_progress),
        "thread|none: a progress thread advances gradient reductions, ZeRO gathers and ring attention transfers "
        "while compute runs (thread), or only the training thread's own MPI calls do (none)");
+  return parallel;
+}
+
+po::options_description kernel_options(SftConfig& c) {
   po::options_description kernels("Kernels (one choice per process; trlhpc env shows it)");
   kernels.add_options()
       ("cpu_gemm", po::value<std::string>(&c.cpu_gemm)->default_value(c.cpu_gemm),
@@ -145,8 +162,13 @@ po::options_description describe(SftConfig& c, std::string& config_file) {
        "auto|amx|avx512bf16|f32: the CPU bf16 GEMM engine of --bf16 (f32: fp32 GEMM on bf16-rounded inputs)")
       ("cuda_attention", po::value<std::string>(&c.cuda_attention)->default_value(c.cuda_attention),
        "auto|cudnn|kernel: cuDNN's fused attention or trlhpc's flash kernel (auto: the kernel until measured)");
+  return kernels;
+}
+
+po::options_description describe(SftConfig& c, std::string& config_file) {
   po::options_description all("trlhpc sft options");
-  all.add(model).add(train).add(peft).add(parallel).add(kernels);
+  all.add(model_and_data_options(c, config_file)).add(training_options(c)).add(peft_options(c));
+  all.add(parallel_options(c)).add(kernel_options(c));
   all.add_options()("help,h", "print this help")(
       "help_trl_fields", "print how every argument of TRL's SFTConfig, ModelConfig, ScriptArguments and "
       "DatasetMixtureConfig is handled: honored, mapped, no-op or refused (docs/guide/trl-arguments.md)");
