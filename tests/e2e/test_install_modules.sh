@@ -103,6 +103,6 @@ else
   echo "not checked: the installed job script under SLURM (no SLURM node up with >= 2 CPUs)"
 fi
 
-if (( ${#missing[@]} )); then echo "SKIPPED: not found: ${missing[*]} (scripts/install-module-systems.sh provides them)"; exit 77; fi
+(( ${#missing[@]} == 0 )) || skip "not found: ${missing[*]} (scripts/install-module-systems.sh provides them)"
 echo "PASSED: install, Lmod and Environment Modules load trlhpc $VERSION, the example runs from anywhere"
 e2e_end
