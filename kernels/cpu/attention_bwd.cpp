@@ -110,24 +110,10 @@ void tile_p_ds(const BackwardArgs& a, TileMask mask, int64_t b, int64_t h, int64
   }
 }
 
+// delta (B, NH, Tq) = rowsum(dout * o), and qh, doh (B, NH, Tq, HS): q and dout per head, in fp32.
 template <class T>
-void attention_bwd_impl(const T* q, const T* k, const T* v, const T* o, const float* lse, const T* dout,
-                        const int32_t* q_pos, const int32_t* k_pos, const int32_t* q_doc, const int32_t* k_doc,
-                        float* dq, float* dk, float* dv, int64_t B, int64_t Tq, int64_t Tk, int64_t NH, int64_t KVH,
-                        int64_t HS, float scale, int64_t window_size, float softcap) {
-  check_heads(NH, KVH);
-  check_softcap(softcap);
-  if (B == 0 || Tq == 0 || Tk == 0 || NH == 0) return;  // no allowed pair: every gradient term is zero
-  const int64_t q_tiles = (Tq + kQueryTile - 1) / kQueryTile, k_tiles = (Tk + kKeyTile - 1) / kKeyTile;
-  const int64_t group = NH / KVH;
-  const std::vector<TileRange> q_ranges = tile_ranges(q_pos, q_doc, B, Tq, kQueryTile);  // (B, q_tiles)
-  const std::vector<TileRange> k_ranges = tile_ranges(k_pos, k_doc, B, Tk, kKeyTile);    // (B, k_tiles)
-  const PackedKV kv = pack_kv(k, v, B, Tk, KVH, HS, true);
-  // Every element below is written before it is read.
-  AttentionScratch& scratch = attention_scratch();
-  float* const delta = scratch.delta.reserve(B * NH * Tq);  // (B, NH, Tq) = sum_d do * o
-  float* const qh = scratch.qh.reserve(B * NH * Tq * HS);   // (B, NH, Tq, HS)
-  float* const doh = scratch.doh.reserve(B * NH * Tq * HS); // (B, NH, Tq, HS)
+void prepare_query_side(const T* q, const T* o, const T* dout, int64_t B, int64_t Tq, int64_t NH, int64_t HS,
+                        float* delta, float* qh, float* doh) {
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < B; ++b)
     for (int64_t i = 0; i < Tq; ++i)
@@ -147,6 +133,111 @@ void attention_bwd_impl(const T* q, const T* k, const T* v, const T* o, const fl
           doh[row * HS + d] = load_element(doi, d);
         }
       }
+}
+
+constexpr int64_t kPairFloats = kQueryTile * kKeyTile;
+
+// The dS tiles of one slab of query tiles, (B, NH, slab, k_tiles, kQueryTile, kKeyTile): pass 1 writes
+// each tile it computes, pass 2 reads only those (the store is left uninitialised).
+struct ScoreStore {
+  float* base;
+  int64_t NH, slab, k_tiles;
+  float* tile(int64_t b, int64_t h, int64_t qt_in_slab, int64_t kt) const {
+    return base + (((b * NH + h) * slab + qt_in_slab) * k_tiles + kt) * kPairFloats;
+  }
+};
+
+// Pass 1 over the query tiles [qt0, qt1): dk, dv. One task per (b, kv head, key tile) owns those rows;
+// it visits the query heads of its group and the query tiles of the slab in a fixed order, and stores dS.
+void dkdv_pass(const BackwardArgs& a, const ScoreStore& store, int64_t B, int64_t qt0, int64_t qt1, float* dk,
+               float* dv) {
+  const int64_t Tq = a.Tq, Tk = a.Tk, NH = a.NH, KVH = a.KVH, HS = a.HS, k_tiles = a.k_tiles;
+  const int64_t group = NH / KVH;
+#pragma omp parallel
+  {
+    std::vector<float> p(kPairFloats);  // (kQueryTile, kKeyTile)
+    std::vector<float> dtanh(a.softcap > 0 ? kPairFloats : 0);  // (kQueryTile, kKeyTile) 1 - t^2
+    std::vector<float> dk_tile(static_cast<size_t>(kKeyTile * HS)), dv_tile(dk_tile.size());  // (kKeyTile, HS)
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t item = 0; item < B * KVH * k_tiles; ++item) {
+      const int64_t b = item / (KVH * k_tiles), g = item / k_tiles % KVH, kt = item % k_tiles;
+      const int64_t j0 = kt * kKeyTile, k_valid = std::min(kKeyTile, Tk - j0);
+      bool touched = false;
+      for (int64_t h = g * group; h < (g + 1) * group; ++h)
+        for (int64_t qt = qt0; qt < qt1; ++qt) {
+          const TileMask mask = a.mask(b, qt, kt);
+          if (mask == TileMask::kSkip) continue;
+          if (!touched)
+            std::fill(dk_tile.begin(), dk_tile.end(), 0.0f), std::fill(dv_tile.begin(), dv_tile.end(), 0.0f);
+          touched = true;
+          float* ds = store.tile(b, h, qt - qt0, kt);
+          tile_p_ds(a, mask, b, h, qt, kt, p.data(), ds, dtanh.data());
+          const int64_t i0 = qt * kQueryTile, rows = std::min(kQueryTile, Tq - i0);
+          const float* q_rows = a.qh + ((b * NH + h) * Tq + i0) * HS;    // (rows, HS)
+          const float* do_rows = a.doh + ((b * NH + h) * Tq + i0) * HS;  // (rows, HS)
+          // dv_tile (k_valid, HS) += P^T do;  dk_tile += dS^T q   (A^T: row stride 1, column stride kKeyTile)
+          gemm_acc(k_valid, HS, rows, p.data(), 1, kKeyTile, do_rows, HS, dv_tile.data(), HS);
+          gemm_acc(k_valid, HS, rows, ds, 1, kKeyTile, q_rows, HS, dk_tile.data(), HS);
+        }
+      if (!touched) continue;
+      for (int64_t j = 0; j < k_valid; ++j) {
+        float* dkj = dk + ((b * Tk + j0 + j) * KVH + g) * HS;  // (HS)
+        float* dvj = dv + ((b * Tk + j0 + j) * KVH + g) * HS;  // (HS)
+        for (int64_t d = 0; d < HS; ++d) {
+          dkj[d] += a.scale * dk_tile[static_cast<size_t>(j * HS + d)];
+          dvj[d] += dv_tile[static_cast<size_t>(j * HS + d)];
+        }
+      }
+    }
+  }
+}
+
+// Pass 2 over the query tiles [qt0, qt1): dq. One task per (b, head, query tile of the slab) owns those
+// rows: dq += scale dS k, from the dS that pass 1 stored.
+void dq_pass(const BackwardArgs& a, const ScoreStore& store, int64_t B, int64_t qt0, int64_t qt1, float* dq) {
+  const int64_t Tq = a.Tq, Tk = a.Tk, NH = a.NH, KVH = a.KVH, HS = a.HS, k_tiles = a.k_tiles;
+  const int64_t group = NH / KVH;
+#pragma omp parallel
+  {
+    std::vector<float> dq_tile(static_cast<size_t>(kQueryTile * HS));  // (kQueryTile, HS)
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t item = 0; item < B * NH * (qt1 - qt0); ++item) {
+      const int64_t b = item / (NH * (qt1 - qt0)), h = item / (qt1 - qt0) % NH, qt = qt0 + item % (qt1 - qt0);
+      const int64_t g = h / group, i0 = qt * kQueryTile, rows = std::min(kQueryTile, Tq - i0);
+      const float* kp_bg = a.kv->kp + (b * KVH + g) * a.kv->Tkp * HS;  // (Tkp, HS)
+      std::fill(dq_tile.begin(), dq_tile.end(), 0.0f);
+      for (int64_t kt = 0; kt < k_tiles; ++kt) {
+        if (a.mask(b, qt, kt) == TileMask::kSkip) continue;
+        const int64_t j0 = kt * kKeyTile, k_valid = std::min(kKeyTile, Tk - j0);
+        gemm_acc(rows, HS, k_valid, store.tile(b, h, qt - qt0, kt), kKeyTile, 1, kp_bg + j0 * HS, HS, dq_tile.data(),
+                 HS);
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        float* dqi = dq + ((b * Tq + i0 + r) * NH + h) * HS;  // (HS)
+        for (int64_t d = 0; d < HS; ++d) dqi[d] += a.scale * dq_tile[static_cast<size_t>(r * HS + d)];
+      }
+    }
+  }
+}
+
+template <class T>
+void attention_bwd_impl(const T* q, const T* k, const T* v, const T* o, const float* lse, const T* dout,
+                        const int32_t* q_pos, const int32_t* k_pos, const int32_t* q_doc, const int32_t* k_doc,
+                        float* dq, float* dk, float* dv, int64_t B, int64_t Tq, int64_t Tk, int64_t NH, int64_t KVH,
+                        int64_t HS, float scale, int64_t window_size, float softcap) {
+  check_heads(NH, KVH);
+  check_softcap(softcap);
+  if (B == 0 || Tq == 0 || Tk == 0 || NH == 0) return;  // no allowed pair: every gradient term is zero
+  const int64_t q_tiles = (Tq + kQueryTile - 1) / kQueryTile, k_tiles = (Tk + kKeyTile - 1) / kKeyTile;
+  const std::vector<TileRange> q_ranges = tile_ranges(q_pos, q_doc, B, Tq, kQueryTile);  // (B, q_tiles)
+  const std::vector<TileRange> k_ranges = tile_ranges(k_pos, k_doc, B, Tk, kKeyTile);    // (B, k_tiles)
+  const PackedKV kv = pack_kv(k, v, B, Tk, KVH, HS, true);
+  // Every element below is written before it is read.
+  AttentionScratch& scratch = attention_scratch();
+  float* const delta = scratch.delta.reserve(B * NH * Tq);  // (B, NH, Tq) = sum_d do * o
+  float* const qh = scratch.qh.reserve(B * NH * Tq * HS);   // (B, NH, Tq, HS)
+  float* const doh = scratch.doh.reserve(B * NH * Tq * HS); // (B, NH, Tq, HS)
+  prepare_query_side(q, o, dout, B, Tq, NH, HS, delta, qh, doh);
   // clang-format off
   const BackwardArgs args{.qh = qh, .doh = doh, .lse = lse, .delta = delta,
                           .q_pos = q_pos, .k_pos = k_pos, .q_doc = q_doc, .k_doc = k_doc,
@@ -157,78 +248,12 @@ void attention_bwd_impl(const T* q, const T* k, const T* v, const T* o, const fl
 
   // The query tiles are processed in slabs; pass 1 stores each dS tile of the slab, pass 2 reuses it,
   // so dS is computed once. A slab is as many query tiles as the store budget allows (at least one).
-  constexpr int64_t kPairFloats = kQueryTile * kKeyTile;
-  const int64_t per_query_tile = B * NH * k_tiles * kPairFloats;
   const int64_t slab = score_store_slab(B, NH, q_tiles, k_tiles);
-  // (B, NH, slab, k_tiles, kQueryTile, kKeyTile); left uninitialised, pass 2 reads only what pass 1 wrote.
-  float* const ds_store = scratch.ds.reserve(slab * per_query_tile);
-  auto ds_tile = [&](int64_t b, int64_t h, int64_t qt_in_slab, int64_t kt) {
-    return ds_store + (((b * NH + h) * slab + qt_in_slab) * k_tiles + kt) * kPairFloats;
-  };
-
+  const ScoreStore store{scratch.ds.reserve(slab * B * NH * k_tiles * kPairFloats), NH, slab, k_tiles};
   for (int64_t qt0 = 0; qt0 < q_tiles; qt0 += slab) {
     const int64_t qt1 = std::min(q_tiles, qt0 + slab);
-    // Pass 1: dk, dv. One task per (b, kv head, key tile) owns those rows; it visits the query heads of
-    // its group and the query tiles of the slab in a fixed order.
-#pragma omp parallel
-    {
-      std::vector<float> p(kPairFloats);  // (kQueryTile, kKeyTile)
-      std::vector<float> dtanh(softcap > 0 ? kPairFloats : 0);  // (kQueryTile, kKeyTile) 1 - t^2
-      std::vector<float> dk_tile(static_cast<size_t>(kKeyTile * HS)), dv_tile(dk_tile.size());  // (kKeyTile, HS)
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t item = 0; item < B * KVH * k_tiles; ++item) {
-        const int64_t b = item / (KVH * k_tiles), g = item / k_tiles % KVH, kt = item % k_tiles;
-        const int64_t j0 = kt * kKeyTile, k_valid = std::min(kKeyTile, Tk - j0);
-        bool touched = false;
-        for (int64_t h = g * group; h < (g + 1) * group; ++h)
-          for (int64_t qt = qt0; qt < qt1; ++qt) {
-            const TileMask mask = args.mask(b, qt, kt);
-            if (mask == TileMask::kSkip) continue;
-            if (!touched)
-              std::fill(dk_tile.begin(), dk_tile.end(), 0.0f), std::fill(dv_tile.begin(), dv_tile.end(), 0.0f);
-            touched = true;
-            float* ds = ds_tile(b, h, qt - qt0, kt);
-            tile_p_ds(args, mask, b, h, qt, kt, p.data(), ds, dtanh.data());
-            const int64_t i0 = qt * kQueryTile, rows = std::min(kQueryTile, Tq - i0);
-            const float* q_rows = qh + ((b * NH + h) * Tq + i0) * HS;    // (rows, HS)
-            const float* do_rows = doh + ((b * NH + h) * Tq + i0) * HS;  // (rows, HS)
-            // dv_tile (k_valid, HS) += P^T do;  dk_tile += dS^T q   (A^T: row stride 1, column stride kKeyTile)
-            gemm_acc(k_valid, HS, rows, p.data(), 1, kKeyTile, do_rows, HS, dv_tile.data(), HS);
-            gemm_acc(k_valid, HS, rows, ds, 1, kKeyTile, q_rows, HS, dk_tile.data(), HS);
-          }
-        if (!touched) continue;
-        for (int64_t j = 0; j < k_valid; ++j) {
-          float* dkj = dk + ((b * Tk + j0 + j) * KVH + g) * HS;  // (HS)
-          float* dvj = dv + ((b * Tk + j0 + j) * KVH + g) * HS;  // (HS)
-          for (int64_t d = 0; d < HS; ++d) {
-            dkj[d] += scale * dk_tile[static_cast<size_t>(j * HS + d)];
-            dvj[d] += dv_tile[static_cast<size_t>(j * HS + d)];
-          }
-        }
-      }
-    }
-    // Pass 2: dq. One task per (b, head, query tile of the slab) owns those rows: dq += scale dS k.
-#pragma omp parallel
-    {
-      std::vector<float> dq_tile(static_cast<size_t>(kQueryTile * HS));  // (kQueryTile, HS)
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t item = 0; item < B * NH * (qt1 - qt0); ++item) {
-        const int64_t b = item / (NH * (qt1 - qt0)), h = item / (qt1 - qt0) % NH, qt = qt0 + item % (qt1 - qt0);
-        const int64_t g = h / group, i0 = qt * kQueryTile, rows = std::min(kQueryTile, Tq - i0);
-        const float* kp_bg = kv.kp + (b * KVH + g) * kv.Tkp * HS;  // (Tkp, HS)
-        std::fill(dq_tile.begin(), dq_tile.end(), 0.0f);
-        for (int64_t kt = 0; kt < k_tiles; ++kt) {
-          if (args.mask(b, qt, kt) == TileMask::kSkip) continue;
-          const int64_t j0 = kt * kKeyTile, k_valid = std::min(kKeyTile, Tk - j0);
-          gemm_acc(rows, HS, k_valid, ds_tile(b, h, qt - qt0, kt), kKeyTile, 1, kp_bg + j0 * HS, HS, dq_tile.data(),
-                   HS);
-        }
-        for (int64_t r = 0; r < rows; ++r) {
-          float* dqi = dq + ((b * Tq + i0 + r) * NH + h) * HS;  // (HS)
-          for (int64_t d = 0; d < HS; ++d) dqi[d] += scale * dq_tile[static_cast<size_t>(r * HS + d)];
-        }
-      }
-    }
+    dkdv_pass(args, store, B, qt0, qt1, dk, dv);
+    dq_pass(args, store, B, qt0, qt1, dq);
   }
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-// Block-level building blocks of the attention kernels (attention.cu), kept apart so that file shows
+// Block-level building blocks of the attention kernels (attention_fwd.cuh, attention_bwd.cuh), kept apart so that file shows
 // the algorithm: tile products in shared memory, shared-memory layouts, and the tile mask test.
 //
 // Tile product: C (M x N, fp32, row stride ldc) = or += A (M x K) B (K x N), computed by the whole

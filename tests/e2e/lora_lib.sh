@@ -1,14 +1,10 @@
-# Shared by the LoRA e2e tests (test_lora.sh, test_lora_modules_to_save.sh); sourced after
-# TRLHPC/MPIRUN/ROOT/WORK are set; the functions below read FIXTURE (curves.json, merged_logits.json) and
-# ADAPTER (the fixture's initial adapter), which the test sets. Provides: fail, $failures, MPI (mpirun with the flags these tests
+# Shared by the LoRA e2e tests (test_lora.sh, test_lora_modules_to_save.sh); sourced after tests/e2e/lib.sh's
+# e2e_begin (TRLHPC, MPIRUN, ROOT, WORK, fail); the functions below read FIXTURE (curves.json,
+# merged_logits.json) and ADAPTER (the fixture's initial adapter), which the test sets. Provides: MPI (mpirun with the flags these tests
 # need), SETTINGS (tests/fixtures/make_trl_curves.py's SFTConfig values, 6 steps, as `trlhpc sft` flags)
 # and compare REFERENCE(curves.json) METRICS.jsonl (every step's loss within 1e-6 and grad_norm within
 # 2e-5 relative: the bounds of test_trl_curves.sh; both sides train the same tokens from the same
 # weights, only fp32 summation order differs).
-failures=0
-fail() { echo "FAIL $*"; failures=$((failures + 1)); }
-export OMP_NUM_THREADS=1
-if [[ $(id -u) -eq 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 MPI=("$MPIRUN" --oversubscribe --bind-to none)
 SETTINGS=(--max_length=192 --packing=false --assistant_only_loss=true --per_device_train_batch_size=2
   --gradient_accumulation_steps=2 --max_steps=6 --learning_rate=3e-3 --lr_scheduler_type=cosine
@@ -82,11 +78,8 @@ expect_error() {  # expect_error PATTERN [sft flags...]: exit 1 and PATTERN in t
   fi
 }
 
-# finish: the summary line and exit status.
+# finish WHAT: lib.sh's summary line and exit status.
 finish() {
-  if [[ $failures -gt 0 ]]; then
-    echo "$failures failure(s)"
-    exit 1
-  fi
+  e2e_end || exit 1
   echo "all $1 checks passed"
 }

@@ -6,22 +6,15 @@
 # before --max_new_tokens. Trained on content alone the model would never see <|im_end|> as a target
 # (user turns are masked), so it could not learn to stop.
 set -u
-TRLHPC=$1
-MPIRUN=${2:-mpirun}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-cd "$ROOT"
-failures=0
-fail() { echo "FAIL $*"; failures=$((failures + 1)); }
-export OMP_NUM_THREADS=1
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 python3 - "$WORK/plain.jinja" <<'PY'
 import json, sys
 t = json.load(open("examples/tiny-chat/tokenizer_config.json"))["chat_template"]
 assert "{% generation %}" in t
 open(sys.argv[1], "w").write(t.replace("{% generation %}", "").replace("{% endgeneration %}", ""))
 PY
-timeout 600 "$MPIRUN" --oversubscribe -np 2 "$TRLHPC" sft --config examples/tiny-chat/sft.yaml \
+trlhpc_np 600 2 sft --config examples/tiny-chat/sft.yaml \
   --chat_template_path "$WORK/plain.jinja" --max_steps 100 --eval_steps 0 --logging_steps 50 --peak_flops 1e12 \
   --dataset_cache_dir none --output_dir "$WORK/out" >"$WORK/sft.log" 2>&1 || { fail "sft: exit $?"; tail -5 "$WORK/sft.log"; }
 grep -q "no {% generation %} markers, so each assistant message's content is located .* end-of-turn token" "$WORK/sft.log" ||
@@ -40,4 +33,4 @@ PY
   [ "${reason%% *}" = stop ] && stopped=$((stopped + 1))
 done
 [ "$stopped" -eq 6 ] || fail "only $stopped of 6 greedy answers ended on the end-of-turn token"
-[ "$failures" -eq 0 ] && echo "PASS" || exit 1
+e2e_end

@@ -25,21 +25,14 @@
 #  4. Resume under --bf16 is exact on the same layout (checkpoints hold the fp32 masters and moments),
 #     and a checkpoint of an fp32 run resumes under --bf16 (the manifest records the precision).
 set -u
-TRLHPC=$1
-MPIRUN=${2:-mpirun}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-cd "$ROOT"
-failures=0
-fail() { echo "FAIL $*"; failures=$((failures + 1)); }
-export OMP_NUM_THREADS=1
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 head -21 examples/tiny-chat/train.jsonl >"$WORK/train.jsonl"
 
 sft() {  # sft NP OUT FLAGS...
   local np=$1 out=$2
   shift 2
-  timeout 300 "$MPIRUN" --oversubscribe -np "$np" "$TRLHPC" sft --config examples/tiny-chat/sft.yaml --packing false \
+  trlhpc_np 300 "$np" sft --config examples/tiny-chat/sft.yaml --packing false \
     --dataset_name "$WORK/train.jsonl" --eval_strategy no --num_train_epochs 2 --logging_steps 1 \
     --peak_flops 1e12 --dataset_cache_dir none --per_device_train_batch_size 4 --output_dir "$out" "$@" >"$out.log" 2>&1 ||
     { fail "$out: exit $?"; tail -5 "$out.log"; }
@@ -139,4 +132,4 @@ grep -q '"precision": *"fp32"' "$WORK/fp32_saved/checkpoint-6/manifest.json" || 
 sft 1 "$WORK/switch" --bf16 --resume_from_checkpoint "$WORK/fp32_saved/checkpoint-6"
 [ "$(grep -c '"loss"' "$WORK/switch/metrics.jsonl")" -eq 6 ] || fail "an fp32 checkpoint did not resume under --bf16"
 
-[ "$failures" -eq 0 ] && echo "PASS" || exit 1
+e2e_end

@@ -6,16 +6,9 @@
 # reversing, sorting, sums) are printed for information only: this ~0.9M-parameter recipe does not
 # learn them (measured: 0 of 83 right after the default run).
 set -u
-TRLHPC=$1
-MPIRUN=${2:-mpirun}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-cd "$ROOT"
-failures=0
-fail() { echo "FAIL $*"; failures=$((failures + 1)); }
-export OMP_NUM_THREADS=1
-timeout 900 "$MPIRUN" --oversubscribe -np 2 "$TRLHPC" sft --config examples/tiny-chat/sft.yaml --peak_flops 1e12 \
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
+trlhpc_np 900 2 sft --config examples/tiny-chat/sft.yaml --peak_flops 1e12 \
   --dataset_cache_dir none --output_dir "$WORK/out" >"$WORK/sft.log" 2>&1 || { fail "sft: exit $?"; tail -5 "$WORK/sft.log"; }
 python3 - "$WORK" <<'PY'
 import json, sys
@@ -46,4 +39,4 @@ print(row["kind"], int(ok), json.dumps(row["answer"]), json.dumps(got["text"]), 
 done <"$WORK/prompts.jsonl"
 echo "    word counts right: $right of 8; other tasks (not asserted): $other_right of 8"
 [ "$right" -eq 8 ] || fail "only $right of 8 word-count answers are right"
-[ "$failures" -eq 0 ] && echo "PASS" || exit 1
+e2e_end

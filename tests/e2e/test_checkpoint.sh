@@ -18,20 +18,13 @@
 #     of every tensor) equal the synchronous ones and the same metrics and model; resuming from one is
 #     bit-identical; kill -9 during a background write behaves as in 6.
 set -u
-TRLHPC=$1
-MPIRUN=${2:-mpirun}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-cd "$ROOT"
-failures=0
-fail() { echo "FAIL $*"; failures=$((failures + 1)); }
-export OMP_NUM_THREADS=1
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 
 sft() {  # sft NP OUT LOG FLAGS...
   local np=$1 out=$2 log=$3
   shift 3
-  timeout 300 "$MPIRUN" --oversubscribe -np "$np" "$TRLHPC" sft --config examples/tiny-chat/sft.yaml --max_steps 9 \
+  trlhpc_np 300 "$np" sft --config examples/tiny-chat/sft.yaml --max_steps 9 \
     --logging_steps 1 --eval_steps 3 --peak_flops 1e12 --output_dir "$out" "$@" >"$log" 2>&1
 }
 
@@ -109,7 +102,7 @@ compare "$WORK/full" "$WORK/tpcp" 1e-5 || fail "tp 2 x cp 2: losses differ"
 
 # 4. Export on 1 and 3 ranks = the model the run saved at its end (same weights as checkpoint-9).
 for np in 1 3; do
-  timeout 120 "$MPIRUN" --oversubscribe -np $np "$TRLHPC" export "$WORK/full/checkpoint-9" --output_dir "$WORK/export$np" \
+  trlhpc_np 120 $np export "$WORK/full/checkpoint-9" --output_dir "$WORK/export$np" \
     >"$WORK/export$np.log" 2>&1 || fail "export on $np ranks: exit $?"
   cmp -s "$WORK/full/model.safetensors" "$WORK/export$np/model.safetensors" || fail "export on $np ranks differs"
   [ -f "$WORK/export$np/tokenizer.json" ] || fail "export on $np ranks: no tokenizer.json"
@@ -166,7 +159,7 @@ PY
 big() {  # big OUT LOG FLAGS...
   local out=$1 log=$2
   shift 2
-  timeout 600 "$MPIRUN" --oversubscribe -np 2 "$TRLHPC" sft --config examples/tiny-chat/sft.yaml --model_config "$WORK/big.json" \
+  trlhpc_np 600 2 sft --config examples/tiny-chat/sft.yaml --model_config "$WORK/big.json" \
     --max_steps 3 --max_length 128 --logging_steps 1 --eval_dataset "" --peak_flops 1e12 --output_dir "$out" "$@" >"$log" 2>&1
 }
 big "$WORK/big-full" "$WORK/big-full.log" || fail "big uninterrupted run: exit $?"
@@ -228,4 +221,4 @@ compare "$WORK/full" "$WORK/async-same" 0 || fail "resume from an async checkpoi
 echo "kill -9 during a background save, resumed from latest"
 kill_during_save big-async --async_save
 
-[ "$failures" -eq 0 ] && echo "PASS" || exit 1
+e2e_end

@@ -6,20 +6,14 @@
 # so a hang fails the test. The output dir is a 16 MiB tmpfs (the first checkpoint of tiny-chat fits,
 # the second does not); without the right to mount one the test is skipped (exit 77).
 set -u
-TRLHPC=$1
-MPIRUN=${2:-mpirun}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d)
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 FS=$WORK/fs
 mkdir -p "$FS"
 cleanup() { umount "$FS" 2>/dev/null; rm -rf "$WORK"; }
 trap cleanup EXIT
-if ! mount -t tmpfs -o size=16m tmpfs "$FS" 2>/dev/null; then
-  echo "SKIP: cannot mount a 16 MiB tmpfs at $FS (needs root or CAP_SYS_ADMIN)"
-  exit 77
-fi
-failures=0
-fail() { echo "FAIL $1"; shift; [ $# -gt 0 ] && sed 's/^/    /' "$1" | tail -25; failures=$((failures + 1)); }
+mount -t tmpfs -o size=16m tmpfs "$FS" 2>/dev/null ||
+  skip "cannot mount a 16 MiB tmpfs at $FS (needs root or CAP_SYS_ADMIN)"
 TINY="sft --config $ROOT/examples/tiny-chat/sft.yaml --comm_progress none --max_steps 4 --save_steps 2"
 
 # full_disk NAME EXTRA...: a 2-rank run whose checkpoint-4 does not fit on the tmpfs.
@@ -28,31 +22,29 @@ full_disk() {
   shift
   rm -rf "${FS:?}"/*
   local out=$FS/$name log=$WORK/$name.log
-  (cd "$ROOT" && OMP_NUM_THREADS=1 timeout 120 "$MPIRUN" --oversubscribe -np 2 "$TRLHPC" $TINY --output_dir "$out" "$@") \
-    >"$log" 2>&1
+  trlhpc_np 120 2 $TINY --output_dir "$out" "$@" >"$log" 2>&1
   local rc=$?
-  [ "$rc" -eq 124 ] && { fail "$name: hung (killed by timeout after 120 s)" "$log"; return; }
-  [ "$rc" -eq 2 ] || { fail "$name: exit $rc (want 2: a full disk while saving)" "$log"; return; }
+  [ "$rc" -eq 124 ] && { fail_log "$name: hung (killed by timeout after 120 s)" "$log"; return; }
+  [ "$rc" -eq 2 ] || { fail_log "$name: exit $rc (want 2: a full disk while saving)" "$log"; return; }
   for r in 0 1; do
-    grep -q "rank $r .*disk full.*$out" "$log" || fail "$name: rank $r does not say 'disk full' naming $out" "$log"
+    grep -q "rank $r .*disk full.*$out" "$log" || fail_log "$name: rank $r does not say 'disk full' naming $out" "$log"
   done
   [ -f "$out/checkpoint-2/manifest.json" ] && [ -f "$out/checkpoint-2/state.h5" ] ||
-    fail "$name: checkpoint-2 is not intact" "$log"
+    fail_log "$name: checkpoint-2 is not intact" "$log"
   [ "$(cat "$out/latest" 2>/dev/null)" = "checkpoint-2" ] || fail "$name: latest is '$(cat "$out/latest" 2>/dev/null)'"
   [ -e "$out/checkpoint-4.tmp" ] && fail "$name: the partial checkpoint-4.tmp was left behind"
   [ -e "$out/checkpoint-4" ] && fail "$name: a checkpoint-4 was committed on a full disk"
   # The checkpoint left behind resumes (on a disk with room) to the end.
   local again=$WORK/$name-resumed
   rm -rf "$again" && cp -a "$out" "$again" && rm -f "$again/.trlhpc.lock"
-  (cd "$ROOT" && OMP_NUM_THREADS=1 timeout 120 "$MPIRUN" --oversubscribe -np 2 "$TRLHPC" $TINY --output_dir "$again" \
-    --resume_from_checkpoint latest) >"$WORK/$name-resume.log" 2>&1 ||
-    fail "$name: resuming checkpoint-2 failed" "$WORK/$name-resume.log"
-  grep -q "resumed from .*checkpoint-2" "$WORK/$name-resume.log" || fail "$name: did not resume checkpoint-2" "$WORK/$name-resume.log"
+  trlhpc_np 120 2 $TINY --output_dir "$again" \
+    --resume_from_checkpoint latest >"$WORK/$name-resume.log" 2>&1 ||
+    fail_log "$name: resuming checkpoint-2 failed" "$WORK/$name-resume.log"
+  grep -q "resumed from .*checkpoint-2" "$WORK/$name-resume.log" || fail_log "$name: did not resume checkpoint-2" "$WORK/$name-resume.log"
   echo "ok   $name: $(grep -m1 'disk full' "$log")"
 }
 
 full_disk sync
 full_disk async --async_save
 
-[ "$failures" -eq 0 ] && echo "test_checkpoint_disk_full: all passed" || echo "test_checkpoint_disk_full: $failures failed"
-[ "$failures" -eq 0 ]
+e2e_end

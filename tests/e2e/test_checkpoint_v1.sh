@@ -10,23 +10,16 @@
 #  4. A format-2 index that is missing or damaged in manifest.json: exit 1 on every rank with one
 #     message naming the manifest file.
 set -u
-TRLHPC=$1
-MPIRUN=${2:-mpirun}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 FIXTURE=$ROOT/tests/fixtures/checkpoint_v1
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-cd "$ROOT"
-failures=0
-fail() { echo "FAIL $*"; failures=$((failures + 1)); }
-export OMP_NUM_THREADS=1
 
 # --per_device_eval_batch_size 2: the fixture's binary evaluated in batches of the train batch (2); eval
 # entropy is a mean over eval batches, so it follows the eval batch size (TRL's default is 8).
 sft() {  # sft NP OUT LOG FLAGS...: the fixture's run (its model, 4 steps, a checkpoint and an eval every 2)
   local np=$1 out=$2 log=$3
   shift 3
-  timeout 300 "$MPIRUN" --oversubscribe -np "$np" "$TRLHPC" sft --config examples/tiny-chat/sft.yaml \
+  trlhpc_np 300 "$np" sft --config examples/tiny-chat/sft.yaml \
     --model_config "$FIXTURE/model_config.json" --max_steps 4 --save_steps 2 --logging_steps 1 --eval_steps 2 \
     --peak_flops 1e12 --per_device_eval_batch_size 2 --output_dir "$out" "$@" >"$log" 2>&1
 }
@@ -76,7 +69,7 @@ compare "$FIXTURE/metrics.jsonl" "$WORK/tp/metrics.jsonl" 1e-5 || fail "tp 2: lo
 
 echo "3. export of format 1"
 for np in 1 2; do
-  timeout 120 "$MPIRUN" --oversubscribe -np $np "$TRLHPC" export "$FIXTURE/checkpoint-2" --output_dir "$WORK/export$np" \
+  trlhpc_np 120 $np export "$FIXTURE/checkpoint-2" --output_dir "$WORK/export$np" \
     >"$WORK/export$np.log" 2>&1 || { fail "export on $np ranks: exit $?"; tail -3 "$WORK/export$np.log"; }
   cmp -s "$FIXTURE/export-checkpoint-2.safetensors" "$WORK/export$np/model.safetensors" ||
     fail "export on $np ranks differs from the old binary's"
@@ -106,4 +99,4 @@ damaged offset 'tensor index entry "model.norm.weight" ends at element' \
 damaged overlap 'tensor index: two tensors of unit-1 overlap' \
   'm["tensors"]["model.layers.0.mlp.up_proj.weight"]["offset"] = m["tensors"]["model.layers.0.mlp.gate_proj.weight"]["offset"]'
 
-[ "$failures" -eq 0 ] && echo "PASS" || exit 1
+e2e_end

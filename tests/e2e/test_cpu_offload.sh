@@ -16,20 +16,13 @@
 #     collective (the job ends at once on every rank): --sharding zero2 over a parameter-offload file,
 #     --sharding none over an optimizer-offload file, offload_param_device cpu at zero_stage 2, nvme.
 set -u
-TRLHPC=$1
-MPIRUN=${2:-mpirun}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-cd "$ROOT"
-failures=0
-fail() { echo "FAIL $*"; failures=$((failures + 1)); }
-export OMP_NUM_THREADS=1
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 
 sft() {  # sft OUT FLAGS...: 2 ranks, 9 steps
   local out=$1
   shift
-  timeout 300 "$MPIRUN" --oversubscribe -np 2 "$TRLHPC" sft --config examples/tiny-chat/sft.yaml --max_steps 9 \
+  trlhpc_np 300 2 sft --config examples/tiny-chat/sft.yaml --max_steps 9 \
     --logging_steps 1 --eval_steps 3 --peak_flops 1e12 --output_dir "$out" "$@" >"$out.log" 2>&1 ||
     { fail "$out: exit $?"; tail -5 "$out.log"; }
 }
@@ -113,7 +106,7 @@ refused() {  # refused WHAT EXPECTED_TEXT FLAGS...
   local what=$1 text=$2
   shift 2
   local start=$SECONDS code=0
-  timeout 60 "$MPIRUN" --oversubscribe -np 2 "$TRLHPC" sft --config examples/tiny-chat/sft.yaml --max_steps 2 \
+  trlhpc_np 60 2 sft --config examples/tiny-chat/sft.yaml --max_steps 2 \
     --output_dir "$WORK/refused" "$@" >"$WORK/refused.log" 2>&1 || code=$?
   [ "$code" = 1 ] || fail "$what: exit $code, expected 1"
   grep -qF -- "$text" "$WORK/refused.log" || { fail "$what: no '$text' in"; tail -3 "$WORK/refused.log"; }
@@ -129,4 +122,4 @@ refused "param offload at stage 2" "$WORK/z2_param.yaml" --accelerate_config "$W
 refused "param offload at stage 2 (key)" "offload_param_device cpu needs zero_stage 3" --accelerate_config "$WORK/z2_param.yaml"
 refused "nvme" "deepspeed_config.offload_optimizer_device nvme is not supported" --accelerate_config "$WORK/z2_nvme.yaml"
 
-[ "$failures" = 0 ] && echo "PASS" || { echo "$failures failure(s)"; exit 1; }
+e2e_end

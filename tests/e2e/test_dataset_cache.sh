@@ -3,18 +3,12 @@
 # 2-rank run writes it (rank 0 logs "dataset cache written"), the second loads it ("dataset cache hit")
 # and trains to exactly the same losses; a corrupt cache file is a miss (a warning, then rewritten).
 set -u
-TRLHPC=$1
-MPIRUN=${2:-mpirun}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-cd "$ROOT"
-failures=0
-fail() { echo "FAIL $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 
 run() {  # run NAME: one 2-rank training run into $WORK/out, log in $WORK/NAME.log, metrics kept
   rm -f "$WORK/out/metrics.jsonl"  # appended to across runs
-  timeout 300 "$MPIRUN" --oversubscribe -np 2 "$TRLHPC" sft --config examples/tiny-chat/sft.yaml --max_steps 2 \
+  trlhpc_np 300 2 sft --config examples/tiny-chat/sft.yaml --max_steps 2 \
     --output_dir "$WORK/out" >"$WORK/$1.log" 2>&1
   local rc=$?
   cp "$WORK/out/metrics.jsonl" "$WORK/$1.metrics.jsonl" 2>/dev/null
@@ -22,18 +16,7 @@ run() {  # run NAME: one 2-rank training run into $WORK/out, log in $WORK/NAME.l
 }
 
 same_losses() {  # same_losses A B: identical loss / eval_loss sequences
-  python3 - "$WORK/$1.metrics.jsonl" "$WORK/$2.metrics.jsonl" <<'PY'
-import json, sys
-def losses(p):
-    out = []
-    for line in open(p):
-        r = json.loads(line)
-        out += [(k, r["step"], r[k]) for k in ("loss", "eval_loss") if k in r]
-    return out
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-assert a and a == b, (a, b)
-print("   ", a)
-PY
+  same_metrics "$WORK/$1.metrics.jsonl" "$WORK/$2.metrics.jsonl" 0 loss eval_loss
 }
 
 run first
@@ -56,5 +39,4 @@ grep -q "ignored (bad magic)" "$WORK/corrupt.log" || fail "corrupt run: no 'igno
 [ "$(grep -c "dataset cache written:" "$WORK/corrupt.log")" -eq 2 ] || fail "corrupt run: cache not rewritten"
 same_losses first corrupt || fail "corrupt run: losses differ from the first run's"
 
-if [ "$failures" -ne 0 ]; then echo "$failures failure(s)"; exit 1; fi
-echo "ok: cache written, hit, corrupt file rebuilt; identical losses"
+e2e_end && echo "ok: cache written, hit, corrupt file rebuilt; identical losses"

@@ -10,15 +10,10 @@
 #   - a missing split and a bad mixture entry fail with exit 1 on both ranks, naming the flag / the
 #     config file and the entry.
 set -u
-TRLHPC=$1
-MPIRUN=${2:-mpirun}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 cd "$WORK"
 export HF_HUB_CACHE="$ROOT/tests/fixtures/hub_cache" HF_HUB_OFFLINE=1
-failures=0
-fail() { echo "FAIL $*"; failures=$((failures + 1)); }
 
 # Two datasets cut from the tiny chat rows, each row with an extra "id" column that columns: drops.
 python3 - "$ROOT/examples/tiny-chat/train.jsonl" "$WORK" <<'EOF'
@@ -68,7 +63,7 @@ EOF
 
 run() {  # run NAME ARGS...: a 2-rank, 4-step run; exit code in $WORK/NAME.rc, log in $WORK/NAME.log
   local name=$1; shift
-  timeout 300 "$MPIRUN" --oversubscribe -np 2 "$TRLHPC" sft --model_name_or_path trlhpc-test/tiny-qwen2 --max_steps 4 \
+  trlhpc_np 300 2 sft --model_name_or_path trlhpc-test/tiny-qwen2 --max_steps 4 \
     --per_device_train_batch_size 2 --max_length 256 --learning_rate 1e-3 --logging_steps 1 --dataset_cache_dir none \
     --output_dir "$WORK/$name" "$@" >"$WORK/$name.log" 2>&1
   echo $? >"$WORK/$name.rc"
@@ -112,4 +107,4 @@ run bad_entry --config "$WORK/mix_bad.yaml"
 [ "$(cat "$WORK/bad_entry.rc")" -eq 1 ] || fail "bad entry: exit $(cat "$WORK/bad_entry.rc"), expected 1"
 grep -q "mix_bad.yaml: datasets\[1\]: unknown key 'colums'" "$WORK/bad_entry.log" || { fail "bad entry not named"; tail -5 "$WORK/bad_entry.log"; }
 
-[ "$failures" -eq 0 ] && echo "dataset mixture: all passed" || exit 1
+e2e_end

@@ -23,22 +23,19 @@ set -euo pipefail
 if [[ -z ${TRLHPC_EASYBUILD_TEST_INNER:-} ]]; then
   TRLHPC_EASYBUILD_TEST_INNER=1 exec timeout 1750 bash "$0" "$@"
 fi
-TRLHPC=$(realpath "$1")
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 BUILD=$(dirname "$TRLHPC")
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+# eb's build folder sits next to BUILD (the ccache layout above): this WORK replaces e2e_begin's.
+rmdir "$WORK"
 WORK=$(mktemp -d "$BUILD/easybuild-test.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
-fail() { echo "FAILED: $*"; exit 1; }
-skip() { echo "SKIPPED: $*"; exit 77; }
 # All the CPUs for eb's build: GNU nproc would answer OMP_NUM_THREADS, which ctest (and this script, for
 # the example's ranks) sets to 1.
 BUILD_JOBS=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
-export OMP_NUM_THREADS=1
-if [[ $(id -u) -eq 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 VERSION=$(sed -n 's/^project(trlhpc VERSION \([0-9.]*\).*/\1/p' "$ROOT/CMakeLists.txt")
-[[ -n $VERSION ]] || fail "no version in CMakeLists.txt's project()"
+[[ -n $VERSION ]] || fatal "no version in CMakeLists.txt's project()"
 EASYCONFIG=$ROOT/easybuild/trlhpc-$VERSION.eb
-[[ -f $EASYCONFIG ]] || fail "no $EASYCONFIG for CMakeLists.txt's version $VERSION (rename it with the version)"
+[[ -f $EASYCONFIG ]] || fatal "no $EASYCONFIG for CMakeLists.txt's version $VERSION (rename it with the version)"
 LMOD_INIT=/usr/share/lmod/lmod/init/bash
 [[ -f $LMOD_INIT ]] || skip "Lmod not found ($LMOD_INIT; scripts/install-module-systems.sh provides it)"
 
@@ -60,15 +57,15 @@ export MODULEPATH=
 
 # 0. The centre variants (not built here) parse and agree with the tested one (tests/e2e/easyconfig_variants.py).
 python "$ROOT/tests/e2e/easyconfig_variants.py" "$VERSION" "$ROOT"/easybuild/trlhpc-*.eb >"$WORK/variants.log" 2>&1 \
-  || { cat "$WORK/variants.log"; fail "the easyconfig variants disagree (above)"; }
+  || { cat "$WORK/variants.log"; fatal "the easyconfig variants disagree (above)"; }
 tail -n 1 "$WORK/variants.log"
 
 # 1. The source tarball and its checksum, recorded in a copy of the easyconfig.
 mapfile -t tarball < <("$ROOT/easybuild/make-source-tarball.sh" "$WORK/sources/t/trlhpc")
 SHA256=${tarball[1]}
-[[ -f ${tarball[0]} && $SHA256 =~ ^[0-9a-f]{64}$ ]] || fail "make-source-tarball.sh gave '${tarball[*]}'"
+[[ -f ${tarball[0]} && $SHA256 =~ ^[0-9a-f]{64}$ ]] || fatal "make-source-tarball.sh gave '${tarball[*]}'"
 mkdir -p "$WORK/ec" "$WORK/ec-wrong"
-grep -qx 'checksums = \[\]' "$EASYCONFIG" || fail "$EASYCONFIG has no line 'checksums = []' to record the tarball's sha256 in"
+grep -qx 'checksums = \[\]' "$EASYCONFIG" || fatal "$EASYCONFIG has no line 'checksums = []' to record the tarball's sha256 in"
 sed "s/^checksums = \[\]\$/checksums = ['$SHA256']/" "$EASYCONFIG" >"$WORK/ec/trlhpc-$VERSION.eb"
 sed "s/^checksums = \[\]\$/checksums = ['$(printf '0%.0s' {1..64})']/" "$EASYCONFIG" >"$WORK/ec-wrong/trlhpc-$VERSION.eb"
 
@@ -83,10 +80,10 @@ if [[ $(id -u) -eq 0 ]]; then EB_ARGS+=(--allow-use-as-root-and-accept-consequen
 
 # A source whose sha256 is not the recorded one is refused before anything is built.
 if eb "${EB_ARGS[@]}" "$WORK/ec-wrong/trlhpc-$VERSION.eb" >"$WORK/eb-wrong.log" 2>&1; then
-  fail "eb accepted a source whose sha256 is not the easyconfig's"
+  fatal "eb accepted a source whose sha256 is not the easyconfig's"
 fi
-grep -qi "checksum verification.*failed" "$WORK/eb-wrong.log" || { cat "$WORK/eb-wrong.log"; fail "eb failed, but not on the checksum"; }
-[[ -z $(find "$WORK/install" -type f -not -path '*/.locks/*' 2>/dev/null) ]] || fail "eb installed files despite the wrong checksum: $(find "$WORK/install" -type f | head -n3)"
+grep -qi "checksum verification.*failed" "$WORK/eb-wrong.log" || { cat "$WORK/eb-wrong.log"; fatal "eb failed, but not on the checksum"; }
+[[ -z $(find "$WORK/install" -type f -not -path '*/.locks/*' 2>/dev/null) ]] || fatal "eb installed files despite the wrong checksum: $(find "$WORK/install" -type f | head -n3)"
 echo "eb refused the tarball under a wrong sha256"
 
 # 2. Build and install (osdependencies checked, sanity checks run with the module loaded).
@@ -96,14 +93,14 @@ start=$SECONDS
 eb "${EB_ARGS[@]}" "$WORK/ec/trlhpc-$VERSION.eb" >"$WORK/eb.log" 2>&1 || {
   tail -n 40 "$WORK/eb.log"
   for log in "$WORK"/tmp/eb-*/easybuild-trlhpc-*.log; do [[ -f $log ]] && tail -n 60 "$log"; done
-  fail "eb trlhpc-$VERSION.eb failed"; }
+  fatal "eb trlhpc-$VERSION.eb failed"; }
 EB_SECONDS=$((SECONDS - start))
 INSTALLDIR=$WORK/install/software/trlhpc/$VERSION
-[[ -x $INSTALLDIR/bin/trlhpc ]] || fail "no $INSTALLDIR/bin/trlhpc after eb"
+[[ -x $INSTALLDIR/bin/trlhpc ]] || fatal "no $INSTALLDIR/bin/trlhpc after eb"
 # eb keeps its log in the install folder; both sanity-check commands must have run there.
 for cmd in 'trlhpc --version' 'trlhpc env'; do
   grep -qs "sanity check command $cmd.* ran successfully" "$INSTALLDIR"/easybuild/easybuild-trlhpc-*.log \
-    || fail "eb's log ($INSTALLDIR/easybuild) does not show the sanity check '$cmd' succeeding"
+    || fatal "eb's log ($INSTALLDIR/easybuild) does not show the sanity check '$cmd' succeeding"
 done
 echo "eb built and installed trlhpc $VERSION (SYSTEM toolchain) in $EB_SECONDS s (-j $BUILD_JOBS, ${CMAKE_CXX_COMPILER_LAUNCHER:-no compiler launcher})"
 if [[ -s $WORK/ccache-stats.log ]]; then
@@ -117,13 +114,13 @@ out=$(PATH=/usr/bin:/bin MODULEPATH='' bash -c "source '$LMOD_INIT'
   module load trlhpc || exit 1
   echo VERSION: \$(trlhpc --version)
   echo BINARY: \$(command -v trlhpc)
-  echo ROOT: \$TRLHPC_ROOT" 2>&1) || { echo "$out"; fail "Lmod: module load trlhpc failed"; }
+  echo ROOT: \$TRLHPC_ROOT" 2>&1) || { echo "$out"; fatal "Lmod: module load trlhpc failed"; }
 echo "Lmod: $(echo "$out" | tr '\n' ' ')"
 avail=$(sed -n 's/^AVAIL: //p' <<<"$out" | tr ' ' '\n' | grep -v -e '^$' -e ':$')
-[[ $avail == "trlhpc/$VERSION" ]] || fail "module avail lists '$(echo $avail)', not exactly trlhpc/$VERSION"
-grep -qx "VERSION: trlhpc $VERSION" <<<"$out" || fail "trlhpc --version after module load does not print 'trlhpc $VERSION'"
-grep -qx "BINARY: $INSTALLDIR/bin/trlhpc" <<<"$out" || fail "module load trlhpc does not put $INSTALLDIR/bin first on PATH"
-grep -qx "ROOT: $INSTALLDIR" <<<"$out" || fail "TRLHPC_ROOT is not $INSTALLDIR"
+[[ $avail == "trlhpc/$VERSION" ]] || fatal "module avail lists '$(echo $avail)', not exactly trlhpc/$VERSION"
+grep -qx "VERSION: trlhpc $VERSION" <<<"$out" || fatal "trlhpc --version after module load does not print 'trlhpc $VERSION'"
+grep -qx "BINARY: $INSTALLDIR/bin/trlhpc" <<<"$out" || fatal "module load trlhpc does not put $INSTALLDIR/bin first on PATH"
+grep -qx "ROOT: $INSTALLDIR" <<<"$out" || fatal "TRLHPC_ROOT is not $INSTALLDIR"
 
 # 4. The installed example from another directory, with only the module loaded.
 mkdir -p "$WORK/elsewhere"
@@ -132,10 +129,11 @@ touch "$WORK/before-run"
   module use '$WORK/install/modules/all' && module load trlhpc || exit 1
   mpirun --oversubscribe -np 2 trlhpc sft --config \$TRLHPC_ROOT/share/trlhpc/examples/tiny-chat/sft.yaml \
     --max_steps 2 --logging_steps 1 --eval_steps 0" >"$WORK/example.log" 2>&1) \
-  || { cat "$WORK/example.log"; fail "the installed example does not run from another directory with the module loaded"; }
-grep -q '"step":2,' "$WORK/elsewhere/out/tiny-chat/metrics.jsonl" || fail "the example wrote no out/tiny-chat/metrics.jsonl under its directory"
-[[ -s $WORK/elsewhere/out/tiny-chat/model.safetensors ]] || fail "the example saved no model under its directory"
+  || { cat "$WORK/example.log"; fatal "the installed example does not run from another directory with the module loaded"; }
+grep -q '"step":2,' "$WORK/elsewhere/out/tiny-chat/metrics.jsonl" || fatal "the example wrote no out/tiny-chat/metrics.jsonl under its directory"
+[[ -s $WORK/elsewhere/out/tiny-chat/model.safetensors ]] || fatal "the example saved no model under its directory"
 written=$(find "$INSTALLDIR" -newer "$WORK/before-run" | head -n3)
-[[ -z $written ]] || fail "the example wrote into the install folder: $written"
+[[ -z $written ]] || fatal "the example wrote into the install folder: $written"
 echo "the installed example ran from $WORK/elsewhere and wrote out/tiny-chat there"
 echo "PASSED: eb installed trlhpc $VERSION from the working tree's tarball (sha256 checked) in $EB_SECONDS s; Lmod loads it; the example runs"
+e2e_end

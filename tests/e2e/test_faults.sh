@@ -15,25 +15,19 @@
 #     background write's failure ends the job at the next save).
 # Every run has a timeout, so nothing can hang CI.
 set -u
-TRLHPC=$1
-MPIRUN=${2:-mpirun}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d)
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 SMALL=""
 cleanup() {
   [ -n "$SMALL" ] && umount "$SMALL" 2>/dev/null
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-cd "$ROOT"
-failures=0
-fail() { echo "FAIL $*"; failures=$((failures + 1)); }
-export OMP_NUM_THREADS=1
 
 sft() {  # sft NP OUT LOG FLAGS...
   local np=$1 out=$2 log=$3
   shift 3
-  timeout 300 "$MPIRUN" --oversubscribe -np "$np" "$TRLHPC" sft --config examples/tiny-chat/sft.yaml \
+  trlhpc_np 300 "$np" sft --config examples/tiny-chat/sft.yaml \
     --logging_steps 1 --eval_steps 0 --peak_flops 1e12 --output_dir "$out" "$@" >"$log" 2>&1
 }
 ranks_of() { pgrep -f "^$TRLHPC sft .*--output_dir $1( |$)"; }
@@ -136,4 +130,4 @@ else
   echo "NOT RUN: the full-disk case (mounting a tmpfs needs root)"
 fi
 
-[ "$failures" -eq 0 ] && echo "PASS" || exit 1
+e2e_end

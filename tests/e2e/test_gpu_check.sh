@@ -12,24 +12,22 @@
 #     --dry-run` unpacks it and checks ldd as on the GPU machine; without one it says SKIP.
 # 5 steps instead of 30 (GPU_CHECK_STEPS) keep this within a minute on 2 busy cores (about 20 s of CPU).
 set -u
-TRLHPC=$1
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 BUILD=$(cd "$(dirname "$TRLHPC")" && pwd)
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+T=$WORK
 DATA=${TRLHPC_SHARED_DATA:-$ROOT/../shared/data}
-[ -f "$DATA/stories260K/model.safetensors" ] || { echo "SKIP: no stories260K under $DATA"; exit 77; }
-export SHARED_DATA=$DATA GPU_CHECK_STEPS=5 MPIRUN=${2:-mpirun}
+[ -f "$DATA/stories260K/model.safetensors" ] || skip "no stories260K under $DATA"
+export SHARED_DATA=$DATA GPU_CHECK_STEPS=5 MPIRUN
 REPORT=(python3 "$ROOT/bench/gpu_check/report.py")
 
 # 1. The dry run from the build's binaries.
 OUT=$T/out GPU_CHECK_WORK=$T/work bash "$ROOT/bench/gpu_check.sh" run --dry-run --bin "$BUILD" > "$T/dry.log" 2>&1 ||
-  { cat "$T/dry.log"; for f in "$T"/out/*.log; do echo "== $f"; tail -20 "$f"; done; fail "run --dry-run exited $?"; }
+  { cat "$T/dry.log"; for f in "$T"/out/*.log; do echo "== $f"; tail -20 "$f"; done; fatal "run --dry-run exited $?"; }
 for f in summary.md h200.json setup.log op_tests.log curves.log benchmark.log layouts.log sanitizer.log; do
-  [ -s "$T/out/$f" ] || fail "the dry run wrote no $f"
+  [ -s "$T/out/$f" ] || fatal "the dry run wrote no $f"
 done
-python3 - "$T/out/h200.json" <<'PY' || fail "h200.json of the dry run"
+python3 - "$T/out/h200.json" <<'PY' || fatal "h200.json of the dry run"
 import json, sys
 d = json.load(open(sys.argv[1]))
 fields = ["op_tests_passed", "sanitizer_clean", "fp32_curve_matches_cpu", "bf16_curve_within_2pct", "layouts_match",
@@ -45,12 +43,12 @@ assert st["attention_choice"]["ok"] is None and "--cuda_attention cudnn" in st["
     st["attention_choice"]
 print("    dry run: every field null; CPU comparisons passed:", st["fp32_curve"]["detail"], "|", st["bf16_curve"]["detail"])
 PY
-grep -q "dry run" "$T/out/summary.md" || fail "summary.md does not say it was a dry run"
-grep -q "skipped: the other 9" "$T/out/layouts.log" || fail "layouts.log does not say which layouts it skipped"
-grep -q "skipped" "$T/out/summary.md" || fail "summary.md does not say what the dry run skipped"
+grep -q "dry run" "$T/out/summary.md" || fatal "summary.md does not say it was a dry run"
+grep -q "skipped: the other 9" "$T/out/layouts.log" || fatal "layouts.log does not say which layouts it skipped"
+grep -q "skipped" "$T/out/summary.md" || fatal "summary.md does not say what the dry run skipped"
 if [ -x "$BUILD/bench/gpu_bench" ]; then
-  grep -q "dumped a 1x512 packed batch" "$T/out/summary.md" || fail "gpu_bench --dump_batch did not run"
-  grep -q "exited 77 (no CUDA device visible" "$T/out/summary.md" || fail "the CUDA test binary did not stop at the missing GPU"
+  grep -q "dumped a 1x512 packed batch" "$T/out/summary.md" || fatal "gpu_bench --dump_batch did not run"
+  grep -q "exited 77 (no CUDA device visible" "$T/out/summary.md" || fatal "the CUDA test binary did not stop at the missing GPU"
 fi
 
 # 2. The comparisons' controls on the CPU-made curves.
@@ -72,17 +70,17 @@ off "$ref" "$T/off1.jsonl" 1.01
 off "$ref" "$T/off2e4.jsonl" 1.0002
 bf16() { "${REPORT[@]}" curve "$ref" "$1" --name bf16 --keys loss --bound 0.02 --min_diff 1e-6 --steps 5 > "$T/c.log" 2>&1; }
 fp32() { "${REPORT[@]}" curve "$ref" "$1" --name fp32 --keys loss,grad_norm --bound 1e-4 --steps 5 > "$T/c.log" 2>&1; }
-bf16 "$T/off3.jsonl" && fail "a loss curve 3 % off passed the bf16 check: $(cat "$T/c.log")"
-grep -q "loss worst 0.03 " "$T/c.log" || fail "the 3 % curve's worst difference is not reported as 0.03: $(cat "$T/c.log")"
-bf16 "$T/off1.jsonl" || fail "a loss curve 1 % off failed the bf16 check: $(cat "$T/c.log")"
-bf16 "$W/gpu_bf16/metrics.jsonl" || fail "CPU --bf16 against CPU fp32: $(cat "$T/c.log")"
-bf16 "$ref" && fail "a bf16 curve equal to the fp32 one passed (bf16 not in effect): $(cat "$T/c.log")"
-grep -q "not in effect" "$T/c.log" || fail "an equal bf16 curve is not reported as 'not in effect'"
-fp32 "$W/gpu_fp32/metrics.jsonl" || fail "two CPU fp32 runs differ: $(cat "$T/c.log")"
-fp32 "$T/off2e4.jsonl" && fail "a curve 2e-4 off passed the fp32 check (1e-4)"
+bf16 "$T/off3.jsonl" && fatal "a loss curve 3 % off passed the bf16 check: $(cat "$T/c.log")"
+grep -q "loss worst 0.03 " "$T/c.log" || fatal "the 3 % curve's worst difference is not reported as 0.03: $(cat "$T/c.log")"
+bf16 "$T/off1.jsonl" || fatal "a loss curve 1 % off failed the bf16 check: $(cat "$T/c.log")"
+bf16 "$W/gpu_bf16/metrics.jsonl" || fatal "CPU --bf16 against CPU fp32: $(cat "$T/c.log")"
+bf16 "$ref" && fatal "a bf16 curve equal to the fp32 one passed (bf16 not in effect): $(cat "$T/c.log")"
+grep -q "not in effect" "$T/c.log" || fatal "an equal bf16 curve is not reported as 'not in effect'"
+fp32 "$W/gpu_fp32/metrics.jsonl" || fatal "two CPU fp32 runs differ: $(cat "$T/c.log")"
+fp32 "$T/off2e4.jsonl" && fatal "a curve 2e-4 off passed the fp32 check (1e-4)"
 head -4 "$ref" > "$T/short.jsonl"
-fp32 "$T/short.jsonl" && fail "a curve missing its last step passed"
-grep -q "different steps" "$T/c.log" || fail "a missing step is not named: $(cat "$T/c.log")"
+fp32 "$T/short.jsonl" && fatal "a curve missing its last step passed"
+grep -q "different steps" "$T/c.log" || fatal "a missing step is not named: $(cat "$T/c.log")"
 
 R=$T/results.jsonl
 "${REPORT[@]}" record --results "$R" --name op_tests --ok true --detail "14 binaries" --gpu
@@ -93,7 +91,7 @@ R=$T/results.jsonl
 "${REPORT[@]}" curve "$ref" "$T/off3.jsonl" --name bf16_curve --keys loss --bound 0.02 --results "$R" --gpu > /dev/null
 mkdir -p "$T/sum"
 "${REPORT[@]}" summarize --results "$R" --out "$T/sum" --commit abc > /dev/null
-python3 - "$T/sum/h200.json" <<'PY' || fail "summarize"
+python3 - "$T/sum/h200.json" <<'PY' || fatal "summarize"
 import json, sys
 d = json.load(open(sys.argv[1]))
 want = {"op_tests_passed": True, "tokens_per_second": 51234.5, "mfu": 0.41, "peak_memory_gib": 12.5,
@@ -103,17 +101,18 @@ got = {k: d[k] for k in want}
 assert got == want, got
 PY
 grep -q "sanitizer_clean | null | sanitizer did not run: compute-sanitizer is not on PATH here" "$T/sum/summary.md" ||
-  fail "summary.md does not give the reason of a null field: $(grep sanitizer "$T/sum/summary.md")"
+  fatal "summary.md does not give the reason of a null field: $(grep sanitizer "$T/sum/summary.md")"
 grep -q "layouts_match | null | not a GPU result (layouts: ran on the CPU)" "$T/sum/summary.md" ||
-  fail "a CPU outcome filled or mislabelled a GPU field: $(grep layouts_match "$T/sum/summary.md")"
+  fatal "a CPU outcome filled or mislabelled a GPU field: $(grep layouts_match "$T/sum/summary.md")"
 
 # 3. A prepared .gpu/: unpack + ldd as on the GPU machine.
 if [ -f "$ROOT/.gpu/bin.tar.xz" ]; then
   OUT=$T/packed bash "$ROOT/bench/gpu_check.sh" run --dry-run > "$T/packed.log" 2>&1 ||
-    { cat "$T/packed.log"; tail -30 "$T/packed/setup.log"; fail "run --dry-run on the prepared .gpu/ failed"; }
-  grep -q "ldd: every library found" "$T/packed/setup.log" || fail "the packed dry run did not check ldd"
+    { cat "$T/packed.log"; tail -30 "$T/packed/setup.log"; fatal "run --dry-run on the prepared .gpu/ failed"; }
+  grep -q "ldd: every library found" "$T/packed/setup.log" || fatal "the packed dry run did not check ldd"
   echo "    prepared .gpu/: unpacked, ldd clean, dry run passed"
 else
   echo "SKIP part 3: no prepared .gpu/ in $ROOT (bench/gpu_check.sh prepare makes it; CI never does)"
 fi
 echo PASS
+e2e_end

@@ -7,19 +7,14 @@
 #   - an id that is not in the cache fails with exit 1 on both ranks, naming the searched paths and the
 #     huggingface-cli command.
 set -u
-TRLHPC=$1
-MPIRUN=${2:-mpirun}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 cd "$WORK"  # no local folder named like the ids: the cache must answer
 export HF_HUB_CACHE="$ROOT/tests/fixtures/hub_cache" HF_HUB_OFFLINE=1
-failures=0
-fail() { echo "FAIL $*"; failures=$((failures + 1)); }
 
 train() {  # train NAME ARGS...: a 2-rank, 3-step run; metrics kept as $WORK/NAME.metrics.jsonl
   local name=$1; shift
-  timeout 300 "$MPIRUN" --oversubscribe -np 2 "$TRLHPC" sft --max_steps 3 --per_device_train_batch_size 2 \
+  trlhpc_np 300 2 sft --max_steps 3 --per_device_train_batch_size 2 \
     --max_length 256 --learning_rate 1e-3 --logging_steps 1 --dataset_cache_dir none --output_dir "$WORK/$name" \
     "$@" >"$WORK/$name.log" 2>&1
   local rc=$?
@@ -55,7 +50,7 @@ if [ -f "$WORK/eval_split.metrics.jsonl" ]; then
   [ "$n" -ge 1 ] && echo "    eval on the hub test split: $n evaluations" || fail "--eval_strategy steps: no eval_loss"
 fi
 
-timeout 120 "$MPIRUN" --oversubscribe -np 2 "$TRLHPC" sft --model_name_or_path Qwen/Qwen2.5-0.5B \
+trlhpc_np 120 2 sft --model_name_or_path Qwen/Qwen2.5-0.5B \
   --dataset_name trlhpc-test/tiny-chat-jsonl --output_dir "$WORK/missing" >"$WORK/missing.log" 2>&1
 rc=$?
 [ "$rc" -eq 1 ] || fail "missing model: exit $rc, expected 1"
@@ -63,4 +58,4 @@ n=$(grep -c "huggingface-cli download Qwen/Qwen2.5-0.5B" "$WORK/missing.log")
 [ "$n" -eq 2 ] || { fail "missing model: the download hint on $n ranks, expected 2"; cat "$WORK/missing.log"; }
 grep -q "models--Qwen--Qwen2.5-0.5B/refs/main" "$WORK/missing.log" || fail "missing model: searched paths not named"
 
-[ "$failures" -eq 0 ] && echo "hub offline: all passed" || exit 1
+e2e_end

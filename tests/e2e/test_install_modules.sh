@@ -15,31 +15,26 @@ set -euo pipefail
 if [[ -z ${TRLHPC_INSTALL_TEST_INNER:-} ]]; then
   TRLHPC_INSTALL_TEST_INNER=1 exec timeout 400 bash "$0" "$@"
 fi
-TRLHPC=$(realpath "$1")
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 BUILD=$(dirname "$TRLHPC")
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-fail() { echo "FAILED: $*"; exit 1; }
-export OMP_NUM_THREADS=1
-if [[ $(id -u) -eq 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 PREFIX=$WORK/prefix
 MODULEPATH_DIR=$PREFIX/share/trlhpc/modulefiles
 VERSION=$(sed -n 's/^project(trlhpc VERSION \([0-9.]*\).*/\1/p' "$ROOT/CMakeLists.txt")
-[[ -n $VERSION ]] || fail "no version in CMakeLists.txt's project()"
+[[ -n $VERSION ]] || fatal "no version in CMakeLists.txt's project()"
 missing=()
 
 # 1. Install (the binary is already built: make only checks it).
-[[ -f $BUILD/CMakeCache.txt ]] || fail "$BUILD is not a CMake build dir"
+[[ -f $BUILD/CMakeCache.txt ]] || fatal "$BUILD is not a CMake build dir"
 make -C "$ROOT" -f Makefile.hpc install BUILD_DIR="$BUILD" PREFIX="$PREFIX" JOBS=1 >"$WORK/install.log" 2>&1 \
-  || { cat "$WORK/install.log"; fail "make -f Makefile.hpc install failed"; }
-[[ -x $PREFIX/bin/trlhpc ]] || fail "no bin/trlhpc"
+  || { cat "$WORK/install.log"; fatal "make -f Makefile.hpc install failed"; }
+[[ -x $PREFIX/bin/trlhpc ]] || fatal "no bin/trlhpc"
 for job in single-node multinode; do
-  cmp "$ROOT/jobs/$job.slurm" "$PREFIX/share/trlhpc/jobs/$job.slurm" || fail "share/trlhpc/jobs/$job.slurm is not jobs/$job.slurm"
-  [[ -x $PREFIX/share/trlhpc/jobs/$job.slurm ]] || fail "share/trlhpc/jobs/$job.slurm is not executable"
+  cmp "$ROOT/jobs/$job.slurm" "$PREFIX/share/trlhpc/jobs/$job.slurm" || fatal "share/trlhpc/jobs/$job.slurm is not jobs/$job.slurm"
+  [[ -x $PREFIX/share/trlhpc/jobs/$job.slurm ]] || fatal "share/trlhpc/jobs/$job.slurm is not executable"
 done
 [[ -f $MODULEPATH_DIR/trlhpc/$VERSION.lua && -f $MODULEPATH_DIR/trlhpc/$VERSION ]] \
-  || fail "no modulefiles/trlhpc/$VERSION.lua and modulefiles/trlhpc/$VERSION ($(ls -R "$PREFIX/share/trlhpc" | tr '\n' ' '))"
+  || fatal "no modulefiles/trlhpc/$VERSION.lua and modulefiles/trlhpc/$VERSION ($(ls -R "$PREFIX/share/trlhpc" | tr '\n' ' '))"
 # The MPI the binary runs with, e.g. "Open MPI v4.1.4, ..." -> 4.1.4; the modulefiles must name it.
 MPI_VERSION=$("$TRLHPC" env --json | python3 -c '
 import json, re, sys
@@ -47,7 +42,7 @@ obj, _ = json.JSONDecoder().raw_decode(sys.stdin.read().lstrip())
 print(re.search(r"\d+\.\d+(\.\d+)?", obj["versions"]["MPI library"]).group(0))')
 for f in "$VERSION.lua" "$VERSION"; do
   grep -i "whatis.*MPI: .*$MPI_VERSION" "$MODULEPATH_DIR/trlhpc/$f" >/dev/null \
-    || fail "modulefiles/trlhpc/$f does not name the MPI the binary runs with ($MPI_VERSION)"
+    || fatal "modulefiles/trlhpc/$f does not name the MPI the binary runs with ($MPI_VERSION)"
 done
 echo "installed trlhpc $VERSION into $PREFIX; modulefiles name MPI $MPI_VERSION"
 
@@ -58,13 +53,13 @@ check_module_system() {  # NAME SETUP: SETUP defines `module`; lists trlhpc, loa
     echo AVAIL: \$(module -t avail trlhpc 2>&1)
     module load trlhpc || exit 1
     echo VERSION: \$(trlhpc --version)
-    echo ROOT: \$TRLHPC_ROOT" 2>&1) || { echo "$out"; fail "$name: module load trlhpc failed"; }
+    echo ROOT: \$TRLHPC_ROOT" 2>&1) || { echo "$out"; fatal "$name: module load trlhpc failed"; }
   echo "$name: $(echo "$out" | tr '\n' ' ')"
   local avail
   avail=$(sed -n 's/^AVAIL: //p' <<<"$out" | tr ' ' '\n' | grep -v -e '^$' -e ':$')
-  [[ $avail == "trlhpc/$VERSION" ]] || fail "$name: module avail lists '$(echo $avail)', not exactly trlhpc/$VERSION"
-  grep -qx "VERSION: trlhpc $VERSION" <<<"$out" || fail "$name: trlhpc --version after module load does not print 'trlhpc $VERSION'"
-  grep -qx "ROOT: $PREFIX" <<<"$out" || fail "$name: TRLHPC_ROOT is not $PREFIX"
+  [[ $avail == "trlhpc/$VERSION" ]] || fatal "$name: module avail lists '$(echo $avail)', not exactly trlhpc/$VERSION"
+  grep -qx "VERSION: trlhpc $VERSION" <<<"$out" || fatal "$name: trlhpc --version after module load does not print 'trlhpc $VERSION'"
+  grep -qx "ROOT: $PREFIX" <<<"$out" || fatal "$name: TRLHPC_ROOT is not $PREFIX"
 }
 
 # 2. Lmod, then Tcl Environment Modules (installed, or unpacked by scripts/install-module-systems.sh).
@@ -88,25 +83,26 @@ mkdir -p "$WORK/elsewhere"
 touch "$WORK/before-run"
 (cd "$WORK/elsewhere" && PATH=$PREFIX/bin:$PATH timeout 120 mpirun --oversubscribe -np 2 trlhpc sft \
   --config "$PREFIX/share/trlhpc/examples/tiny-chat/sft.yaml" --max_steps 2 --logging_steps 1 --eval_steps 0 \
-  >"$WORK/example.log" 2>&1) || { cat "$WORK/example.log"; fail "the installed example does not run from another directory"; }
-grep -q '"step":2,' "$WORK/elsewhere/out/tiny-chat/metrics.jsonl" || fail "the example wrote no out/tiny-chat/metrics.jsonl under its directory"
-[[ -s $WORK/elsewhere/out/tiny-chat/model.safetensors ]] || fail "the example saved no model under its directory"
+  >"$WORK/example.log" 2>&1) || { cat "$WORK/example.log"; fatal "the installed example does not run from another directory"; }
+grep -q '"step":2,' "$WORK/elsewhere/out/tiny-chat/metrics.jsonl" || fatal "the example wrote no out/tiny-chat/metrics.jsonl under its directory"
+[[ -s $WORK/elsewhere/out/tiny-chat/model.safetensors ]] || fatal "the example saved no model under its directory"
 written=$(find "$PREFIX" -newer "$WORK/before-run" | head -n3)
-[[ -z $written ]] || fail "the example wrote into the install prefix: $written"
+[[ -z $written ]] || fatal "the example wrote into the install prefix: $written"
 echo "the installed example ran from $WORK/elsewhere and wrote out/tiny-chat there"
 
 # 4. The installed job script with only the module's environment (TRLHPC_ROOT, PATH).
 if command -v sbatch >/dev/null && sinfo -h -N -o '%c %t' 2>/dev/null | awk '$1 >= 2 && $2 ~ /^(idle|mix|alloc|comp)/ {ok = 1} END {exit !ok}'; then
   mkdir -p "$WORK/job"
   (cd "$WORK/job" && env -u TRLHPC PATH="$PREFIX/bin:$PATH" TRLHPC_ROOT="$PREFIX" sbatch --wait --output=job.out --time=5 \
-    "$PREFIX/share/trlhpc/jobs/single-node.slurm" --max_steps 2 --logging_steps 1 --eval_steps 0 >sbatch.txt 2>&1) || { cat "$WORK/job/sbatch.txt" "$WORK/job/job.out"; fail "sbatch of the installed single-node.slurm failed"; }
+    "$PREFIX/share/trlhpc/jobs/single-node.slurm" --max_steps 2 --logging_steps 1 --eval_steps 0 >sbatch.txt 2>&1) || { cat "$WORK/job/sbatch.txt" "$WORK/job/job.out"; fatal "sbatch of the installed single-node.slurm failed"; }
   grep -qF ", trlhpc, config $PREFIX/share/trlhpc/examples/tiny-chat/sft.yaml" "$WORK/job/job.out" \
-    || { cat "$WORK/job/job.out"; fail "the installed job script did not run the installed example"; }
-  grep -q '"step":' "$WORK/job/out/tiny-chat/metrics.jsonl" || fail "the installed job wrote no out/tiny-chat under its directory"
+    || { cat "$WORK/job/job.out"; fatal "the installed job script did not run the installed example"; }
+  grep -q '"step":' "$WORK/job/out/tiny-chat/metrics.jsonl" || fatal "the installed job wrote no out/tiny-chat under its directory"
   echo "the installed single-node.slurm trained the installed example"
 else
   echo "not checked: the installed job script under SLURM (no SLURM node up with >= 2 CPUs)"
 fi
 
-if (( ${#missing[@]} )); then echo "SKIPPED: not found: ${missing[*]} (scripts/install-module-systems.sh provides them)"; exit 77; fi
+(( ${#missing[@]} == 0 )) || skip "not found: ${missing[*]} (scripts/install-module-systems.sh provides them)"
 echo "PASSED: install, Lmod and Environment Modules load trlhpc $VERSION, the example runs from anywhere"
+e2e_end

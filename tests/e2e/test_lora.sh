@@ -28,12 +28,8 @@
 #     a target module that matches nothing, --lora_r 0, --use_dora, --lora_dropout 1,
 #     an adapter whose tensors do not fit the base, an adapter whose base does not exist.
 set -u
-TRLHPC=$1
-MPIRUN=${2:-mpirun}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-cd "$ROOT"
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 source "$ROOT/tests/e2e/lora_lib.sh"
 FIXTURE=tests/fixtures/lora_curves
 ADAPTER=$FIXTURE/initial_adapter

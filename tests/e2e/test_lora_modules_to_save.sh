@@ -24,12 +24,8 @@
 #     "norm", which PEFT would match to every layer's norms), a name matching nothing, an adapter config
 #     with ensure_weight_tying, an adapter file missing a copy.
 set -u
-TRLHPC=$1
-MPIRUN=${2:-mpirun}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-cd "$ROOT"
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 source "$ROOT/tests/e2e/lora_lib.sh"
 FIXTURE=tests/fixtures/lora_curves/modules_to_save
 ADAPTER=$FIXTURE/initial_adapter

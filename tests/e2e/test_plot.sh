@@ -6,13 +6,9 @@
 # do. `trlhpc sft --plot` leaves OUTPUT_DIR/loss.png, and without gnuplot only warns (exit 0). Without
 # gnuplot installed the drawing checks are reported as SKIPPED by ctest (exit 77).
 set -u
-TRLHPC=$1
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 FIXTURE=$ROOT/tests/fixtures/metrics_tiny_chat.jsonl
-passed=0 failed=0
-check() { if [ "$2" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL $1"; fi; }
 
 png_is() {  # png_is FILE WIDTH HEIGHT
   python3 - "$@" <<'PY'
@@ -53,9 +49,8 @@ expect_error "broken.jsonl line 4: not a JSON object" "$TRLHPC" plot "$WORK/brok
 expect_error "-o FILE.png is required" "$TRLHPC" plot "$FIXTURE"
 
 if ! command -v gnuplot > /dev/null; then
-  echo "$passed passed, $failed failed"
-  echo "SKIPPED: gnuplot is not installed (Debian: apt-get install gnuplot-nox), so nothing could be drawn"
-  [ $failed -eq 0 ] && exit 77 || exit 1
+  e2e_end || exit 1
+  skip "gnuplot is not installed (Debian: apt-get install gnuplot-nox), so nothing could be drawn"
 fi
 "$TRLHPC" plot "$FIXTURE" -o "$WORK/loss.png" && png_is "$WORK/loss.png" 900 600
 check "default size" $?
@@ -76,5 +71,4 @@ check "sft --plot" $?
 ok=$?
 [ $ok -ne 0 ] && tail -5 "$WORK/run2.log"
 check "sft --plot without gnuplot: a warning" $ok
-echo "$passed passed, $failed failed"
-[ $failed -eq 0 ]
+e2e_end

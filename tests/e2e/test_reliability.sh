@@ -7,27 +7,23 @@ set -u
 if [ -z "${TRLHPC_RELIABILITY_NS:-}" ] && [ "$(id -u)" = 0 ] && unshare -m --propagation private true 2>/dev/null; then
   TRLHPC_RELIABILITY_NS=1 exec unshare -m --propagation private bash "$0" "$@"
 fi
-TRLHPC=$1
-MPIRUN=${2:-mpirun}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d)
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 trap 'umount "$WORK/ro" "$WORK/e7r" 2>/dev/null; chmod -R u+w "$WORK"; rm -rf "$WORK"' EXIT
-failures=0
+cd "$WORK"  # every path below is absolute; anything written relative lands in the scratch folder
 cases=0
 TINY="--model_config $ROOT/examples/tiny-chat/config.json --tokenizer $ROOT/examples/tiny-chat
   --dataset_name $ROOT/examples/tiny-chat/train.jsonl --max_length 128 --packing --per_device_train_batch_size 2
   --logging_steps 1 --comm_progress none"
-
-fail() { echo "FAIL $1"; shift; [ $# -gt 0 ] && sed 's/^/    /' "$1" | tail -20; failures=$((failures + 1)); }
 
 # run NAME NP WANT_RC ARGS...: runs trlhpc on NP ranks (60 s bound), wants exit WANT_RC; log in $WORK/NAME.log.
 run() {
   local name=$1 np=$2 want=$3
   shift 3
   cases=$((cases + 1))
-  OMP_NUM_THREADS=1 timeout 120 "$MPIRUN" --oversubscribe -np "$np" "$TRLHPC" "$@" >"$WORK/$name.log" 2>&1
+  trlhpc_np 120 "$np" "$@" >"$WORK/$name.log" 2>&1
   local rc=$?
-  if [ "$rc" -ne "$want" ]; then fail "$name: exit $rc (want $want)" "$WORK/$name.log"; return 1; fi
+  if [ "$rc" -ne "$want" ]; then fail_log "$name: exit $rc (want $want)" "$WORK/$name.log" 20; return 1; fi
   return 0
 }
 
@@ -36,7 +32,7 @@ expect() {
   local name=$1 np=$2 want=$3 pattern=$4
   shift 4
   run "$name" "$np" "$want" "$@" || return 1
-  if ! grep -qF -- "$pattern" "$WORK/$name.log"; then fail "$name: '$pattern' not printed" "$WORK/$name.log"; return 1; fi
+  if ! grep -qF -- "$pattern" "$WORK/$name.log"; then fail_log "$name: '$pattern' not printed" "$WORK/$name.log" 20; return 1; fi
   echo "ok   $name: $(grep -m1 -F -- "$pattern" "$WORK/$name.log")"
 }
 
@@ -50,9 +46,9 @@ grep -q '"learning_rate":0.0' "$WORK/e9/metrics.jsonl" || fail "lr-zero: metrics
 # Issues 43/44: without --peak_flops the start line names both MFU references, the progress line gives
 # MFU below 100 % with its share of the measured GEMM rate, and metrics.jsonl carries both ratios.
 grep -qE "MFU against [0-9.]+ [GTM]FLOP/s nominal \(.*FLOP/cycle x [0-9]+ cores? x [0-9.]+ GHz.*; measured GEMM [0-9.]+ [GTM]FLOP/s per rank" \
-  "$WORK/lr-zero.log" || fail "lr-zero: the start line does not name the nominal peak and the measured GEMM rate" "$WORK/lr-zero.log"
+  "$WORK/lr-zero.log" || fail_log "lr-zero: the start line does not name the nominal peak and the measured GEMM rate" "$WORK/lr-zero.log" 20
 grep -qE "MFU [0-9]?[0-9]\.[0-9]% \([0-9.]+% of GEMM rate\)" "$WORK/lr-zero.log" ||
-  fail "lr-zero: no progress line with MFU below 100 % and its share of the GEMM rate" "$WORK/lr-zero.log"
+  fail_log "lr-zero: no progress line with MFU below 100 % and its share of the GEMM rate" "$WORK/lr-zero.log" 20
 python3 -c "import json,sys; l=[json.loads(l) for l in open('$WORK/e9/metrics.jsonl') if '\"mfu\"' in l]; sys.exit(0 if l and all(0 < m['mfu'] < 1 and m['mfu_of_gemm_rate'] > 0 for m in l) else 1)" ||
   fail "lr-zero: metrics.jsonl lacks mfu in (0, 1) or mfu_of_gemm_rate"
 
@@ -76,12 +72,12 @@ expect progress-plain 1 0 "is above the peak it is measured against (1 FLOP/s pe
   sft $TINY --max_steps 2 --logging_steps 1 --peak_flops 1 --output_dir "$WORK/e11"
 grep -q $'\r\|\033' "$WORK/progress-plain.log" && fail "progress-plain: carriage return or escape code in a redirected log"
 [ "$(grep -c "is above the peak it is measured against" "$WORK/progress-plain.log")" = 1 ] ||
-  fail "progress-plain: the MFU warning is not printed exactly once" "$WORK/progress-plain.log"
-grep -q "MFU 100.0%" "$WORK/progress-plain.log" && fail "progress-plain: MFU capped at 100 %" "$WORK/progress-plain.log"
+  fail_log "progress-plain: the MFU warning is not printed exactly once" "$WORK/progress-plain.log" 20
+grep -q "MFU 100.0%" "$WORK/progress-plain.log" && fail_log "progress-plain: MFU capped at 100 %" "$WORK/progress-plain.log" 20
 python3 -c "import json,sys; l=[json.loads(l) for l in open('$WORK/e11/metrics.jsonl') if '\"mfu\"' in l]; sys.exit(0 if len(l) == 2 and all(m['mfu'] > 1 and m['mfu_of_gemm_rate'] is None for m in l) else 1)" ||
   fail "progress-plain: metrics.jsonl should hold the real mfu (> 1) and a null mfu_of_gemm_rate under --peak_flops"
 expect skipped-window 1 0 "skipped" sft $TINY --max_steps 3 --learning_rate 1e30 --skip_nonfinite_steps --output_dir "$WORK/e11b"
-grep -qiE "nan tok/s|MFU -?nan" "$WORK/skipped-window.log" && fail "skipped-window: nan printed" "$WORK/skipped-window.log"
+grep -qiE "nan tok/s|MFU -?nan" "$WORK/skipped-window.log" && fail_log "skipped-window: nan printed" "$WORK/skipped-window.log" 20
 
 # Item 3: pre-tokenized ids outside the model's vocabulary are
 # refused while the dataset is prepared, naming file and row, on every rank; so is a tokenizer larger
@@ -173,7 +169,7 @@ for _ in $(seq 100); do [ -e "$WORK/e5b/.trlhpc.lock" ] && break; sleep 0.1; don
 # The second is refused: "in use" while the first runs, or (a holder on this host gets 15 s to exit,
 # in case it is a killed run's rank still going) "holds checkpoints" once the first has finished.
 expect concurrent 1 1 "error: --output_dir $WORK/e5b " sft $TINY --max_steps 200 --save_steps 100 --output_dir "$WORK/e5b"
-wait $first || fail "concurrent: the first run failed" "$WORK/first.log"
+wait $first || fail_log "concurrent: the first run failed" "$WORK/first.log" 20
 [ -d "$WORK/e5b/checkpoint-100" ] && [ -d "$WORK/e5b/checkpoint-200" ] || fail "concurrent: a checkpoint of the first run is missing"
 python3 -c "import json,sys; s=[json.loads(l)['step'] for l in open('$WORK/e5b/metrics.jsonl') if 'loss' in l]; sys.exit(0 if s == list(range(1, 201)) else 1)" ||
   fail "concurrent: metrics.jsonl is not the first run's steps 1..200 in order"
@@ -258,5 +254,5 @@ expect unfinished-save 2 0 "removed checkpoint-2.tmp from $WORK/ek: a checkpoint
   sft $TINY --max_steps 2 --save_steps 2 --output_dir "$WORK/ek" --resume_from_checkpoint auto
 [ -f "$WORK/ek/checkpoint-2/manifest.json" ] || fail "unfinished-save: the rerun's checkpoint-2 is missing"
 
-echo "$cases cases, $failures failed checks"
-[ "$failures" -eq 0 ]
+echo "$cases cases"
+e2e_end

@@ -2,30 +2,26 @@
 # Bad input to `trlhpc sft`: exit code 1 and a message naming the file/option/numbers, the same on every
 # rank, and no hang (each run is bounded by `timeout`).
 set -u
-TRLHPC=$1
-MPIRUN=${2:-mpirun}
 DATA=${TRLHPC_SHARED_DATA:-$(dirname "$0")/../../../shared/data}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-failures=0
-cases=0
+DATA=$(realpath -m "$DATA")  # e2e_begin changes the working directory
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
+cd "$WORK"  # every path below is absolute; anything written relative lands in the scratch folder
 
 # expect_error NAME NP PATTERN -- ARGS...: runs on NP ranks, wants exit 1 and PATTERN once per rank.
 expect_error() {
   local name=$1 np=$2 pattern=$3
   shift 4
   local out="$WORK/$name.log"
-  cases=$((cases + 1))
-  timeout 120 "$MPIRUN" --oversubscribe -np "$np" "$TRLHPC" "$@" >"$out" 2>&1
+  trlhpc_np 120 "$np" "$@" >"$out" 2>&1
   local rc=$?
   local hits
   hits=$(grep -cF -- "$pattern" "$out")  # fixed string: messages hold [ ] and ( )
   if [ "$rc" -ne 1 ] || [ "$hits" -ne "$np" ]; then
-    echo "FAIL $name: exit $rc (want 1), '$pattern' printed $hits times (want $np)"
+    fail "$name: exit $rc (want 1), '$pattern' printed $hits times (want $np)"
     sed 's/^/    /' "$out" | head -20
-    failures=$((failures + 1))
   else
+    passed=$((passed + 1))
     echo "ok   $name: $(grep -m1 -F -- "$pattern" "$out")"
   fi
 }
@@ -75,7 +71,6 @@ expect_error untrainable-dataset 2 "no token is trained: all" -- sft --model_con
   --tokenizer "$ROOT/examples/tiny-chat" --dataset_name "$ROOT/examples/tiny-chat/train.jsonl" --assistant_only_loss \
   --chat_template_path "$WORK/empty_generation.jinja" --output_dir "$WORK/o8"
 grep -qF -- "--assistant_only_loss: the chat template marks no assistant token" "$WORK/untrainable-dataset.log" ||
-  { echo "FAIL untrainable-dataset: the cause is not named"; failures=$((failures + 1)); }
+  fail "untrainable-dataset: the cause is not named"
 
-echo "$((cases - failures)) passed, $failures failed"
-[ "$failures" -eq 0 ]
+e2e_end

@@ -8,16 +8,11 @@ set -euo pipefail
 if [[ -z ${TRLHPC_REQUEUE_TEST_INNER:-} ]]; then
   TRLHPC_REQUEUE_TEST_INNER=1 exec timeout 600 bash "$0" "$@"
 fi
-TRLHPC=$(realpath "$1")
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$ROOT"
-skip() { echo "SKIPPED: $*"; exit 77; }
-fail() { echo "FAILED: $*"; exit 1; }
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 for tool in sbatch squeue scancel sinfo; do command -v "$tool" >/dev/null || skip "$tool not found (no SLURM client installed)"; done
 sinfo -h >/dev/null 2>&1 || skip "sinfo cannot reach a SLURM controller"
 [[ -n $(sinfo -h -t idle -o '%n %c' 2>/dev/null | awk '$2 >= 2 {print $1; exit}') ]] || skip "no idle SLURM node with >= 2 CPUs"
-if [[ $(id -u) -eq 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-WORK=$(mktemp -d)
 JOB=""
 trap '[[ -n $JOB ]] && scancel "$JOB" 2>/dev/null; rm -rf "$WORK"' EXIT
 OUT=$WORK/out
@@ -27,7 +22,7 @@ JOB=$(sbatch --parsable --chdir="$ROOT" --open-mode=append --output="$WORK/job.o
   --logging_steps 10 --eval_steps 0 --save_steps 25 --output_dir "$OUT")
 echo "job $JOB"
 for _ in $(seq 240); do grep -q '"step":30' "$OUT/metrics.jsonl" 2>/dev/null && break; sleep 0.5; done
-grep -q '"step":30' "$OUT/metrics.jsonl" || { cat "$WORK/job.out"; fail "the job did not reach step 30"; }
+grep -q '"step":30' "$OUT/metrics.jsonl" || { cat "$WORK/job.out"; fatal "the job did not reach step 30"; }
 scancel --signal=USR1 "$JOB"
 # scontrol's JobState, not an empty squeue (which a slurmctld timeout also gives): a final state after
 # the requeue (Restarts >= 1), or one seen on 5 polls in a row (a job that was never requeued).
@@ -55,10 +50,11 @@ for _ in $(seq 500); do
   sleep 1
 done
 cat "$WORK/job.out" | grep -v '^step'
-grep -q "stopped by SIGUSR1 after step" "$WORK/job.out" || fail "no rank reported the preemption"
-grep -q "requeueing job $JOB" "$WORK/job.out" || fail "the script did not requeue the job"
-grep -q "resumed from .*checkpoint-[0-9]* after step" "$WORK/job.out" || fail "the requeued run did not resume"
-grep -q '"step":120' "$OUT/metrics.jsonl" || fail "the requeued run did not finish (no step 120)"
-[[ -s $OUT/model.safetensors ]] || fail "no final model"
+grep -q "stopped by SIGUSR1 after step" "$WORK/job.out" || fatal "no rank reported the preemption"
+grep -q "requeueing job $JOB" "$WORK/job.out" || fatal "the script did not requeue the job"
+grep -q "resumed from .*checkpoint-[0-9]* after step" "$WORK/job.out" || fatal "the requeued run did not resume"
+grep -q '"step":120' "$OUT/metrics.jsonl" || fatal "the requeued run did not finish (no step 120)"
+[[ -s $OUT/model.safetensors ]] || fatal "no final model"
 JOB=""
 echo "PASSED: preempted, requeued, resumed and finished"
+e2e_end

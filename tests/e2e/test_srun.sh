@@ -7,11 +7,8 @@ set -euo pipefail
 if [[ -z ${TRLHPC_SRUN_TEST_INNER:-} ]]; then
   TRLHPC_SRUN_TEST_INNER=1 exec timeout 300 bash "$0" "$@"
 fi
-TRLHPC=$(realpath "$1")
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$ROOT"
-skip() { echo "SKIPPED: $*"; exit 77; }
-fail() { echo "FAILED: $*"; exit 1; }
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 
 for tool in srun sinfo sbatch; do command -v "$tool" >/dev/null || skip "$tool not found (no SLURM client installed)"; done
 sinfo -h >/dev/null 2>&1 || skip "sinfo cannot reach a SLURM controller ($(sinfo -h 2>&1 | tail -n1))"
@@ -21,16 +18,12 @@ MPI_LIST=$(srun --mpi=list 2>&1 || true)
 MPI=pmix
 grep -qw pmix <<<"$MPI_LIST" || skip "srun has no pmix plugin (srun --mpi=list: $(tr '\n' ' ' <<<"$MPI_LIST")); OpenMPI ranks cannot wire up under srun"
 
-export OMP_NUM_THREADS=1
-if [[ $(id -u) -eq 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
 echo "node $IDLE, srun --mpi=$MPI"
 
 # 1. world size through PMIx.
 srun -N1 -n2 --mpi=$MPI --time=5 "$TRLHPC" env --json >"$WORK/env.json" 2>"$WORK/env.err" \
-  || { cat "$WORK/env.err"; fail "srun -n2 trlhpc env --json exited non-zero"; }
-python3 - "$WORK/env.json" <<'PY' || { cat "$WORK/env.err"; fail "trlhpc env under srun -n2 does not see world size 2"; }
+  || { cat "$WORK/env.err"; fatal "srun -n2 trlhpc env --json exited non-zero"; }
+python3 - "$WORK/env.json" <<'PY' || { cat "$WORK/env.err"; fatal "trlhpc env under srun -n2 does not see world size 2"; }
 import json, sys
 text = open(sys.argv[1]).read()
 obj, _ = json.JSONDecoder().raw_decode(text.lstrip())
@@ -41,19 +34,20 @@ PY
 # 2. a short training run.
 OUT=$WORK/out
 srun -N1 -n2 --mpi=$MPI --time=5 "$TRLHPC" sft --config examples/tiny-chat/sft.yaml --max_steps 4 \
-  --logging_steps 2 --output_dir "$OUT" >"$WORK/sft.log" 2>&1 || { cat "$WORK/sft.log"; fail "srun -n2 trlhpc sft exited non-zero"; }
+  --logging_steps 2 --output_dir "$OUT" >"$WORK/sft.log" 2>&1 || { cat "$WORK/sft.log"; fatal "srun -n2 trlhpc sft exited non-zero"; }
 cat "$WORK/sft.log"
-grep -q "dp_shard 2" "$WORK/sft.log" || fail "the log does not show 'dp_shard 2': the srun ranks did not form one world"
-grep -q '"step":4' "$OUT/metrics.jsonl" || fail "metrics.jsonl has no step 4"
-[[ -s $OUT/model.safetensors ]] || fail "no model.safetensors in $OUT"
+grep -q "dp_shard 2" "$WORK/sft.log" || fatal "the log does not show 'dp_shard 2': the srun ranks did not form one world"
+grep -q '"step":4' "$OUT/metrics.jsonl" || fatal "metrics.jsonl has no step 4"
+[[ -s $OUT/model.safetensors ]] || fatal "no model.safetensors in $OUT"
 
 # 3. the batch script.
 JOB_OUT=$WORK/job
 sbatch --wait --chdir="$ROOT" --output="$WORK/job.out" --time=5 --export=ALL,TRLHPC="$TRLHPC" \
   jobs/single-node.slurm examples/tiny-chat/sft.yaml --max_steps 2 --logging_steps 1 --output_dir "$JOB_OUT" \
-  >"$WORK/sbatch.txt" 2>&1 || { cat "$WORK/sbatch.txt" "$WORK/job.out" 2>/dev/null; fail "sbatch --wait jobs/single-node.slurm failed"; }
+  >"$WORK/sbatch.txt" 2>&1 || { cat "$WORK/sbatch.txt" "$WORK/job.out" 2>/dev/null; fatal "sbatch --wait jobs/single-node.slurm failed"; }
 cat "$WORK/sbatch.txt" "$WORK/job.out"
-grep -q "dp_shard 2" "$WORK/job.out" || fail "the batch job's log does not show 'dp_shard 2'"
-grep -q '"step":2' "$JOB_OUT/metrics.jsonl" || fail "the batch job's metrics.jsonl has no step 2"
-[[ -s $JOB_OUT/model.safetensors ]] || fail "the batch job saved no model.safetensors"
+grep -q "dp_shard 2" "$WORK/job.out" || fatal "the batch job's log does not show 'dp_shard 2'"
+grep -q '"step":2' "$JOB_OUT/metrics.jsonl" || fatal "the batch job's metrics.jsonl has no step 2"
+[[ -s $JOB_OUT/model.safetensors ]] || fatal "the batch job saved no model.safetensors"
 echo "PASSED: srun and sbatch launch trlhpc with world size 2"
+e2e_end

@@ -7,27 +7,20 @@
 # writes none. Without the
 # tensorboard package the test is reported as SKIPPED by ctest (exit 77).
 set -euo pipefail
-TRLHPC=$1
-MPIRUN=${2:-mpirun}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-if ! python3 -c "from tensorboard.backend.event_processing import event_file_loader" 2>/dev/null; then
-  echo "SKIPPED: the tensorboard Python package is not importable here (pip install tensorboard to run this test)"
-  exit 77
-fi
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-cd "$ROOT"
-export OMP_NUM_THREADS=1
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
+python3 -c "from tensorboard.backend.event_processing import event_file_loader" 2>/dev/null ||
+  skip "the tensorboard Python package is not importable here (pip install tensorboard to run this test)"
 COMMON=(--config examples/tiny-chat/sft.yaml --logging_steps 2 --eval_steps 3 --max_length 128
         --dataset_cache_dir none)
 
-"$TRLHPC" sft "${COMMON[@]}" --max_steps 6 --output_dir "$WORK/one" --report_to tensorboard > "$WORK/one.log" 2>&1 || { cat "$WORK/one.log"; exit 1; }
+"$TRLHPC" sft "${COMMON[@]}" --max_steps 6 --output_dir "$WORK/one" --report_to tensorboard > "$WORK/one.log" 2>&1 || { cat "$WORK/one.log"; fatal "sft --report_to tensorboard on 1 rank"; }
 "$MPIRUN" --oversubscribe --bind-to none -np 2 "$TRLHPC" sft "${COMMON[@]}" --max_steps 6 --output_dir "$WORK/two" \
-  --logging_dir "$WORK/tb_two" --report_to all > "$WORK/two.log" 2>&1 || { cat "$WORK/two.log"; exit 1; }
+  --logging_dir "$WORK/tb_two" --report_to all > "$WORK/two.log" 2>&1 || { cat "$WORK/two.log"; fatal "sft --report_to all on 2 ranks"; }
 "$TRLHPC" sft "${COMMON[@]}" --max_steps 2 --output_dir "$WORK/none" > "$WORK/none.log" 2>&1 \
-  || { cat "$WORK/none.log"; exit 1; }
+  || { cat "$WORK/none.log"; fatal "sft with the default --report_to"; }
 
-python3 - "$WORK" <<'PY'
+python3 - "$WORK" <<'PY' || fail "the event files do not hold exactly metrics.jsonl's values"
 import glob, json, os, struct, sys
 import numpy as np
 from tensorboard.backend.event_processing import event_file_loader
@@ -96,3 +89,4 @@ results.append(not stray)
 print(f"{sum(results)} passed, {len(results) - sum(results)} failed")
 sys.exit(0 if all(results) else 1)
 PY
+e2e_end

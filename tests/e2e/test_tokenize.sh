@@ -3,13 +3,12 @@
 # trained tokens, decoded, must be exactly each assistant message followed by the template's <|im_end|>
 # (derived independently from the dataset JSON), and the rendered text must contain every message.
 set -euo pipefail
-TRLHPC=$1
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 head -n 25 "$ROOT/examples/tiny-chat/train.jsonl" > "$WORK/rows.jsonl"
-"$TRLHPC" tokenize --tokenizer "$ROOT/examples/tiny-chat" --dataset_name "$WORK/rows.jsonl" --assistant_only_loss --chat > "$WORK/out.jsonl"
-python3 - "$WORK/rows.jsonl" "$WORK/out.jsonl" <<'PY'
+"$TRLHPC" tokenize --tokenizer "$ROOT/examples/tiny-chat" --dataset_name "$WORK/rows.jsonl" --assistant_only_loss --chat > "$WORK/out.jsonl" ||
+  fatal "trlhpc tokenize exited $?"
+python3 - "$WORK/rows.jsonl" "$WORK/out.jsonl" <<'PY' || fail "the trained tokens are not the assistant messages"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 outs = [json.loads(l) for l in open(sys.argv[2])]
@@ -37,3 +36,4 @@ for i, (row, out) in enumerate(zip(rows, outs)):
 print(f"{len(rows) - failures} passed, {failures} failed")
 sys.exit(1 if failures else 0)
 PY
+e2e_end

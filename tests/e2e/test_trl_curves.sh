@@ -23,15 +23,9 @@
 #     and grad_norm by 1.4e-4; a 1 % larger learning rate moves the loss by 1.8e-3. Both are run below as
 #     negative controls that must fall outside the bounds, so the comparison is shown to be able to fail.
 set -u
-TRLHPC=$1
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 FIXTURE=tests/fixtures/trl_curves
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-cd "$ROOT"
-failures=0
-fail() { echo "FAIL $*"; failures=$((failures + 1)); }
-export OMP_NUM_THREADS=1
 
 # The SFTConfig of make_trl_curves.py, as trlhpc flags (checked against curves.json below).
 SETTINGS=(--max_length=192 --packing=false --assistant_only_loss=true --per_device_train_batch_size=2
@@ -131,4 +125,4 @@ for run in no_weight_decay lr_plus_1pct; do
   grep -m 1 ': loss ' "$WORK/$run.compare" || fail "$run: its loss is within the bound, which cannot tell it from TRL's run"
 done
 
-[ "$failures" -eq 0 ] && echo "PASS" || { echo "$failures failure(s)"; exit 1; }
+e2e_end

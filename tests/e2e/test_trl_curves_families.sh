@@ -24,14 +24,10 @@
 #  gemma2 (attention cap 0.5, final cap 1.0, TRL trained it with eager attention) the model without either
 #  cap must fail at step 1 too.
 set -u
-TRLHPC=$1
-MPIRUN=${2:-mpirun}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 CONVERSATIONS=tests/fixtures/trl_curves/conversations.jsonl
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-cd "$ROOT"
-source tests/e2e/trl_curves_lib.sh  # fail, SETTINGS, BOUNDS, check_settings, tokenize, sft, sft_np, compare_curve
+source tests/e2e/trl_curves_lib.sh  # SETTINGS, BOUNDS, check_settings, tokenize, sft, sft_np, compare_curve
 LAYOUT_BOUNDS="loss=1e-5 entropy=1e-5 grad_norm=1e-5"
 
 # family -> the architecture its config.json must name
@@ -103,4 +99,4 @@ for family in gemma3 gemma2 mistral smollm3 llama; do
   done
 done
 
-[ "$failures" -eq 0 ] && echo "PASS" || { echo "$failures failure(s)"; exit 1; }
+e2e_end

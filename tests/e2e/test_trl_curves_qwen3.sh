@@ -14,14 +14,11 @@
 # must fall outside them: enable_thinking left at its default (the think block becomes completion, trained),
 # and a 1 % larger learning rate.
 set -u
-TRLHPC=$1
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 FIXTURE=tests/fixtures/trl_curves/qwen3
 CONVERSATIONS=tests/fixtures/trl_curves/conversations.jsonl
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-cd "$ROOT"
-source tests/e2e/trl_curves_lib.sh  # fail, SETTINGS, BOUNDS, check_settings, tokenize, sft, compare_curve
+source tests/e2e/trl_curves_lib.sh  # SETTINGS, BOUNDS, check_settings, tokenize, sft, compare_curve
 NO_THINKING='{"enable_thinking": false}'
 
 echo "1. the fixture's settings are the flags used here"
@@ -51,4 +48,4 @@ for run in thinking_default lr_plus_1pct; do
   grep -m 1 ': loss ' "$WORK/$run.compare" || fail "$run: its loss is within the bound, which cannot tell it from TRL's run"
 done
 
-[ "$failures" -eq 0 ] && echo "PASS" || { echo "$failures failure(s)"; exit 1; }
+e2e_end

@@ -12,22 +12,15 @@
 #     the 1-rank run (fp32 reduction order only, the bound of the layout-equivalence tests).
 #  3. A repeated flag keeps its last value (--max_steps 3 --max_steps 4 trains 4 steps).
 set -u
-TRLHPC=$1
-MPIRUN=${2:-mpirun}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-cd "$ROOT"
-failures=0
-fail() { echo "FAIL $*"; failures=$((failures + 1)); }
-export OMP_NUM_THREADS=1
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 head -21 examples/tiny-chat/train.jsonl >"$WORK/train.jsonl"
 head -9 examples/tiny-chat/eval.jsonl >"$WORK/eval.jsonl"
 
 sft() {  # sft NP OUT FLAGS...
   local np=$1 out=$2
   shift 2
-  timeout 300 "$MPIRUN" --oversubscribe -np "$np" "$TRLHPC" sft --config examples/tiny-chat/sft.yaml --packing false \
+  trlhpc_np 300 "$np" sft --config examples/tiny-chat/sft.yaml --packing false \
     --dataset_name "$WORK/train.jsonl" --eval_dataset "$WORK/eval.jsonl" --num_train_epochs 2 --logging_steps 1 \
     --eval_steps 6 --peak_flops 1e12 --dataset_cache_dir none --output_dir "$out" "$@" >"$out.log" 2>&1 ||
     { fail "$out: exit $?"; tail -5 "$out.log"; }
@@ -90,4 +83,4 @@ echo "a repeated flag keeps its last value"
 sft 1 "$WORK/repeat" --per_device_train_batch_size 4 --max_steps 3 --max_steps 4 --num_train_epochs 1
 [ "$(grep -c '"loss"' "$WORK/repeat/metrics.jsonl")" -eq 4 ] || fail "--max_steps 3 --max_steps 4 did not train 4 steps"
 
-[ "$failures" -eq 0 ] && echo "PASS" || exit 1
+e2e_end

@@ -8,11 +8,9 @@ set -euo pipefail
 if [[ -z ${TRLHPC_TWO_NODE_TEST_INNER:-} ]]; then
   TRLHPC_TWO_NODE_TEST_INNER=1 exec timeout 300 bash "$0" "$@"
 fi
-TRLHPC=$(realpath "$1")
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-source "$ROOT/tests/e2e/two_node_cluster.sh"
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
+source "$ROOT/tests/e2e/two_node_cluster.sh"  # after lib.sh: its skip and fatal
 require_local_namespaces
 printf '%s slots=2\n' "${NODE_ADDRS[@]:0:2}" >"$WORK/hostfile"
 echo "hostfile: $(tr '\n' ' ' <"$WORK/hostfile")subnet $SUBNET"
@@ -24,8 +22,8 @@ MPIRUN_TWO_NODES=(mpirun --hostfile "$WORK/hostfile" -np 4 --map-by slot --bind-
   --mca oob_tcp_if_include "$SUBNET" --mca btl_tcp_if_include "$SUBNET" --mca btl self,vader,tcp)
 
 timeout 60 "${MPIRUN_TWO_NODES[@]}" "$TRLHPC" env --json >"$WORK/env.json" 2>"$WORK/env.err" \
-  || { cat "$WORK/env.err"; fail "mpirun --hostfile trlhpc env failed"; }
-python3 - "$WORK/env.json" <<'PY' || { cat "$WORK/env.json"; fail "mpirun --hostfile did not give 4 ranks on 2 hosts, 2 per host"; }
+  || { cat "$WORK/env.err"; fatal "mpirun --hostfile trlhpc env failed"; }
+python3 - "$WORK/env.json" <<'PY' || { cat "$WORK/env.json"; fatal "mpirun --hostfile did not give 4 ranks on 2 hosts, 2 per host"; }
 import json, sys
 obj, _ = json.JSONDecoder().raw_decode(open(sys.argv[1]).read().lstrip())
 hosts = [r["host"] for r in obj["ranks"]]
@@ -35,7 +33,8 @@ PY
 
 reference_run "$WORK/ref" "${FLAGS[@]}"
 (cd "$ROOT" && timeout 240 "${MPIRUN_TWO_NODES[@]}" "$TRLHPC" sft --config examples/tiny-chat/sft.yaml \
-  "${FLAGS[@]}" --output_dir "$WORK/two" >"$WORK/two.log" 2>&1) || { cat "$WORK/two.log"; fail "mpirun --hostfile trlhpc sft failed"; }
-grep -q "dp_shard 4" "$WORK/two.log" || { cat "$WORK/two.log"; fail "the log does not show 'dp_shard 4'"; }
-compare_losses "$WORK/ref/metrics.jsonl" "$WORK/two/metrics.jsonl" || fail "the two-host loss curve differs from one host's"
+  "${FLAGS[@]}" --output_dir "$WORK/two" >"$WORK/two.log" 2>&1) || { cat "$WORK/two.log"; fatal "mpirun --hostfile trlhpc sft failed"; }
+grep -q "dp_shard 4" "$WORK/two.log" || { cat "$WORK/two.log"; fatal "the log does not show 'dp_shard 4'"; }
+compare_losses "$WORK/ref/metrics.jsonl" "$WORK/two/metrics.jsonl" || fatal "the two-host loss curve differs from one host's"
 echo "PASSED: mpirun --hostfile over two hosts matches the one-node loss curve"
+e2e_end

@@ -12,12 +12,11 @@ set -euo pipefail
 if [[ -z ${TRLHPC_TWO_NODE_TEST_INNER:-} ]]; then
   TRLHPC_TWO_NODE_TEST_INNER=1 exec timeout 600 bash "$0" "$@"
 fi
-TRLHPC=$(realpath "$1")
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d)
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 JOB=""
 trap '[[ -n $JOB ]] && scancel "$JOB" 2>/dev/null; rm -rf "$WORK"' EXIT
-source "$ROOT/tests/e2e/two_node_cluster.sh"
+source "$ROOT/tests/e2e/two_node_cluster.sh"  # after lib.sh: its skip and fatal
 require_two_slurm_nodes
 STEPS=40
 PREEMPT_AFTER=12
@@ -31,7 +30,7 @@ JOB=$(sbatch --parsable --chdir="$ROOT" --open-mode=append --output="$WORK/job.o
   --output_dir "$OUT")
 echo "job $JOB"
 for _ in $(seq 1200); do grep -q "\"step\":$PREEMPT_AFTER," "$OUT/metrics.jsonl" 2>/dev/null && break; sleep 0.25; done
-grep -q "\"step\":$PREEMPT_AFTER," "$OUT/metrics.jsonl" || { cat "$WORK/job.out"; fail "the job did not reach step $PREEMPT_AFTER"; }
+grep -q "\"step\":$PREEMPT_AFTER," "$OUT/metrics.jsonl" || { cat "$WORK/job.out"; fatal "the job did not reach step $PREEMPT_AFTER"; }
 scancel --signal=USR1 "$JOB"
 # SLURM holds a requeued job for a fixed 120 s (squeue reason BeginTime) before it may start again; the
 # test releases it early to keep CI short (a real job just starts 2 minutes later). Not at once: slurmd
@@ -75,15 +74,16 @@ for _ in $(seq 400); do
   sleep 1
 done
 echo "job $JOB ended: ${done_state:-still queued or running}"
-[[ -n $done_state ]] || { cat "$WORK/job.out"; slurm_diagnostics "$JOB"; fail "job $JOB still queued or running after 400 s"; }
+[[ -n $done_state ]] || { cat "$WORK/job.out"; slurm_diagnostics "$JOB"; fatal "job $JOB still queued or running after 400 s"; }
 JOB_DONE=$JOB; JOB=""
 grep -v '^step' "$WORK/job.out"
 [[ $done_state == COMPLETED ]] || slurm_diagnostics "$JOB_DONE"
-grep -q "stopped by SIGUSR1 after step" "$WORK/job.out" || fail "no rank reported the preemption"
-[[ $(grep -c "^trlhpc: job $JOB_DONE on .*: 4 ranks" "$WORK/job.out") -eq 2 ]] || fail "the job did not run twice on 4 ranks"
-grep -q "requeueing job $JOB_DONE" "$WORK/job.out" || fail "the script did not requeue the job"
-grep -q "resumed from .*checkpoint-[0-9]* after step" "$WORK/job.out" || fail "the requeued run did not resume"
-grep -q "\"step\":$STEPS," "$OUT/metrics.jsonl" || fail "the requeued run did not finish (no step $STEPS)"
-[[ -s $OUT/model.safetensors ]] || fail "no final model"
-compare_losses "$WORK/ref/metrics.jsonl" "$OUT/metrics.jsonl" || fail "the preempted and requeued run's losses differ from an uninterrupted run's"
+grep -q "stopped by SIGUSR1 after step" "$WORK/job.out" || fatal "no rank reported the preemption"
+[[ $(grep -c "^trlhpc: job $JOB_DONE on .*: 4 ranks" "$WORK/job.out") -eq 2 ]] || fatal "the job did not run twice on 4 ranks"
+grep -q "requeueing job $JOB_DONE" "$WORK/job.out" || fatal "the script did not requeue the job"
+grep -q "resumed from .*checkpoint-[0-9]* after step" "$WORK/job.out" || fatal "the requeued run did not resume"
+grep -q "\"step\":$STEPS," "$OUT/metrics.jsonl" || fatal "the requeued run did not finish (no step $STEPS)"
+[[ -s $OUT/model.safetensors ]] || fatal "no final model"
+compare_losses "$WORK/ref/metrics.jsonl" "$OUT/metrics.jsonl" || fatal "the preempted and requeued run's losses differ from an uninterrupted run's"
 echo "PASSED: a two-node job preempted, requeued, resumed and finished with the uninterrupted loss"
+e2e_end

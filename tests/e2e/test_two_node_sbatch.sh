@@ -9,12 +9,11 @@ set -euo pipefail
 if [[ -z ${TRLHPC_TWO_NODE_TEST_INNER:-} ]]; then
   TRLHPC_TWO_NODE_TEST_INNER=1 exec timeout 420 bash "$0" "$@"
 fi
-TRLHPC=$(realpath "$1")
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d)
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 JOB=""
 trap '[[ -n $JOB ]] && scancel "$JOB" 2>/dev/null; rm -rf "$WORK"' EXIT
-source "$ROOT/tests/e2e/two_node_cluster.sh"
+source "$ROOT/tests/e2e/two_node_cluster.sh"  # after lib.sh: its skip and fatal
 require_two_slurm_nodes
 FLAGS=(--max_steps 8 --logging_steps 1 --eval_steps 0)
 
@@ -32,14 +31,15 @@ for _ in $(seq 300); do
     { ended=1; break; }
   sleep 1
 done
-((ended)) || { squeue -j "$JOB" -o '%i %T %r'; fail "job $JOB still queued or running after 300 s"; }
+((ended)) || { squeue -j "$JOB" -o '%i %T %r'; fatal "job $JOB still queued or running after 300 s"; }
 JOB_DONE=$JOB; JOB=""
 cat "$WORK/job.out"
-grep -q "^trlhpc: job $JOB_DONE on .*: 4 ranks x 1 threads" "$WORK/job.out" || fail "the job did not start 4 ranks x 1 thread (see above)"
-grep -q "dp_shard 4" "$WORK/job.out" || fail "the job's log does not show 'dp_shard 4': the ranks did not form one world"
-[[ $EXPORT == ALL ]] && { grep -q "build/trlhpc, config examples/tiny-chat/sft.yaml" "$WORK/job.out" || fail "the job did not fall back to build/trlhpc"; }
-[[ -s $WORK/job/model.safetensors ]] || fail "the job saved no model"
+grep -q "^trlhpc: job $JOB_DONE on .*: 4 ranks x 1 threads" "$WORK/job.out" || fatal "the job did not start 4 ranks x 1 thread (see above)"
+grep -q "dp_shard 4" "$WORK/job.out" || fatal "the job's log does not show 'dp_shard 4': the ranks did not form one world"
+[[ $EXPORT == ALL ]] && { grep -q "build/trlhpc, config examples/tiny-chat/sft.yaml" "$WORK/job.out" || fatal "the job did not fall back to build/trlhpc"; }
+[[ -s $WORK/job/model.safetensors ]] || fatal "the job saved no model"
 nodes=$(sed -n "s/^trlhpc: job $JOB_DONE on \([^:]*\):.*/\1/p" "$WORK/job.out" | head -n1)
-[[ $(scontrol show hostnames "$nodes" | sort -u | wc -l) -eq 2 ]] || fail "the job ran on '$nodes', not two nodes"
-compare_losses "$WORK/ref/metrics.jsonl" "$WORK/job/metrics.jsonl" || fail "the two-node loss curve differs from one node's"
+[[ $(scontrol show hostnames "$nodes" | sort -u | wc -l) -eq 2 ]] || fatal "the job ran on '$nodes', not two nodes"
+compare_losses "$WORK/ref/metrics.jsonl" "$WORK/job/metrics.jsonl" || fatal "the two-node loss curve differs from one node's"
 echo "PASSED: sbatch jobs/multinode.slurm on $nodes matches the one-node loss curve"
+e2e_end

@@ -7,20 +7,18 @@ set -euo pipefail
 if [[ -z ${TRLHPC_TWO_NODE_TEST_INNER:-} ]]; then
   TRLHPC_TWO_NODE_TEST_INNER=1 exec timeout 180 bash "$0" "$@"
 fi
-TRLHPC=$(realpath "$1")
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-source "$ROOT/tests/e2e/two_node_cluster.sh"
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
+source "$ROOT/tests/e2e/two_node_cluster.sh"  # after lib.sh: its skip and fatal
 require_two_slurm_nodes
 cd "$WORK"
 
 # The hosts as SLURM's own launcher sees them (one task per node).
 srun -N2 --ntasks-per-node=1 --time=2 hostname >"$WORK/hosts.txt" 2>"$WORK/hosts.err" \
-  || { cat "$WORK/hosts.txt" "$WORK/hosts.err"; fail "srun -N2 hostname failed"; }
+  || { cat "$WORK/hosts.txt" "$WORK/hosts.err"; fatal "srun -N2 hostname failed"; }
 srun -N2 --ntasks-per-node=2 --mpi=pmix --time=2 "$TRLHPC" env --json --tp_size 2 >"$WORK/env.json" 2>"$WORK/env.err" \
-  || { cat "$WORK/env.err"; fail "srun -N2 trlhpc env --json exited non-zero"; }
-python3 - "$WORK/env.json" "$WORK/hosts.txt" <<'PY' || { cat "$WORK/env.json" "$WORK/env.err"; fail "the two-node world is not as expected"; }
+  || { cat "$WORK/env.err"; fatal "srun -N2 trlhpc env --json exited non-zero"; }
+python3 - "$WORK/env.json" "$WORK/hosts.txt" <<'PY' || { cat "$WORK/env.json" "$WORK/env.err"; fatal "the two-node world is not as expected"; }
 import json, sys
 obj, _ = json.JSONDecoder().raw_decode(open(sys.argv[1]).read().lstrip())
 srun_hosts = sorted(open(sys.argv[2]).read().split())
@@ -38,3 +36,4 @@ for r in obj["ranks"]:
 print("hosts", srun_hosts, "ranks by host", hosts, "mesh", obj["mesh"])
 PY
 echo "PASSED: srun -N2 gives 4 ranks on two hosts, tp groups inside a node"
+e2e_end

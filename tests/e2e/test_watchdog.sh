@@ -7,13 +7,11 @@
 # Usage: test_watchdog.sh TRLHPC [MPIRUN]; the probe is $TRLHPC_WATCHDOG_PROBE (set by tests/CMakeLists.txt)
 # or <dir of TRLHPC>/tests/watchdog_probe. Every run is bounded by `timeout`.
 set -u
-TRLHPC=$1
-MPIRUN=${2:-mpirun}
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 PROBE=${TRLHPC_WATCHDOG_PROBE:-$(dirname "$TRLHPC")/tests/watchdog_probe}
-[ -x "$PROBE" ] || { echo "FAIL: probe $PROBE not built"; exit 1; }
-WORK=$(mktemp -d)
+[ -x "$PROBE" ] || fatal "probe $PROBE not built"
 TAG="wd$$"
-failures=0
 
 leftovers() { pgrep -f -- "--tag $TAG" || true; }
 cleanup() {
@@ -21,12 +19,6 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-
-fail() {
-  echo "FAIL $1"
-  sed 's/^/    /' "$2" | tail -30
-  failures=$((failures + 1))
-}
 
 # --- stop: a SIGSTOPped rank ends the job ------------------------------------------------------------
 log="$WORK/stop.log"
@@ -39,13 +31,13 @@ sleep 1
 left=$(leftovers)
 pattern='trlhpc: failure: \[rank [013] @ [^]]*\] collective timeout: all_reduce \(#[0-9]+ on this communicator\) in group tp \(world ranks \[0,1,2,3\]\) during step 3: waited 2[0-9]\.[0-9] s \(--ddp_timeout 20\); not arrived: world ranks \[2\]; aborting the job'
 if [ "$rc" -ne 2 ]; then
-  fail "stop: mpirun exited $rc (want 2) after ${elapsed}s" "$log"
+  fail_log "stop: mpirun exited $rc (want 2) after ${elapsed}s" "$log" 30
 elif [ "$elapsed" -gt 60 ]; then
-  fail "stop: took ${elapsed}s (want <= 60)" "$log"
+  fail_log "stop: took ${elapsed}s (want <= 60)" "$log" 30
 elif ! grep -Eq "$pattern" "$log"; then
-  fail "stop: no report naming all_reduce, group tp, step 3 and world rank 2" "$log"
+  fail_log "stop: no report naming all_reduce, group tp, step 3 and world rank 2" "$log" 30
 elif [ -n "$left" ]; then
-  fail "stop: processes left after the abort: $left" "$log"
+  fail_log "stop: processes left after the abort: $left" "$log" 30
 else
   echo "ok   stop: exit 2 after ${elapsed}s, nothing left; $(grep -Em1 "$pattern" "$log")"
 fi
@@ -58,12 +50,11 @@ timeout -s KILL 120 "$MPIRUN" --oversubscribe --bind-to none -np 4 "$PROBE" --ti
 rc=$?
 elapsed=$(( $(date +%s) - start ))
 if [ "$rc" -ne 0 ] || ! grep -q "watchdog_probe: ok" "$log" || grep -q "collective timeout" "$log"; then
-  fail "sleep: exit $rc after ${elapsed}s (want 0, 'watchdog_probe: ok', no timeout report)" "$log"
+  fail_log "sleep: exit $rc after ${elapsed}s (want 0, 'watchdog_probe: ok', no timeout report)" "$log" 30
 elif [ "$elapsed" -lt 3 ]; then
-  fail "sleep: finished in ${elapsed}s, so the victim did not sleep" "$log"
+  fail_log "sleep: finished in ${elapsed}s, so the victim did not sleep" "$log" 30
 else
   echo "ok   sleep: a rank 3 s late under a 10 s timeout finished normally in ${elapsed}s"
 fi
 
-[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
-echo "all watchdog checks passed"
+e2e_end

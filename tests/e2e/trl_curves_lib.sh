@@ -1,15 +1,11 @@
 # Shared by the e2e tests that hold trlhpc to a TRL SFTTrainer fixture in which every token is trained
-# (test_trl_curves_qwen3.sh, test_trl_curves_families.sh); sourced from the repository root after TRLHPC and
-# WORK are set (MPIRUN too for sft_np). The functions read FIXTURE, the fixture folder (model/, curves.json,
+# (test_trl_curves_qwen3.sh, test_trl_curves_families.sh); sourced after tests/e2e/lib.sh's e2e_begin (TRLHPC,
+# MPIRUN, WORK, fail; the working directory is the repository root). The functions read FIXTURE, the fixture folder (model/, curves.json,
 # trl_tokenized_<run>.jsonl), which the test sets and may change between families.
-# Provides: fail and $failures; SETTINGS, the fixtures' SFTConfig as `trlhpc sft` flags (make_trl_curves.py's
+# Provides: SETTINGS, the fixtures' SFTConfig as `trlhpc sft` flags (make_trl_curves.py's
 # with assistant_only_loss false: the shipped templates have no {% generation %}); BOUNDS, those of
 # test_trl_curves.sh (loss, entropy 1e-6 relative, grad_norm 2e-5, accuracy one argmax flip; its header has
 # the measurements behind them); check_settings, tokenize, sft, sft_np, compare_curve (below).
-failures=0
-fail() { echo "FAIL $*"; failures=$((failures + 1)); }
-export OMP_NUM_THREADS=1
-if [[ $(id -u) -eq 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 
 SETTINGS=(--max_length=192 --packing=false --assistant_only_loss=false --per_device_train_batch_size=2
   --gradient_accumulation_steps=2 --num_train_epochs=1 --learning_rate=3e-3 --lr_scheduler_type=cosine

@@ -2,11 +2,8 @@
 # Sourced by tests/e2e/test_two_node_*.sh (not a test itself): finds the two SLURM nodes (the local
 # cluster of `scripts/start-local-slurm.sh --nodes 2`, or any SLURM with two idle nodes and a shared file
 # system), runs the one-node reference on this host, and compares loss curves.
-# Expects TRLHPC (the binary), ROOT (the checkout) and WORK (a scratch dir) to be set.
-skip() { echo "SKIPPED: $*"; exit 77; }
-fail() { echo "FAILED: $*"; exit 1; }
-export OMP_NUM_THREADS=1
-if [[ $(id -u) -eq 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+# Sourced after tests/e2e/lib.sh's e2e_begin (TRLHPC, ROOT, WORK, OMP_NUM_THREADS, Open MPI as root): its
+# skip (exit 77, CTest's skip code) and fatal (exit 1) end the test when the cluster is missing or broken.
 LOCAL_CLUSTER=/run/trlhpc-local-slurm
 START_HINT="scripts/start-local-slurm.sh --nodes 2 (root, network namespaces) starts one"
 
@@ -38,7 +35,7 @@ require_local_namespaces() {
 reference_run() {  # OUT FLAGS...
   local out=$1; shift
   (cd "$ROOT" && timeout 300 mpirun --oversubscribe --bind-to none -np 4 "$TRLHPC" sft --config examples/tiny-chat/sft.yaml \
-    --output_dir "$out" "$@" >"$out.log" 2>&1) || { cat "$out.log"; fail "the one-node reference run (mpirun -np 4) failed"; }
+    --output_dir "$out" "$@" >"$out.log" 2>&1) || { cat "$out.log"; fatal "the one-node reference run (mpirun -np 4) failed"; }
 }
 
 # Every step logged in B has the loss and grad_norm A logged for it, and B logged every step A did.
