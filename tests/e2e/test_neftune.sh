@@ -14,12 +14,8 @@
 #     is keyed by the token's dataset row and column, not its rank): loss and grad_norm within 1e-5 relative
 #     of the 1-rank run (fp32 reduction order only, the bound of the layout-equivalence tests).
 set -u
-TRLHPC=$1
-MPIRUN=${2:-mpirun}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-cd "$ROOT"
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 FIXTURE=tests/fixtures/trl_curves
 source tests/e2e/trl_curves_lib.sh
 SETTINGS=(--max_length=192 --packing=false --assistant_only_loss=true --per_device_train_batch_size=2
@@ -83,5 +79,4 @@ for run in ("neftune_dp2", "neftune_tp2", "neftune_cp2"):
         print(f"FAIL {run}: NEFTune depends on the layout"); bad += 1
 sys.exit(1 if bad else 0)
 PY
-echo "$failures failure(s)"
-[ "$failures" -eq 0 ]
+e2e_end

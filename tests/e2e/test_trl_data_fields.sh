@@ -6,12 +6,8 @@
 #     naming the option and the token (exit 1, no step);
 #  3. --eos_token of the vocabulary trains (exit 0).
 set -u
-TRLHPC=$1
-MPIRUN=${2:-mpirun}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-cd "$ROOT"
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
 FIXTURE=tests/fixtures/trl_curves
 source tests/e2e/trl_curves_lib.sh
 SETTINGS=(--max_length=192 --packing=false --assistant_only_loss=true --per_device_train_batch_size=2
@@ -52,5 +48,4 @@ for option in eos_token pad_token; do
   ! grep -q '"step"' "$WORK/bad_$option/metrics.jsonl" 2>/dev/null || fail "--$option unknown: it trained"
 done
 sft eos_im_start "$DATA" --eos_token '<|im_start|>' --max_steps 3
-echo "$failures failure(s)"
-[ "$failures" -eq 0 ]
+e2e_end
