@@ -61,43 +61,81 @@ void keep_window_rows(Ops& ops, KvCache& cache, size_t layer, const Tensor& keys
     }
   }
 }
+
+// x += the residual branch (its bias, and Gemma's output norm into `normed` with `rstd` as scratch).
+void add_branch(Ops& ops, const ModelConfig& c, const Tensor& x, const Tensor& branch, const Tensor& bias,
+                const Tensor& norm, const Tensor& normed, const Tensor& rstd) {
+  if (!c.sandwich_norms) {
+    ops.add_inplace(x, branch);
+    if (bias.data()) ops.bias_add(x, bias);
+    return;
+  }
+  if (bias.data()) ops.bias_add(branch, bias);
+  ops.rmsnorm_fwd(branch, norm, normed, rstd, static_cast<float>(c.rms_norm_eps));
+  ops.add_inplace(x, normed);
+}
+
+// The activations of one incremental step over n tokens, reused by every layer.
+struct StepBuffers {
+  Tensor x, h, rstd, branch;   // (n, C), (n, C), (n), (n, C)
+  Tensor q, attn, lse;         // (n, QD), (n, QD), (NH * n)
+  Tensor gate, up, act;        // (n, F) each
+  Tensor q_pre, k_pre;         // qk_norm: the q/k_proj outputs before their per-head norms (n, QD), (n, KD)
+  Tensor q_rstd, k_rstd;       // qk_norm: the norms' rstd (n * NH), (n * KVH)
+};
+
+StepBuffers allocate_step(Ops& ops, const ModelConfig& c, int64_t n) {
+  const int64_t C = c.hidden_size, F = c.intermediate_size, NH = c.num_attention_heads;
+  const int64_t QD = NH * c.head_dim, KD = c.num_key_value_heads * c.head_dim;
+  StepBuffers b;
+  b.x = ops.allocate({n, C}), b.h = ops.allocate({n, C}), b.rstd = ops.allocate({n}), b.branch = ops.allocate({n, C});
+  b.q = ops.allocate({n, QD}), b.attn = ops.allocate({n, QD}), b.lse = ops.allocate({NH * n});
+  b.gate = ops.allocate({n, F}), b.up = ops.allocate({n, F}), b.act = ops.allocate({n, F});
+  b.q_pre = c.qk_norm ? ops.allocate({n, QD}) : b.q;
+  if (c.qk_norm) {
+    b.k_pre = ops.allocate({n, KD});
+    b.q_rstd = ops.allocate({n * NH}), b.k_rstd = ops.allocate({n * c.num_key_value_heads});
+  }
+  return b;
+}
+
+// A layer's keys and values for one step: `kept` cached tokens (positions start - kept ..) and the n new
+// ones after them, in the cache's own buffer when they fit, else in a transient one that starts with a
+// copy of the kept.
+struct LayerKeys {
+  Tensor keys, values;  // (>= kept + n, KD)
+  bool transient = false;
+};
+
+LayerKeys layer_keys(Ops& ops, KvCache& cache, size_t layer, int64_t n) {
+  const int64_t kept = cache.kept(layer), total = kept + n, KD = cache.keys[layer].dim(1);
+  LayerKeys out{cache.keys[layer], cache.values[layer], total > cache.rows(layer)};
+  if (!out.transient) return out;
+  out.keys = ops.allocate({total, KD}), out.values = ops.allocate({total, KD});  // (kept + n, KD)
+  if (kept > 0) {
+    ops.copy(out.keys.view({kept, KD}), cache.keys[layer].view({kept, KD}));
+    ops.copy(out.values.view({kept, KD}), cache.values[layer].view({kept, KD}));
+  }
+  return out;
+}
 }  // namespace
 
 std::vector<float> Decoder::forward_incremental(KvCache& cache, std::span<const int32_t> ids) {
   const ModelConfig& c = local_;
   const int64_t n = static_cast<int64_t>(ids.size()), start = cache.length, Tk = start + n;
-  const int64_t C = c.hidden_size, F = c.intermediate_size, NH = c.num_attention_heads,
-                KVH = c.num_key_value_heads, HS = c.head_dim, QD = NH * HS, KD = KVH * HS, L = c.num_hidden_layers;
+  const int64_t C = c.hidden_size, NH = c.num_attention_heads, KVH = c.num_key_value_heads, HS = c.head_dim,
+                KD = KVH * HS, L = c.num_hidden_layers;
   TRLHPC_ASSERT(!tp_sp_, "incremental decoding runs without tp sequence parallel");
   TRLHPC_ASSERT(n > 0 && Tk <= cache.capacity, "KV cache overflow: " + std::to_string(Tk) + " tokens for a cache of " +
                                                    std::to_string(cache.capacity));
   const float eps = static_cast<float>(c.rms_norm_eps);
-  // x += the residual branch (its bias, and Gemma's output norm into `normed` with `rstd` as scratch).
-  auto add_branch = [&](const Tensor& x, const Tensor& branch, const Tensor& bias, const Tensor& norm,
-                        const Tensor& normed, const Tensor& rstd) {
-    if (!c.sandwich_norms) {
-      ops_.add_inplace(x, branch);
-      if (bias.data()) ops_.bias_add(x, bias);
-      return;
-    }
-    if (bias.data()) ops_.bias_add(branch, bias);
-    ops_.rmsnorm_fwd(branch, norm, normed, rstd, eps);
-    ops_.add_inplace(x, normed);
-  };
 
   Tensor token_ids = ops_.allocate({n}, DType::I32);  // (n)
   ops_.copy_from_host(token_ids, ids.data(), ids.size() * sizeof(int32_t));
   const Tensor q_pos = cache.positions.view({n}, start);
   const Tensor q_doc = cache.doc_ids.view({n}), k_doc = cache.doc_ids.view({Tk});
-  const Tensor x = ops_.allocate({n, C}), h = ops_.allocate({n, C}), rstd = ops_.allocate({n}),
-               branch = ops_.allocate({n, C});                     // (n, C), (n, C), (n), (n, C)
-  const Tensor q = ops_.allocate({n, QD}), attn = ops_.allocate({n, QD}), lse = ops_.allocate({NH * n});
-  const Tensor gate = ops_.allocate({n, F}), up = ops_.allocate({n, F}), act = ops_.allocate({n, F});
-  // qk_norm: the q/k_proj outputs before their per-head norms, and the norms' rstd (n*NH, n*KVH).
-  const Tensor q_pre = c.qk_norm ? ops_.allocate({n, QD}) : q;
-  const Tensor k_pre = c.qk_norm ? ops_.allocate({n, KD}) : Tensor();
-  const Tensor q_rstd = c.qk_norm ? ops_.allocate({n * NH}) : Tensor();
-  const Tensor k_rstd = c.qk_norm ? ops_.allocate({n * KVH}) : Tensor();
+  const StepBuffers b = allocate_step(ops_, c, n);
+  const Tensor &x = b.x, &h = b.h, &rstd = b.rstd, &branch = b.branch, &q = b.q, &attn = b.attn, &lse = b.lse;
 
   hooks().before_forward(0);
   ops_.embedding_fwd(token_ids, params_.param("model.embed_tokens.weight"), x, tp_.rank * local_.vocab_size);
@@ -112,28 +150,18 @@ std::vector<float> Decoder::forward_incremental(KvCache& cache, std::span<const 
   for (int64_t l = 0; l < L; ++l) {
     hooks().before_forward(static_cast<int>(l + 1));
     const LayerTensors w = norm_scales(layer_tensors(params_, c, static_cast<int>(l), StoreView::Params));
-    // This layer's keys: `kept` cached tokens (positions start - kept ..) and the n new ones after them,
-    // in the cache's own buffer when they fit, else in a transient one that starts with a copy of the kept.
     const size_t li = static_cast<size_t>(l);
     const int64_t kept = cache.kept(li), Tk_l = kept + n;
-    Tensor keys = cache.keys[li], values = cache.values[li];
-    const bool transient = Tk_l > cache.rows(li);
-    if (transient) {
-      keys = ops_.allocate({Tk_l, KD}), values = ops_.allocate({Tk_l, KD});  // (kept + n, KD)
-      if (kept > 0) {
-        ops_.copy(keys.view({kept, KD}), cache.keys[li].view({kept, KD}));
-        ops_.copy(values.view({kept, KD}), cache.values[li].view({kept, KD}));
-      }
-    }
+    const auto [keys, values, transient] = layer_keys(ops_, cache, li, n);
     const Tensor k_new = keys.view({n, KD}, kept * KD), v_new = values.view({n, KD}, kept * KD);
 
     ops_.rmsnorm_fwd(x, w.ln1, h, rstd, eps);
-    linear(ops_, h, w.wq, w.bq, q_pre);
-    linear(ops_, h, w.wk, w.bk, c.qk_norm ? k_pre : k_new);
+    linear(ops_, h, w.wq, w.bq, b.q_pre);
+    linear(ops_, h, w.wk, w.bk, c.qk_norm ? b.k_pre : k_new);
     linear(ops_, h, w.wv, w.bv, v_new);
     if (c.qk_norm) {  // Qwen3: per-head RMSNorm of q and k before RoPE; the cache keeps normed keys
-      ops_.rmsnorm_fwd(q_pre, w.qn, q, q_rstd, eps);
-      ops_.rmsnorm_fwd(k_pre, w.kn, k_new, k_rstd, eps);
+      ops_.rmsnorm_fwd(b.q_pre, w.qn, q, b.q_rstd, eps);
+      ops_.rmsnorm_fwd(b.k_pre, w.kn, k_new, b.k_rstd, eps);
     }
     if (c.layer_uses_rope(l)) {
       ops_.rope_fwd(q.reshape({n, NH, HS}), q_pos, rope_frequencies(l));
@@ -147,16 +175,16 @@ std::vector<float> Decoder::forward_incremental(KvCache& cache, std::span<const 
     keep_window_rows(ops_, cache, li, keys, values, Tk_l, transient);
     ops_.matmul(attn, false, w.wo, true, branch);
     tp_all_reduce_sum(branch);  // g: row-parallel o_proj's partial sums
-    add_branch(x, branch, w.bo, w.ln_attn_out, h, rstd);
+    add_branch(ops_, c, x, branch, w.bo, w.ln_attn_out, h, rstd);
 
     ops_.rmsnorm_fwd(x, w.ln2, h, rstd, eps);
-    linear(ops_, h, w.wg, w.bg, gate);
-    linear(ops_, h, w.wu, w.bu, up);
-    if (c.mlp_activation == MlpActivation::GeluTanh) ops_.geglu_tanh_fwd(gate, up, act);
-    else ops_.swiglu_fwd(gate, up, act);
-    ops_.matmul(act, false, w.wd, true, branch);
+    linear(ops_, h, w.wg, w.bg, b.gate);
+    linear(ops_, h, w.wu, w.bu, b.up);
+    if (c.mlp_activation == MlpActivation::GeluTanh) ops_.geglu_tanh_fwd(b.gate, b.up, b.act);
+    else ops_.swiglu_fwd(b.gate, b.up, b.act);
+    ops_.matmul(b.act, false, w.wd, true, branch);
     tp_all_reduce_sum(branch);  // g: row-parallel down_proj's partial sums
-    add_branch(x, branch, w.bd, w.ln_mlp_out, h, rstd);
+    add_branch(ops_, c, x, branch, w.bd, w.ln_mlp_out, h, rstd);
     hooks().after_forward(static_cast<int>(l + 1));
   }
   cache.length = Tk;
