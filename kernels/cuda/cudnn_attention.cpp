@@ -249,13 +249,9 @@ struct CudnnAttention::Impl {
     if (auto* found = graphs.find(key)) return found->get();
     std::string why;
     std::shared_ptr<fe::graph::Graph> g = build_graph(key, scale, handle.get(), why);
-    if (g)
-      ++built;
-    else {
-      ++declined;
+    if (!g)
       std::cerr << "trlhpc: cuDNN attention declined (" << describe(key) << "): " << why
                 << "; these calls use the hand-written kernel\n";
-    }
     return graphs.insert(key, std::move(g)).get();
   }
 
@@ -289,7 +285,6 @@ struct CudnnAttention::Impl {
 
   Handle handle;
   kernels::BoundedLru<GraphKey, std::shared_ptr<fe::graph::Graph>> graphs;
-  int64_t built = 0, declined = 0;
 };
 
 bool CudnnAttention::built() { return true; }
@@ -305,8 +300,6 @@ bool CudnnAttention::usable() {
 CudnnAttention::CudnnAttention(size_t graph_cache_capacity) : impl_(std::make_unique<Impl>(graph_cache_capacity)) {}
 CudnnAttention::~CudnnAttention() = default;
 
-int64_t CudnnAttention::graphs_built() const { return impl_->built; }
-int64_t CudnnAttention::graphs_declined() const { return impl_->declined; }
 
 template <class G>
 bool CudnnAttention::forward(const bf16* q, const bf16* k, const bf16* v, G* o, float* lse,
@@ -371,8 +364,6 @@ bool CudnnAttention::built() { return false; }
 bool CudnnAttention::usable() { return false; }
 CudnnAttention::CudnnAttention(size_t) {}
 CudnnAttention::~CudnnAttention() = default;
-int64_t CudnnAttention::graphs_built() const { return 0; }
-int64_t CudnnAttention::graphs_declined() const { return 0; }
 
 template <class G>
 bool CudnnAttention::forward(const __nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*, G*, float*,

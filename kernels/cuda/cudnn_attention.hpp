@@ -65,10 +65,6 @@ class CudnnAttention {
                 const float* lse, const __nv_bfloat16* dout, G* dq, G* dk, G* dv, const kernels::PackedSequences& seq,
                 const CudnnAttentionDims& d, DeviceAllocator& allocator, cudaStream_t stream);
 
-  // Graphs built and cached so far, and dimensions cuDNN declined (each is tried once).
-  int64_t graphs_built() const;
-  int64_t graphs_declined() const;
-
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

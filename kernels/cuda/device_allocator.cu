@@ -128,12 +128,6 @@ void DeviceAllocator::record_stream(const void* ptr, cudaStream_t stream) {
   cache_.record_stream(ptr, stream);
 }
 
-void DeviceAllocator::release_cache() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  cache_.poll();
-  free_blocks(cache_.drain_free(), true);
-}
-
 size_t DeviceAllocator::pending_blocks() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return cache_.pending_blocks();

@@ -72,8 +72,6 @@ class DeviceAllocator {
   // Work queued on `stream` (not the backend's own stream) uses the live block containing `ptr` (any
   // address inside it): its release waits for that work. Memory not from this allocator is ignored.
   void record_stream(const void* ptr, cudaStream_t stream);
-  // cudaFree of every cached block whose users are done (pending blocks stay until their events complete).
-  void release_cache();
   // Blocks released but still waiting for another stream's work (for tests and diagnostics).
   size_t pending_blocks() const;
 

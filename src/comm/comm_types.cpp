@@ -16,27 +16,6 @@ size_t element_size(ElementType type) {
   return 0;
 }
 
-const char* element_type_name(ElementType type) {
-  switch (type) {
-    case ElementType::F32: return "f32";
-    case ElementType::F64: return "f64";
-    case ElementType::I32: return "i32";
-    case ElementType::I64: return "i64";
-    case ElementType::U8: return "u8";
-    case ElementType::BF16: return "bf16";
-  }
-  return "?";
-}
-
-const char* reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
-  }
-  return "?";
-}
-
 CommRequest::CommRequest(std::unique_ptr<PendingOperation> pending)
     : pending_(std::move(pending)), uncaught_at_start_(std::uncaught_exceptions()) {}
 

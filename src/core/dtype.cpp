@@ -18,15 +18,6 @@ const char* dtype_name(DType t) {
   return "?";
 }
 
-DType dtype_from_name(const std::string& name) {
-  if (name == "F32" || name == "float32") return DType::F32;
-  if (name == "BF16" || name == "bfloat16") return DType::BF16;
-  if (name == "F16" || name == "float16") return DType::F16;
-  if (name == "I32" || name == "int32") return DType::I32;
-  if (name == "I64" || name == "int64") return DType::I64;
-  throw UserError("unsupported dtype '" + name + "': trlhpc reads F32, BF16, F16, I32 and I64 tensors");
-}
-
 const char* device_name(Device d) { return d == Device::CPU ? "cpu" : "cuda"; }
 
 float f16_to_f32(uint16_t h) {

@@ -63,11 +63,4 @@ Tensor Tensor::reshape(Shape shape) const {
   return Tensor(storage_, data_, dtype_, device_, std::move(shape));
 }
 
-Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
-  TRLHPC_ASSERT(rank() >= 1 && 0 <= begin && begin <= end && end <= shape_[0], "slice_rows out of range");
-  Shape s = shape_;
-  s[0] = end - begin;
-  return view(s, begin * (numel() / (shape_[0] ? shape_[0] : 1)));
-}
-
 }  // namespace trlhpc

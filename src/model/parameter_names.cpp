@@ -4,16 +4,6 @@
 
 namespace trlhpc {
 
-const char* parameter_kind_name(ParameterKind kind) {
-  switch (kind) {
-    case ParameterKind::Matrix: return "matrix";
-    case ParameterKind::Norm: return "norm";
-    case ParameterKind::Bias: return "bias";
-    case ParameterKind::Embedding: return "embedding";
-  }
-  return "?";
-}
-
 std::string layer_parameter_name(int64_t layer, const std::string& suffix) {
   return "model.layers." + std::to_string(layer) + "." + suffix;
 }

@@ -275,8 +275,6 @@ std::unique_ptr<CudaOps> make_cuda_backend(int device, const CudaOpsOptions& opt
   return std::make_unique<cuda_backend::CudaOpsImpl>(device, options);
 }
 
-std::unique_ptr<Ops> make_cuda_ops(int device) { return make_cuda_backend(device, CudaOpsOptions{}); }
-
 CudaOps* as_cuda_ops(Ops& ops) { return dynamic_cast<CudaOps*>(&ops); }
 
 }  // namespace trlhpc

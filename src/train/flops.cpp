@@ -17,15 +17,6 @@ int64_t causal_pairs(int64_t length, int64_t window) {
   return window * (window + 1) / 2 + (length - window) * window;
 }
 
-int64_t keys_attended_over_layers(const ModelConfig& c, int64_t position) {
-  int64_t keys = 0;
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    const int64_t window = c.attention_window(l);
-    keys += window > 0 ? std::min(position + 1, window) : position + 1;
-  }
-  return keys;
-}
-
 int64_t attended_pairs(const ModelConfig& c, const Batch& batch) {
   // Per token: full layers x (p + 1), plus min(p + 1, W) per sliding layer.
   int64_t full_layers = 0;

@@ -18,8 +18,6 @@ enum class ReduceOp : uint8_t { Sum, Max, Min };
 enum class Completion : uint8_t { Blocking, Async };
 
 size_t element_size(ElementType type);
-const char* element_type_name(ElementType type);  // "f32", "bf16", ...
-const char* reduce_op_name(ReduceOp op);           // "sum", "max", "min"
 
 // The C++ element type decides the ElementType; nothing else may (no byte counts as element counts).
 template <class T>

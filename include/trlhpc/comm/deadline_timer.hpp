@@ -10,7 +10,8 @@
 // others then wait in forever (issue 30). Nothing on the blocked thread can notice, so a second thread
 // waits for the deadline of the call under way and, when it passes, prints one line naming the call,
 // runs the expiry hook (the checkpoint writer removes its partial checkpoint-N.tmp there) and aborts
-// the whole job with exit 2 (exit-code table in docs/guide/checkpoints-and-preemption.md), as the watchdog does:
+// the whole job with exit 2 (docs/guide/checkpoints-and-preemption.md, exit codes), as the watchdog
+// does:
 //   trlhpc: failure: [rank 1 @ node07] parallel HDF5 H5Fclose of out/checkpoint-4.tmp/state.h5 did not
 //   finish within --ddp_timeout 1800 s (another rank failed inside it, or the file system stopped
 //   answering); aborting the job

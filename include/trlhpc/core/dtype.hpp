@@ -21,7 +21,6 @@ constexpr size_t dtype_size(DType t) {
 }
 
 const char* dtype_name(DType t);    // "F32", "BF16", ... (safetensors spelling)
-DType dtype_from_name(const std::string& name);  // throws UserError for unknown names
 const char* device_name(Device d);  // "cpu", "cuda"
 
 // bf16 <-> f32 with round-to-nearest-even, shared by host code and tests.

@@ -45,8 +45,6 @@ class Tensor {
   Tensor view(Shape shape, int64_t offset_elements = 0) const;
   // Same memory, new shape of equal numel.
   Tensor reshape(Shape shape) const;
-  // Rows [begin, end) along the first dimension.
-  Tensor slice_rows(int64_t begin, int64_t end) const;
 
  private:
   std::shared_ptr<void> storage_;

@@ -38,7 +38,6 @@ namespace trlhpc {
 // transformers' Trainer groups parameters).
 enum class ParameterKind { Matrix, Norm, Bias, Embedding };
 
-const char* parameter_kind_name(ParameterKind kind);  // "matrix", "norm", "bias", "embedding"
 
 struct ParameterSpec {
   std::string name;     // Hugging Face name, e.g. "model.layers.3.mlp.up_proj.weight"

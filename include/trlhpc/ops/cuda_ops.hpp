@@ -4,7 +4,7 @@
 //
 // Declared only in CUDA builds (TRLHPC_HAVE_CUDA): code of a CPU-only build never references it.
 // A CUDA build still runs without a GPU: ask trlhpc::cuda::visible_device_count() (device_query.cuh)
-// before calling make_cuda_ops, which throws RuntimeFailure when the device cannot be used.
+// before calling make_cuda_backend, which throws RuntimeFailure when the device cannot be used.
 //
 // Semantics are exactly those of the CPU backend (include/trlhpc/kernels/cpu.hpp): same shapes, same
 // gradient convention (parameter grads +=, activation grads =, attention_bwd +=), same masks. Every
@@ -120,9 +120,8 @@ class CudaOps : public Ops {
   DType compute_dtype_;
 };
 
-// The CUDA backend on GPU `device` (an index among the visible devices), fp32 compute.
-std::unique_ptr<Ops> make_cuda_ops(int device);
-// The same with options, typed so callers reach the CudaOps extras.
+// The CUDA backend on GPU `device` (an index among the visible devices), typed so callers reach the
+// CudaOps extras.
 std::unique_ptr<CudaOps> make_cuda_backend(int device, const CudaOpsOptions& options = {});
 // The CudaOps behind an Ops, or nullptr for another backend.
 CudaOps* as_cuda_ops(Ops& ops);

@@ -38,10 +38,8 @@ namespace trlhpc {
 double non_embedding_parameters(const ModelConfig& config);
 // Causal (query, key) pairs of a document of `length` tokens in one layer of `window` (0: full).
 int64_t causal_pairs(int64_t length, int64_t window);
-// The pairs a query at document position `position` attends, summed over the layers.
-int64_t keys_attended_over_layers(const ModelConfig& config, int64_t position);
-// Pairs of a micro-batch's non-padding tokens, summed over the layers: the query at position p attends
-// keys_attended_over_layers(p). Needs the collator's invariant that positions count 0, 1, ... from each
+// Pairs of a micro-batch's non-padding tokens, summed over the layers: the query at document position p
+// attends p + 1 keys in a full layer and min(p + 1, W) in a sliding one. Needs the collator's invariant that positions count 0, 1, ... from each
 // document's first token (packing_collate.cpp), which also holds for a cp/sp shard's tokens.
 int64_t attended_pairs(const ModelConfig& config, const Batch& batch);
 // 6 N tokens + 12 H Q pairs.

@@ -29,15 +29,6 @@ constexpr Alphabet kAlphabet = make_alphabet();
 
 }  // namespace
 
-char32_t byte_level_char(uint8_t byte) { return kAlphabet.char_of[byte]; }
-
-std::string byte_level_encode(std::string_view bytes) {
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char b : bytes) append_utf8(out, kAlphabet.char_of[b]);
-  return out;
-}
-
 bool byte_level_decode(std::string_view token, std::string& bytes) {
   bytes.clear();
   for (size_t pos = 0; pos < token.size();) {

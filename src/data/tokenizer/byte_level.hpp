@@ -13,12 +13,6 @@
 
 namespace trlhpc::tokenizer::detail {
 
-// The code point standing for `byte`.
-char32_t byte_level_char(uint8_t byte);
-
-// `bytes` written in the byte-level alphabet (UTF-8).
-std::string byte_level_encode(std::string_view bytes);
-
 // The bytes a byte-level token stands for; false (and `bytes` unspecified) when a character of
 // `token` is not in the alphabet.
 bool byte_level_decode(std::string_view token, std::string& bytes);

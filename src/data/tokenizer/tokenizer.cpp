@@ -186,7 +186,6 @@ std::optional<int32_t> Tokenizer::bos_id() const { return impl_->id_of(impl_->bo
 std::optional<int32_t> Tokenizer::eos_id() const { return impl_->id_of(impl_->eos_token); }
 std::optional<int32_t> Tokenizer::pad_id() const { return impl_->id_of(impl_->pad_token); }
 std::optional<int32_t> Tokenizer::unk_id() const { return impl_->id_of(impl_->unk_token); }
-std::optional<std::string> Tokenizer::bos_token() const { return impl_->bos_token; }
 std::optional<std::string> Tokenizer::eos_token() const { return impl_->eos_token; }
 std::optional<std::string> Tokenizer::pad_token() const { return impl_->pad_token; }
 void Tokenizer::set_eos_token(std::string token) { impl_->eos_token = std::move(token); }

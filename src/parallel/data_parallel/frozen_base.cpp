@@ -16,8 +16,6 @@ class ReplicatedFrozenBase final : public FrozenBase {
     load_all_units(source, ops_, store_);
     store_.refresh_compute(ops_);
   }
-  void gather_unit(int) override {}
-  void release_unit(int) override {}
   int64_t parameter_bytes() const override {
     int64_t bytes = 0;
     for (const ParameterUnit& unit : store_.units()) bytes += static_cast<int64_t>(unit.params.nbytes());
@@ -70,8 +68,6 @@ class ShardedFrozenBase final : public FrozenBase {
     }
   }
   void load(const UnitRangeSource& source) override { params_.load(source); }
-  void gather_unit(int unit) override { params_.gather(unit, ShardedParameters::Precision::Full); }
-  void release_unit(int unit) override { params_.release(unit); }
   int64_t parameter_bytes() const override { return params_.shard_bytes(); }
   int64_t transient_bytes() const override { return pool_.peak_bytes(); }
 

@@ -86,7 +86,6 @@ class Tokenizer {
   std::optional<int32_t> eos_id() const;
   std::optional<int32_t> pad_id() const;
   std::optional<int32_t> unk_id() const;
-  std::optional<std::string> bos_token() const;
   std::optional<std::string> eos_token() const;
   std::optional<std::string> pad_token() const;
   // Replace the eos / pad token (TRL's SFTConfig eos_token / pad_token, which set tokenizer.eos_token /

@@ -23,10 +23,6 @@ class FrozenBase : public UnitHooks {
   ~FrozenBase() override = default;
   // Fills what this rank keeps (every unit, or its shards) from `source`.
   virtual void load(const UnitRangeSource& source) = 0;
-  // Unit `unit`'s full fp32 parameters in store.unit(unit).params until release_unit (export, merge):
-  // collective over fsdp under ZeRO-3 (every rank, same units, same order), no-op otherwise.
-  virtual void gather_unit(int unit) = 0;
-  virtual void release_unit(int unit) = 0;
   // Bytes this rank keeps between steps, and the peak of the gathered units' buffers (ZeRO-3).
   virtual int64_t parameter_bytes() const = 0;
   virtual int64_t transient_bytes() const = 0;
