@@ -199,7 +199,7 @@ const std::vector<TrlField> kTable = {
      "use steps, epoch, best or no", nullptr, nullptr, apply_save_strategy},
     {"save_steps", H::honored, "*", "(TRL's default 500; trlhpc's 0: no checkpoints)", nullptr},
     {"save_on_each_node", H::refused, "false", "", "not supported: trlhpc writes one checkpoint per save into --output_dir"},
-    {"save_total_limit", H::honored, "*", "(null: keep all)", nullptr},
+    {"save_total_limit", H::honored, "*", "(null: keep all; 1 with a best checkpoint: only the best is left at the end)", nullptr},
     {"enable_jit_checkpoint", H::refused, "false", "", "trlhpc checkpoints on SIGTERM/SIGUSR1 by itself (docs/guide/checkpoints-and-preemption.md): leave it false"},
     {"push_to_hub", H::refused, "false", "", kNoHub},
     {"hub_token", H::no_op, "*", "used only by push_to_hub (refused)", nullptr, nullptr, nullptr, nullptr, true},

@@ -25,6 +25,7 @@
 #include "trlhpc/runtime/topology.hpp"
 #include "trlhpc/train/checkpoint/async_save.hpp"
 #include "trlhpc/train/checkpoint/checkpoint.hpp"
+#include "trlhpc/train/checkpoint/commit.hpp"
 #include "trlhpc/train/checkpoint/manifest.hpp"
 #include "trlhpc/train/metrics_logger.hpp"
 #include "trlhpc/train/metrics_plot.hpp"
@@ -383,7 +384,12 @@ int run_watched_sft_job(const SftConfig& c, MpiEnvironment& mpi) {
     export_peft_adapter(trainer.model(), c.output_dir, plan.tokenizer_dir, is_main, plan.base_model_name);
   else
     export_hf_model(trainer.model(), c.output_dir, plan.tokenizer_dir, is_main, final_save_dtype(c, plan.model));
-  log_saved(c, groups, logger);
+  log_saved(c, groups, logger);  // collective: every rank is done with the checkpoints past this line
+  // transformers' end of training under --save_total_limit 1: only the best checkpoint stays.
+  const std::optional<BestModelTracker>& best = loop.best_model();
+  if (is_main && c.save_total_limit == 1 && best && best->best_checkpoint_step() >= 0)
+    for (const std::string& dir : checkpoint::keep_only_checkpoint(c.output_dir, best->best_checkpoint_step()))
+      logger.message("deleted " + dir + " at the end (--save_total_limit 1 keeps only the best checkpoint)");
   if (c.plot && is_main) plot_at_end(c, logger);
   return 0;
 }

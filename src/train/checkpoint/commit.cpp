@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -112,6 +113,21 @@ std::string commit_save(const std::string& output_dir, int64_t step, const nlohm
   point_latest_at(output_dir, final_dir);
   prune(output_dir, save_total_limit, step, keep_step);
   return final_dir.string();
+}
+
+std::vector<std::string> keep_only_checkpoint(const std::string& output_dir, int64_t keep_step) {
+  const auto all = committed_checkpoints(output_dir);
+  std::vector<std::string> deleted;
+  if (std::none_of(all.begin(), all.end(), [&](const auto& c) { return c.first == keep_step; })) return deleted;
+  point_latest_at(output_dir, checkpoint_dir(output_dir, keep_step));
+  for (const auto& [step, dir] : all) {
+    if (step == keep_step) continue;
+    std::error_code ec;
+    fs::remove(fs::path(dir) / kManifestFile, ec);  // first, as prune does: a cut deletion is no checkpoint
+    fs::remove_all(dir, ec);
+    deleted.push_back(dir);
+  }
+  return deleted;
 }
 
 }  // namespace trlhpc::checkpoint

@@ -11,6 +11,7 @@
 // save of that step replaces.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -23,5 +24,12 @@ std::string begin_save(const std::string& output_dir, int64_t step);
 // first, never the newest nor `keep_step` (the best model's, -1: none), as transformers' rotate_checkpoints.
 std::string commit_save(const std::string& output_dir, int64_t step, const nlohmann::json& manifest,
                         const std::string& tokenizer_dir, int64_t save_total_limit, int64_t keep_step = -1);
+
+// The end of a run under save_total_limit 1 with a best checkpoint, as transformers' Trainer ends one
+// ("Delete the last checkpoint when save_total_limit=1"): every committed checkpoint but `keep_step`'s
+// goes, the newest included, after `latest` has been pointed at the one kept (so it never names a
+// deleted folder). Nothing happens when `keep_step` has no committed checkpoint. Returns the deleted
+// folders, oldest first. Run by one rank, after every rank has finished reading checkpoints.
+std::vector<std::string> keep_only_checkpoint(const std::string& output_dir, int64_t keep_step);
 
 }  // namespace trlhpc::checkpoint
