@@ -10,10 +10,8 @@ source "$(dirname "$0")/lib.sh"
 e2e_begin "$@"
 FIXTURE=tests/fixtures/trl_curves
 source tests/e2e/trl_curves_lib.sh
-SETTINGS=(--max_length=192 --packing=false --assistant_only_loss=true --per_device_train_batch_size=2
-  --gradient_accumulation_steps=2 --num_train_epochs=1 --learning_rate=3e-3 --lr_scheduler_type=cosine
-  --warmup_steps=2 --weight_decay=0.01 --adam_beta1=0.9 --adam_beta2=0.999 --adam_epsilon=1e-8
-  --max_grad_norm=1.0 --seed=42 --logging_steps=1)
+# trl_curves_lib's settings with the assistant-only loss (the fixture's fp32_jsonl setting)
+SETTINGS=("${SETTINGS[@]/--assistant_only_loss=false/--assistant_only_loss=true}")
 DATA=$FIXTURE/conversations.jsonl
 
 cached() {  # cached NAME [FLAGS...]: 1 rank with a dataset cache of its own in $WORK/NAME.cache

@@ -73,6 +73,13 @@ void point_latest_at(const fs::path& output_dir, const fs::path& final_dir) {
   fsync_path(output_dir);
 }
 
+// The manifest goes first: a deletion cut short leaves a folder that is no longer a checkpoint.
+void remove_checkpoint(const std::string& dir) {
+  std::error_code ec;
+  fs::remove(fs::path(dir) / kManifestFile, ec);
+  fs::remove_all(dir, ec);
+}
+
 void prune(const std::string& output_dir, int64_t keep, int64_t newest_step, int64_t keep_step) {
   if (keep <= 0) return;
   auto all = committed_checkpoints(output_dir);
@@ -80,10 +87,7 @@ void prune(const std::string& output_dir, int64_t keep, int64_t newest_step, int
   for (const auto& [step, dir] : all) {
     if (excess <= 0) break;
     if (step == newest_step || step == keep_step) continue;  // protected: more than `keep` may then remain
-    std::error_code ec;
-    // The manifest goes first: a deletion cut short leaves a folder that is no longer a checkpoint.
-    fs::remove(fs::path(dir) / kManifestFile, ec);
-    fs::remove_all(dir, ec);
+    remove_checkpoint(dir);
     --excess;
   }
 }
@@ -122,9 +126,7 @@ std::vector<std::string> keep_only_checkpoint(const std::string& output_dir, int
   point_latest_at(output_dir, checkpoint_dir(output_dir, keep_step));
   for (const auto& [step, dir] : all) {
     if (step == keep_step) continue;
-    std::error_code ec;
-    fs::remove(fs::path(dir) / kManifestFile, ec);  // first, as prune does: a cut deletion is no checkpoint
-    fs::remove_all(dir, ec);
+    remove_checkpoint(dir);
     deleted.push_back(dir);
   }
   return deleted;
