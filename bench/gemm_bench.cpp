@@ -2,11 +2,12 @@
 // the CPU can run (kernels/cpu/gemm_bf16.cpp), forward (x W^T), input gradient (dy W) and weight
 // gradient (dy^T x), in GFLOP/s. Prints the CPU model, since rates depend on it.
 //   gemm_bench [--tokens N] [--hidden C] [--ffn F] [--repeat R] [--rounds N] [--only SHAPE] [--engine E]
-//              [--bf16-operands]
+//              [--bf16-operands] [--cpu_gemm auto|avx512|avx2|openblas]
 // --repeat: calls timed per cell (the mean is printed). --rounds: the whole table N times, fp32 and the
 // bf16 engines interleaved, printing each cell's min-max over the rounds (on a shared machine the load
 // changes between cells; the maximum is the least disturbed). --only forward|dgrad|wgrad and
 // --engine fp32|amx|avx512bf16|f32 restrict the table (for perf record/stat of one kernel).
+// --cpu_gemm: the fp32 GEMM (and so the bf16 f32 engine's), as trlhpc sft's option of that name.
 // --bf16-operands: the bf16 engines read a and b and write c as bf16 (as --bf16 training's activations
 // are), not fp32; the fp32 column is unchanged.
 #include <omp.h>
@@ -44,12 +45,20 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--rounds")) rounds = std::max(1, std::atoi(argv[i + 1]));
     else if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];
     else if (!std::strcmp(argv[i], "--engine")) engine_only = argv[i + 1];
-    else {
+    else if (!std::strcmp(argv[i], "--cpu_gemm")) {
+      // The fp32 GEMM for the whole process, as trlhpc sft --cpu_gemm chooses it.
+      const std::string refusal = trlhpc::cpu::choose_cpu_gemm(argv[i + 1]);
+      if (!refusal.empty()) {
+        std::fprintf(stderr, "gemm_bench: %s\n", refusal.c_str());
+        return 2;
+      }
+    } else {
       std::fprintf(stderr, "gemm_bench: unknown option %s (see the comment at the top of bench/gemm_bench.cpp)\n",
                    argv[i]);
       return 2;
     }
   }
+  std::printf("fp32 GEMM: %s\n", trlhpc::cpu::cpu_gemm_name().c_str());
   std::printf("CPU: %s, %d OpenMP threads; tokens %ld, hidden %ld, ffn %ld; mean of %d calls, %d round(s)%s\n",
               cpu_model().c_str(), omp_get_max_threads(), static_cast<long>(T), static_cast<long>(C),
               static_cast<long>(F), repeat, rounds, bf16_operands ? "; bf16 operands for the bf16 engines" : "");
