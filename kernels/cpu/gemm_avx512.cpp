@@ -215,6 +215,7 @@ TRLHPC_AVX512_KERNEL void micro_kernel_rows(int64_t kc, const float* a, int64_t 
 // The register tile gemm_blocked.hpp sweeps.
 struct Avx512Tile {
   static constexpr int64_t MR = kMR, NR = kNR;
+  static constexpr bool kPackA = false;  // a read in place (measured on AVX-512 machines; gemm_blocked.hpp)
   static void pack_b(const Operand& b, int64_t k0, int64_t kc, int64_t j0, int64_t nr, float* bp) {
     pack_b_panel(b, k0, kc, j0, nr, bp);
   }

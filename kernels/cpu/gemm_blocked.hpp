@@ -7,17 +7,19 @@
 // Loops: columns in blocks of NC; K in equal blocks of at most KC (896 -> 2 x 448), each packing a
 // (KC x NR) panel of op(b) per NR columns, cooperatively; then equal tasks (rows in blocks of <= MC,
 // a multiple of MR; columns in equal runs of panels, >= 4 tasks per thread) run dynamically.
-// a is read in place by the tile, except a last partial panel of fewer than MR rows, packed with zeros.
+// a is read in place by the tile, except a last partial panel of fewer than MR rows, packed with zeros;
+// or, for a Tile with kPackA, packed whole per (row block, K block) and reused across the task's panels.
 // Determinism: every c element sums k in the same order (K blocks in order, k in order inside), and
 // c = alpha * acc + beta * c after each K block (beta = 1 after the first), whatever the thread count
 // and whatever M/N slice it sits in. The K blocks are the same for every Tile, which is what lets the
 // kernels give the same bits as each other.
 //
-// Tile: static constexpr int64_t MR, NR, and static functions (the file's noinline, target-attributed
+// Tile: static constexpr int64_t MR, NR, static constexpr bool kPackA, and static functions (the file's noinline, target-attributed
 // kernels; this driver has no intrinsics, so it needs no target attribute):
 //   pack_b(b, k0, kc, j0, nr, bp)                  bp (kc, NR) = op(b)[k0 : k0 + kc, j0 : j0 + nr], zero padded
-//   pack_a(a, i0, mr, k0, kc, ap)                  ap (kc, MR) = op(a)[i0 : i0 + mr, k0 : k0 + kc]^T, mr < MR
-//   rows(kc, a, lda, bp, c, ldc, nr, alpha, beta)  MR whole rows of a row-major a, read in place
+//   pack_a(a, i0, mr, k0, kc, ap)                  ap (kc, MR) = op(a)[i0 : i0 + mr, k0 : k0 + kc]^T, zero padded
+//                                                  (mr < MR only, unless kPackA)
+//   rows(kc, a, lda, bp, c, ldc, nr, alpha, beta)  MR whole rows of a row-major a, read in place (!kPackA only)
 //   columns(kc, a, k_step, bp, c, ldc, mr, nr, alpha, beta)
 //                                                  mr values of a per k, contiguous, k_step floats apart
 #include <omp.h>
@@ -79,7 +81,12 @@ void gemm(const float* a, bool trans_a, const float* b, bool trans_b, float* c, 
           if (mc <= 0) continue;
           // Reading past row/column M is not allowed: the last partial panel is packed.
           if (packed_rows != ib) {
-            if (mc % kMR) Tile::pack_a(A, i0 + mc / kMR * kMR, mc % kMR, pc, kc, apack + mc / kMR * kMR * kKC);
+            if constexpr (Tile::kPackA) {
+              for (int64_t ir = 0; ir < mc; ir += kMR)
+                Tile::pack_a(A, i0 + ir, std::min(kMR, mc - ir), pc, kc, apack + ir * kKC);
+            } else if (mc % kMR) {
+              Tile::pack_a(A, i0 + mc / kMR * kMR, mc % kMR, pc, kc, apack + mc / kMR * kMR * kKC);
+            }
             packed_rows = ib;
           }
           const int64_t p1 = std::min(panels, (ct + 1) * task_panels);
@@ -89,12 +96,15 @@ void gemm(const float* a, bool trans_a, const float* b, bool trans_b, float* c, 
             for (int64_t ir = 0; ir < mc; ir += kMR) {
               float* c_tile = c + (i0 + ir) * N + jc + j0;
               const int64_t mr = std::min(kMR, mc - ir);
-              if (mr == kMR && !A.trans)
-                Tile::rows(kc, A.p + (i0 + ir) * A.ld + pc, A.ld, bp, c_tile, N, nr, alpha, beta_block);
-              else if (mr == kMR)
-                Tile::columns(kc, A.p + pc * A.ld + i0 + ir, A.ld, bp, c_tile, N, kMR, nr, alpha, beta_block);
-              else
+              if constexpr (Tile::kPackA) {
                 Tile::columns(kc, apack + ir * kKC, kMR, bp, c_tile, N, mr, nr, alpha, beta_block);
+              } else if (mr == kMR && !A.trans) {
+                Tile::rows(kc, A.p + (i0 + ir) * A.ld + pc, A.ld, bp, c_tile, N, nr, alpha, beta_block);
+              } else if (mr == kMR) {
+                Tile::columns(kc, A.p + pc * A.ld + i0 + ir, A.ld, bp, c_tile, N, kMR, nr, alpha, beta_block);
+              } else {
+                Tile::columns(kc, apack + ir * kKC, kMR, bp, c_tile, N, mr, nr, alpha, beta_block);
+              }
             }
           }
         }
