@@ -1,6 +1,9 @@
 // Vocab-parallel cross-entropy pieces (see vocab_parallel_cross_entropy.cuh).
+#include <string>
+
 #include "device_math.cuh"
 #include "trlhpc/core/cuda_check.hpp"
+#include "trlhpc/core/error.hpp"
 #include "vocab_parallel_cross_entropy.cuh"
 
 namespace trlhpc::cuda {
@@ -75,6 +78,61 @@ __global__ void ce_grad_kernel(float* __restrict__ logits, const int32_t* __rest
   }
 }
 
+// logit_sums[r] = sum_v z[r, v] in double (the fused kernel's z_mean is a double sum too).
+__global__ void ce_logit_sums_kernel(const float* __restrict__ logits, const int32_t* __restrict__ targets, int64_t V,
+                                     float* __restrict__ logit_sums) {
+  __shared__ double scratch[32];
+  const int64_t r = blockIdx.x;
+  if (targets[r] == kIgnoreIndex) {
+    if (threadIdx.x == 0) logit_sums[r] = 0.0f;
+    return;
+  }
+  const float* z = logits + r * V;  // (V)
+  double l = 0.0;
+  for (int64_t v = threadIdx.x; v < V; v += kThreads) l += static_cast<double>(z[v]);
+  l = warp_sum(l);
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = l;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    l = warp_sum(threadIdx.x < kThreads / 32 ? scratch[threadIdx.x] : 0.0);
+    if (threadIdx.x == 0) logit_sums[r] = static_cast<float>(l);
+  }
+}
+
+// dlogits of the label-smoothed and/or DFT loss; the row's constants in double (every thread the same),
+// then fp32 per element as ce_grad_kernel.
+__global__ void ce_shaped_grad_kernel(float* __restrict__ logits, const int32_t* __restrict__ targets, int64_t V,
+                                      int64_t vocab_start, int64_t vocab_size, const float* __restrict__ row_max,
+                                      const float* __restrict__ sums, float grad_scale, float softcap, float eps,
+                                      bool dft) {
+  const int64_t r = blockIdx.x;
+  float* z = logits + r * V;  // (V)
+  const int32_t y = targets[r];
+  if (y == kIgnoreIndex) {
+    for (int64_t v = threadIdx.x; v < V; v += kThreads) z[v] = 0.0f;
+    return;
+  }
+  const float m = row_max[r];
+  const double s = sums[2 * r];
+  // p_y = exp(-nll), nll = m + log s - z_y: detached, a constant of the row.
+  const double w = dft ? exp(-(static_cast<double>(m) + log(s) - static_cast<double>(sums[2 * r + 1]))) : 1.0;
+  const double scale = static_cast<double>(grad_scale) * w;
+  const float mult = static_cast<float>(scale / s);
+  const float uniform = static_cast<float>(scale * static_cast<double>(eps) / static_cast<double>(vocab_size));
+  const float onehot = static_cast<float>(scale * (1.0 - static_cast<double>(eps)));
+  const int64_t local_y = y >= vocab_start && y < vocab_start + V ? y - vocab_start : -1;
+  for (int64_t v = threadIdx.x; v < V; v += kThreads) {
+    const float zv = z[v];
+    float g = mult * __expf(zv - m) - uniform;
+    if (v == local_y) g -= onehot;
+    if (softcap > 0.0f) {  // z holds capped logits: times the cap's derivative 1 - (z / c)^2
+      const float t = zv / softcap;
+      g *= 1.0f - t * t;
+    }
+    z[v] = g;
+  }
+}
+
 // stats row r = (sum_v exp(z[v] - m) (z[v] - m) in double, the first global id v with z[v] == m or
 // vocab_size): TRL's entropy and top-1 pieces, summed / min-reduced over tp by the caller. The first
 // index is reduced as a float, exact for ids below 2^24 (every vocabulary trlhpc loads).
@@ -144,6 +202,28 @@ void vocab_parallel_ce_grad(float* logits, const int32_t* targets, int64_t M, in
   ce_grad_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(logits, targets, V, vocab_start, row_max, sums,
                                                                      grad_scale, logit_softcap);
   TRLHPC_CHECK_CUDA_LAUNCH("ce_grad_kernel");
+}
+
+void vocab_parallel_ce_logit_sums(const float* logits, const int32_t* targets, int64_t M, int64_t V,
+                                  float* logit_sums, cudaStream_t stream) {
+  if (M <= 0) return;
+  ce_logit_sums_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(logits, targets, V, logit_sums);
+  TRLHPC_CHECK_CUDA_LAUNCH("ce_logit_sums_kernel");
+}
+
+void vocab_parallel_ce_shaped_grad(float* logits, const int32_t* targets, int64_t M, int64_t V, int64_t vocab_start,
+                                   int64_t vocab_size, const float* row_max, const float* sums, float grad_scale,
+                                   float logit_softcap, const TokenLoss& token_loss, cudaStream_t stream) {
+  TRLHPC_REQUIRE(token_loss.label_smoothing >= 0.0f && token_loss.label_smoothing <= 1.0f,
+                 "vocab_parallel_ce_shaped_grad: label smoothing " + std::to_string(token_loss.label_smoothing) +
+                     " is outside [0, 1]");
+  TRLHPC_REQUIRE(vocab_size >= V, "vocab_parallel_ce_shaped_grad: vocab_size " + std::to_string(vocab_size) +
+                                      " is smaller than the slice's " + std::to_string(V) + " columns");
+  if (M <= 0) return;
+  ce_shaped_grad_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(
+      logits, targets, V, vocab_start, vocab_size, row_max, sums, grad_scale, logit_softcap,
+      token_loss.label_smoothing, token_loss.dft);
+  TRLHPC_CHECK_CUDA_LAUNCH("ce_shaped_grad_kernel");
 }
 
 }  // namespace trlhpc::cuda

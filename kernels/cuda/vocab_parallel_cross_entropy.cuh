@@ -9,11 +9,18 @@
 //            the dlogits are multiplied by 1 - (z / c)^2
 //   metrics (TRL's entropy / top-1, after step 1): stats[t] = (sum_v exp(z - m)(z - m), first global id
 //            with z == m, else vocab_size)                         (then all-reduce sum, min)
+//   label smoothing eps / DFT (token_loss.hpp; CPU file header):
+//   logit_sums: logit_sums[t] = sum_v z[t, v]   (label smoothing only; then all-reduce sum)
+//   shaped_grad instead of grad: z <- grad_scale w (exp(z - m) / s - (1 - eps) onehot_local(y) - eps /
+//            vocab_size), w = exp(z_y - m) / s under DFT (from the all-reduced sums), else 1; the softcap
+//            as in grad
 // Ignored rows (target -100) get zero sums and a zero gradient. One block per row; the sum of
 // exponentials is accumulated in double and reduced in a fixed order.
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "trlhpc/kernels/token_loss.hpp"
 
 namespace trlhpc::cuda {
 
@@ -27,5 +34,12 @@ void vocab_parallel_ce_metrics(const float* logits, const int32_t* targets, int6
 void vocab_parallel_ce_grad(float* logits, const int32_t* targets, int64_t M, int64_t V, int64_t vocab_start,
                             const float* row_max, const float* sums, float grad_scale, cudaStream_t stream,
                             float logit_softcap = 0.0f);
+// logit_sums (M): sum_v z in double, stored fp32; 0 for ignored rows.
+void vocab_parallel_ce_logit_sums(const float* logits, const int32_t* targets, int64_t M, int64_t V,
+                                  float* logit_sums, cudaStream_t stream);
+// vocab_size: the whole vocabulary (eps / vocab_size), >= V.
+void vocab_parallel_ce_shaped_grad(float* logits, const int32_t* targets, int64_t M, int64_t V, int64_t vocab_start,
+                                   int64_t vocab_size, const float* row_max, const float* sums, float grad_scale,
+                                   float logit_softcap, const TokenLoss& token_loss, cudaStream_t stream);
 
 }  // namespace trlhpc::cuda

@@ -140,7 +140,7 @@ const std::vector<TrlField> kTable = {
     {"average_tokens_across_devices", H::honored, "true", "the loss is normalised by the target tokens of all ranks",
      "trlhpc always normalises by the target tokens of all data-parallel ranks: leave it true"},
     {"max_grad_norm", H::honored, "*", "global-norm clipping (0: off)", nullptr},
-    {"label_smoothing_factor", H::honored, "*", "transformers' LabelSmoother in the fused loss, train and eval: (1 - eps) nll + eps mean_v(-log p_v) per target token, over the global target count (ignored under loss_type dft, as TRL; needs --tp_size 1)", nullptr},
+    {"label_smoothing_factor", H::honored, "*", "transformers' LabelSmoother in the fused loss, train and eval: (1 - eps) nll + eps mean_v(-log p_v) per target token, over the global target count (ignored under loss_type dft, as TRL; also with --tp_size > 1, in the vocab-parallel loss)", nullptr},
     {"bf16", H::honored, "*", "bf16 mixed precision (null: off)", nullptr},
     {"fp16", H::refused, "false", "", "fp16 is not supported: use --bf16"},
     {"bf16_full_eval", H::refused, "false", "", "evaluation runs in the training precision: use --bf16"},
@@ -280,7 +280,7 @@ const std::vector<TrlField> kTable = {
     {"eval_packing", H::refused, "null", "", "evaluation packs as --packing says: leave it unset"},
     {"completion_only_loss", H::honored, "*", "(null: auto)", nullptr},
     {"assistant_only_loss", H::honored, "*", "", nullptr},
-    {"loss_type", H::honored, "*", "nll: token-mean cross-entropy; dft: TRL's DFT, each token's nll times its detached probability (needs --tp_size 1)", nullptr},
+    {"loss_type", H::honored, "*", "nll: token-mean cross-entropy; dft: TRL's DFT, each token's nll times its detached probability (also with --tp_size > 1, in the vocab-parallel loss)", nullptr},
     {"activation_offloading", H::refused, "false", "", "not implemented: use --gradient_checkpointing, or CPU offload in --accelerate_config"},
     {"pad_token", H::honored, "*", "the padding token (null: the tokenizer's, else its eos token; must be in the "
      "vocabulary)", nullptr, nullptr, nullptr, apply_pad_token},

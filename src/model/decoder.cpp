@@ -61,10 +61,6 @@ Decoder::Decoder(ModelConfig config, Ops& ops, ParameterStore& params, bool grad
   }
   acts_.resize(static_cast<size_t>(config_.num_hidden_layers));
   init_tensor_parallel(parallelism);
-  // sft_validation refuses the combination by its options first; this guards other callers.
-  TRLHPC_REQUIRE(token_loss_.plain() || tp_.size == 1,
-                 "label smoothing and the DFT loss need tp 1: the vocab-parallel loss computes the plain "
-                 "cross-entropy only");
   init_lora(adapters);
 }
 

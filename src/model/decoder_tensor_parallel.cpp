@@ -16,6 +16,11 @@
 // With a final logit softcap c (Gemma 2), z is capped in place right after the GEMM (every statistic
 // and TRL's metrics see the capped logits, as transformers' loss and TRL's outputs.logits do) and dz
 // is multiplied by 1 - (z / c)^2 before it meets W and h.
+// Label smoothing eps / DFT (kernels/token_loss.hpp): under smoothing one more all-reduced sum per token,
+// l = sum over the slices of sum_v z, gives mean_v z = l / V for the smoothed term; the loss is then
+// token_loss_from_statistics(m + log s, z_y, l / V), and dz = grad_scale w (exp(z - m) / s - (1 - eps)
+// onehot(y) - eps / V) with w = p_y = exp(z_y - m) / s under DFT (from (s, z_y): no extra collective)
+// or 1 (kernels/cpu/vocab_parallel_cross_entropy.cpp). The plain loss takes the steps above unchanged.
 #include <cmath>
 #include <span>
 #include <string>
@@ -179,6 +184,9 @@ LossResult Decoder::vocab_parallel_loss(const DeviceBatch& batch, float grad_sca
   Tensor row_max = ops_.allocate({chunk});     // (chunk)
   Tensor sums = ops_.allocate({chunk, 2});     // (chunk, 2) sum exp(z - m), z[target]
   Tensor stats = ops_.allocate({chunk, 2});    // (chunk, 2) TRL metrics: sum exp(z - m)(z - m), first max id
+  const bool smoothing = token_loss_.label_smoothing > 0;
+  Tensor logit_sums = smoothing ? ops_.allocate({chunk}) : Tensor();  // (chunk) sum_v z, label smoothing only
+  std::vector<float> host_logit_sums(smoothing ? static_cast<size_t>(chunk) : 0);  // (chunk)
   std::vector<float> host_max(static_cast<size_t>(chunk)), host_sums(static_cast<size_t>(2 * chunk));
   std::vector<float> host_stats(static_cast<size_t>(2 * chunk)), weighted(static_cast<size_t>(chunk)),
       first_max(static_cast<size_t>(chunk));
@@ -197,6 +205,12 @@ LossResult Decoder::vocab_parallel_loss(const DeviceBatch& batch, float grad_sca
     tp_all_reduce_sum(st);
     ops_.copy_to_host(host_max.data(), m, static_cast<size_t>(cm) * sizeof(float));
     ops_.copy_to_host(host_sums.data(), st, static_cast<size_t>(2 * cm) * sizeof(float));
+    if (smoothing) {
+      const Tensor ls = logit_sums.view({cm});
+      ops_.vocab_parallel_ce_logit_sums(z, y, ls);
+      tp_all_reduce_sum(ls);
+      ops_.copy_to_host(host_logit_sums.data(), ls, static_cast<size_t>(cm) * sizeof(float));
+    }
     if (result.metrics.computed) {
       const Tensor mt = stats.view({cm, 2});
       result.metrics.computed = ops_.vocab_parallel_ce_metrics(z, y, vocab_start, V, m, mt);
@@ -216,14 +230,18 @@ LossResult Decoder::vocab_parallel_loss(const DeviceBatch& batch, float grad_sca
       const int32_t target = targets[static_cast<size_t>(n0 + r)];
       if (target == kIgnoreIndex) continue;
       const double sum_exp = static_cast<double>(host_sums[static_cast<size_t>(2 * r)]);
-      result.loss_sum += static_cast<double>(host_max[static_cast<size_t>(r)]) + std::log(sum_exp) -
-                         static_cast<double>(host_sums[static_cast<size_t>(2 * r + 1)]);
+      const double lse = static_cast<double>(host_max[static_cast<size_t>(r)]) + std::log(sum_exp);
+      const double z_y = static_cast<double>(host_sums[static_cast<size_t>(2 * r + 1)]);
+      const double z_mean =
+          smoothing ? static_cast<double>(host_logit_sums[static_cast<size_t>(r)]) / static_cast<double>(V) : 0.0;
+      result.loss_sum += token_loss_from_statistics(lse, z_y, z_mean, token_loss_);
       if (!result.metrics.computed) continue;
       result.metrics.entropy_sum += std::log(sum_exp) - static_cast<double>(weighted[static_cast<size_t>(r)]) / sum_exp;
       result.metrics.top1 += static_cast<int64_t>(first_max[static_cast<size_t>(r)]) == target;
     }
     if (!backward) continue;
-    ops_.vocab_parallel_ce_grad(z, y, vocab_start, m, st, grad_scale, logit_cap);
+    if (token_loss_.plain()) ops_.vocab_parallel_ce_grad(z, y, vocab_start, m, st, grad_scale, logit_cap);
+    else ops_.vocab_parallel_ce_shaped_grad(z, y, vocab_start, V, m, st, grad_scale, logit_cap, token_loss_);
     const Tensor dh = s.dh.view({cm, C}, n0 * C);
     ops_.matmul(z, false, W, false, dh);  // dh (cm, C) = dz (cm, Vl) W (Vl, C): this slice's share
     if (dW.data()) ops_.matmul(z, true, h, false, dW, 1.0f, 1.0f);  // dW (Vl, C) += dz^T h (none when frozen)

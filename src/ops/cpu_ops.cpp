@@ -271,6 +271,15 @@ class CpuOps final : public Ops {
     cpu::vocab_parallel_ce_grad(logits.f32(), ids_of(targets), logits.dim(0), logits.dim(1), vocab_start, row_max.f32(),
                                 sums.f32(), grad_scale, logit_softcap);
   }
+  void vocab_parallel_ce_logit_sums(const Tensor& logits, const Tensor& targets, const Tensor& logit_sums) override {
+    cpu::vocab_parallel_ce_logit_sums(logits.f32(), ids_of(targets), logits.dim(0), logits.dim(1), logit_sums.f32());
+  }
+  void vocab_parallel_ce_shaped_grad(const Tensor& logits, const Tensor& targets, int64_t vocab_start,
+                                     int64_t vocab_size, const Tensor& row_max, const Tensor& sums, float grad_scale,
+                                     float logit_softcap, const TokenLoss& token_loss) override {
+    cpu::vocab_parallel_ce_shaped_grad(logits.f32(), ids_of(targets), logits.dim(0), logits.dim(1), vocab_start,
+                                       vocab_size, row_max.f32(), sums.f32(), grad_scale, logit_softcap, token_loss);
+  }
   void logit_softcap(const Tensor& logits, float cap) override {
     cpu::logit_softcap(logits.f32(), logits.numel(), cap);
   }

@@ -124,6 +124,10 @@ class CudaOpsImpl final : public CudaOps {
                                  const Tensor& row_max, const Tensor& stats) override;
   void vocab_parallel_ce_grad(const Tensor& logits, const Tensor& targets, int64_t vocab_start, const Tensor& row_max,
                               const Tensor& sums, float grad_scale, float logit_softcap = 0.0f) override;
+  void vocab_parallel_ce_logit_sums(const Tensor& logits, const Tensor& targets, const Tensor& logit_sums) override;
+  void vocab_parallel_ce_shaped_grad(const Tensor& logits, const Tensor& targets, int64_t vocab_start,
+                                     int64_t vocab_size, const Tensor& row_max, const Tensor& sums, float grad_scale,
+                                     float logit_softcap, const TokenLoss& token_loss) override;
   void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamWHyper& h,
                   const Tensor& compute) override;
 

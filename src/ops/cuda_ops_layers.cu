@@ -437,6 +437,24 @@ void CudaOpsImpl::vocab_parallel_ce_grad(const Tensor& logits, const Tensor& tar
                                logit_softcap);
 }
 
+void CudaOpsImpl::vocab_parallel_ce_logit_sums(const Tensor& logits, const Tensor& targets, const Tensor& logit_sums) {
+  // logit_sums (M) F32 has row_max's shape: checked as that argument.
+  check_vocab_parallel(logits, &targets, logit_sums, nullptr, "vocab_parallel_ce_logit_sums");
+  const auto timing = timed("vocab_parallel_ce");
+  cuda::vocab_parallel_ce_logit_sums(data_of<float>(logits), data_of<int32_t>(targets), logits.dim(0), logits.dim(1),
+                                     data_of<float>(logit_sums), stream());
+}
+
+void CudaOpsImpl::vocab_parallel_ce_shaped_grad(const Tensor& logits, const Tensor& targets, int64_t vocab_start,
+                                                int64_t vocab_size, const Tensor& row_max, const Tensor& sums,
+                                                float grad_scale, float logit_softcap, const TokenLoss& token_loss) {
+  check_vocab_parallel(logits, &targets, row_max, &sums, "vocab_parallel_ce_shaped_grad");
+  const auto timing = timed("vocab_parallel_ce");
+  cuda::vocab_parallel_ce_shaped_grad(data_of<float>(logits), data_of<int32_t>(targets), logits.dim(0), logits.dim(1),
+                                      vocab_start, vocab_size, data_of<float>(row_max), data_of<float>(sums),
+                                      grad_scale, logit_softcap, token_loss, stream());
+}
+
 void CudaOpsImpl::logit_softcap(const Tensor& logits, float cap) {
   expect_dtype(logits, DType::F32, "logit_softcap");
   expect_cuda(logits, "logit_softcap");

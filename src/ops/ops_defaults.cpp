@@ -75,5 +75,12 @@ bool Ops::vocab_parallel_ce_metrics(const Tensor&, const Tensor&, int64_t, int64
 void Ops::vocab_parallel_ce_grad(const Tensor&, const Tensor&, int64_t, const Tensor&, const Tensor&, float, float) {
   missing(device(), "vocab_parallel_ce_grad");
 }
+void Ops::vocab_parallel_ce_logit_sums(const Tensor&, const Tensor&, const Tensor&) {
+  missing(device(), "vocab_parallel_ce_logit_sums");
+}
+void Ops::vocab_parallel_ce_shaped_grad(const Tensor&, const Tensor&, int64_t, int64_t, const Tensor&, const Tensor&,
+                                        float, float, const TokenLoss&) {
+  missing(device(), "vocab_parallel_ce_shaped_grad");
+}
 
 }  // namespace trlhpc

@@ -159,13 +159,6 @@ void validate_sft_options(const SftConfig& c) {
   require_parallel_size("--sp_size", c.sp_size);
   require("--bucket_size_mb", c.bucket_size_mb, c.bucket_size_mb >= 1 && c.bucket_size_mb <= (int64_t{1} << 40),
           "must be in [1, 1099511627776]");
-  if (c.tp_size > 1 && c.label_smoothing_factor > 0 && c.loss_type == "nll")
-    reject("--label_smoothing_factor", number_text(c.label_smoothing_factor),
-           "not implemented with --tp_size > 1 (the vocabulary-parallel loss is the plain cross-entropy): use "
-           "--tp_size 1, with --sharding zero3 (or fsdp) for the memory");
-  if (c.tp_size > 1 && c.loss_type == "dft")
-    throw UserError("--loss_type dft: not implemented with --tp_size > 1 (the vocabulary-parallel loss is the plain "
-                    "cross-entropy): use --tp_size 1, with --sharding zero3 (or fsdp) for the memory");
 }
 
 int64_t checked_total_steps(const SftConfig& c, int64_t steps_per_epoch, int64_t global_batch_size) {

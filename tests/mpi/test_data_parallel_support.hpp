@@ -97,6 +97,7 @@ struct CurveOptions {
   uint64_t data_seed = 7;
   double lr = 1e-2;
   DType compute = DType::F32;  // the CPU backend's compute dtype (BF16: --bf16)
+  TokenLoss token_loss;        // label smoothing / DFT (kernels/token_loss.hpp); plain by default
 };
 
 struct Curve {
@@ -123,7 +124,9 @@ inline TrainerOptions trainer_options(const Layout& layout) {
 inline Curve train_curve(const ModelConfig& config, const UnitRangeSource& weights, ProcessGroups& groups,
                          const Layout& layout, const CurveOptions& options) {
   auto ops = make_cpu_ops(options.compute);
-  Trainer trainer(config, *ops, groups, trainer_options(layout));
+  TrainerOptions trainer_opts = trainer_options(layout);
+  trainer_opts.parallel.token_loss = options.token_loss;
+  Trainer trainer(config, *ops, groups, trainer_opts);
   trainer.model().load_weights(weights);
   const int64_t D = groups.dp().size(), d = groups.dp().rank(), A = layout.accumulation;
   const int64_t R = options.global_rows / (D * A);

@@ -279,6 +279,16 @@ void vocab_parallel_ce_metrics(const float* logits, const int32_t* targets, int6
 // 1 - (z / c)^2, taking them back to the head's output.
 void vocab_parallel_ce_grad(float* logits, const int32_t* targets, int64_t M, int64_t V, int64_t vocab_start,
                             const float* row_max, const float* sums, float grad_scale, float logit_softcap = 0.0f);
+// Label smoothing's piece: logit_sums (M) = sum_v z[v] of the slice (0 for ignored rows); the caller
+// all-reduces it by sum and passes sum / vocab_size as z_mean to token_loss_from_statistics.
+void vocab_parallel_ce_logit_sums(const float* logits, const int32_t* targets, int64_t M, int64_t V,
+                                  float* logit_sums);
+// vocab_parallel_ce_grad for a TokenLoss other than plain (label smoothing and/or DFT, token_loss.hpp):
+// dlogits = grad_scale * w * (softmax - (1 - eps) onehot - eps / vocab_size), w = p_y (DFT, from the
+// all-reduced sums) or 1; vocab_size is the whole vocabulary (>= V). The softcap as above.
+void vocab_parallel_ce_shaped_grad(float* logits, const int32_t* targets, int64_t M, int64_t V, int64_t vocab_start,
+                                   int64_t vocab_size, const float* row_max, const float* sums, float grad_scale,
+                                   float logit_softcap, const TokenLoss& token_loss);
 
 // ---- adamw.cpp ------------------------------------------------------------------------------------
 // Decoupled AdamW, PyTorch semantics (torch.optim.AdamW, foreach=False), step >= 1:

@@ -14,6 +14,8 @@
 // the smoothed loss times sg(p_y).
 #pragma once
 
+#include <cmath>
+
 namespace trlhpc {
 
 struct TokenLoss {
@@ -23,5 +25,17 @@ struct TokenLoss {
   // The plain cross-entropy: the kernels take their original path, bit for bit.
   bool plain() const { return label_smoothing == 0.0f && !dft; }
 };
+
+// One token's loss from its softmax statistics, by the formulas above: lse = logsumexp(z), z_y the
+// target's logit, z_mean = mean_v z (read only under label smoothing). The vocab-parallel loss combines
+// its all-reduced statistics with it (src/model/decoder_tensor_parallel.cpp); plain is lse - z_y, the
+// expression it has always used. The fused kernels keep their own arithmetic (cross_entropy.cpp/.cu).
+inline double token_loss_from_statistics(double lse, double z_y, double z_mean, const TokenLoss& token_loss) {
+  const double nll = lse - z_y;
+  if (token_loss.plain()) return nll;
+  const double eps = token_loss.label_smoothing;
+  const double smoothed = (1.0 - eps) * nll + eps * (lse - z_mean);
+  return token_loss.dft ? std::exp(-nll) * smoothed : smoothed;
+}
 
 }  // namespace trlhpc

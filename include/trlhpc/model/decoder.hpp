@@ -136,8 +136,8 @@ struct LossResult {
 class Decoder {
  public:
   // The store holds the tp slices of its tp layout; `parallelism` must match it (checked). token_loss:
-  // label smoothing / DFT of the training and evaluation loss (kernels/token_loss.hpp); not plain needs
-  // tp 1 (the vocab-parallel loss is the plain cross-entropy; checked).
+  // label smoothing / DFT of the training and evaluation loss (kernels/token_loss.hpp), in the fused loss
+  // (tp 1) and the vocab-parallel one alike.
   Decoder(ModelConfig config, Ops& ops, ParameterStore& params, bool gradient_checkpointing = false,
           int64_t loss_chunk_tokens = 1024, DecoderParallelism parallelism = {}, DecoderAdapters adapters = {},
           TokenLoss token_loss = {});

@@ -171,6 +171,15 @@ class Ops {
   virtual void vocab_parallel_ce_grad(const Tensor& logits /*in: logits, out: dlogits*/, const Tensor& targets,
                                       int64_t vocab_start, const Tensor& row_max, const Tensor& sums, float grad_scale,
                                       float logit_softcap = 0.0f);
+  // Label smoothing's per-row sum of this slice's logits (cpu::vocab_parallel_ce_logit_sums): logit_sums
+  // (M) F32, all-reduced by sum by the decoder.
+  virtual void vocab_parallel_ce_logit_sums(const Tensor& logits, const Tensor& targets, const Tensor& logit_sums);
+  // vocab_parallel_ce_grad for a TokenLoss other than plain (cpu::vocab_parallel_ce_shaped_grad);
+  // vocab_size: the whole vocabulary, for eps / vocab_size.
+  virtual void vocab_parallel_ce_shaped_grad(const Tensor& logits /*in: logits, out: dlogits*/, const Tensor& targets,
+                                             int64_t vocab_start, int64_t vocab_size, const Tensor& row_max,
+                                             const Tensor& sums, float grad_scale, float logit_softcap,
+                                             const TokenLoss& token_loss);
   // LoRA's input dropout (cpu::lora_dropout): x, out (N, F) of one dtype (may alias), source_rows /
   // source_columns (N) I32. Not pure: a backend without it fails with a RuntimeFailure naming the op.
   virtual void lora_dropout(const Tensor& x, const Tensor& out, const Tensor& source_rows, const Tensor& source_columns,
